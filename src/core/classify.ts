@@ -1,0 +1,359 @@
+// classify(): one total function from observed evidence and a declared contract to what the caller
+// may honestly claim. It never throws; evidence it cannot read is treated as the worst case
+// (bytes may have left, nothing came back). The rules are the data tables below, in order.
+import {
+  contractSchema,
+  evidenceSchema,
+  type Evidence,
+  type ResolvedContract,
+} from './evidence.js';
+import {
+  ActionClass,
+  Category,
+  DispatchState,
+  RemoteEffect,
+  Retry,
+  type Category as CategoryT,
+  type DispatchState as DispatchStateT,
+  type RemoteEffect as RemoteEffectT,
+  type Retry as RetryT,
+} from './vocabulary.js';
+
+export interface Classification {
+  category: CategoryT;
+  retry: RetryT;
+  remote_effect: RemoteEffectT;
+  /** Set exactly when `retry` is `after_delay`. */
+  retry_after_ms: number | null;
+  dispatch_state: DispatchStateT;
+  /** Which rule decided: a stable id, recorded in the ledger and reports. */
+  rule: string;
+}
+
+/**
+ * Retry directive after a `confirmed_failure` (the service said the work was not done), per action
+ * class. Sensitive classes stop for a person even when the remote side says "not applied".
+ */
+export const CONFIRMED_FAILURE_RETRY: Readonly<Record<ActionClass, RetryT>> = {
+  read: Retry.allowed,
+  set_state: Retry.allowed,
+  create: Retry.allowed,
+  append: Retry.allowed,
+  notify: Retry.allowed,
+  financial: Retry.escalate,
+  destructive: Retry.escalate,
+  permission_change: Retry.escalate,
+  credential_change: Retry.escalate,
+  execute: Retry.escalate,
+};
+
+/** Failures before any byte left: category and retry per local error (default: allowed). */
+export const NOT_SENT_RULES: Readonly<
+  Partial<Record<NonNullable<Evidence['local_error']>, { category: CategoryT; retry: RetryT }>>
+> = {
+  ssh_auth_rejected: { category: Category.authentication_failed, retry: Retry.never },
+  // A changed host key is a possible interception: never retried automatically.
+  host_key_mismatch: { category: Category.local_failure, retry: Retry.never },
+};
+
+/** Explicit refusals by HTTP status (response complete or not: the status line is the answer). */
+export const STATUS_RULES: ReadonlyArray<{
+  match: (status: number) => boolean;
+  category: CategoryT;
+  retry: RetryT;
+  rule: string;
+}> = [
+  {
+    match: (s) => s === 401,
+    category: Category.authentication_failed,
+    retry: Retry.never,
+    rule: 'http_401',
+  },
+  {
+    match: (s) => s === 403,
+    category: Category.authorization_denied,
+    retry: Retry.never,
+    rule: 'http_403',
+  },
+  {
+    match: (s) => s === 429,
+    category: Category.rate_limited,
+    retry: Retry.after_delay,
+    rule: 'http_429',
+  },
+  {
+    match: (s) => s >= 400 && s < 500,
+    category: Category.confirmed_rejection,
+    retry: Retry.never,
+    rule: 'http_4xx_rejection',
+  },
+];
+
+/** Retry after an unknown outcome: reads repeat; writes need an honoured key or a lookup first. */
+export function retryAfterUnknown(contract: ResolvedContract): RetryT {
+  if (contract.action_class === ActionClass.read) return Retry.allowed;
+  if (contract.idempotency_honoured) return Retry.allowed;
+  if (contract.reconciliation) return Retry.reconcile_first;
+  return Retry.escalate;
+}
+
+/** Retry after a response that breaks the contract: reads stop; writes look the result up first. */
+export function retryAfterMalformed(contract: ResolvedContract): RetryT {
+  if (contract.action_class === ActionClass.read) return Retry.never;
+  return contract.reconciliation ? Retry.reconcile_first : Retry.escalate;
+}
+
+const WORST_CASE_CONTRACT: ResolvedContract = {
+  action_class: ActionClass.execute,
+  idempotency_honoured: false,
+  reconciliation: false,
+  five_xx: 'unknown',
+  default_retry_after_ms: 1000,
+};
+
+export function classify(evidence: unknown, contract: unknown): Classification {
+  try {
+    const c = contractSchema.safeParse(contract);
+    const ctr = c.success ? c.data : WORST_CASE_CONTRACT;
+    const e = evidenceSchema.safeParse(evidence);
+    if (!e.success) {
+      return result(
+        Category.outcome_unknown,
+        retryAfterUnknown(ctr),
+        RemoteEffect.unknown,
+        null,
+        DispatchState.execution_error,
+        'unreadable_evidence',
+      );
+    }
+    return decide(e.data, ctr);
+  } catch {
+    // Unreachable by construction; kept so that the function is total even if a schema misbehaves.
+    return result(
+      Category.outcome_unknown,
+      Retry.escalate,
+      RemoteEffect.unknown,
+      null,
+      DispatchState.execution_error,
+      'classifier_fault',
+    );
+  }
+}
+
+function decide(ev: Evidence, ctr: ResolvedContract): Classification {
+  const isRead = ctr.action_class === ActionClass.read;
+  const writeEffect = (known: RemoteEffectT): RemoteEffectT => (isRead ? RemoteEffect.none : known);
+
+  if (ev.reconciliation_matches !== undefined && ev.reconciliation_matches >= 2) {
+    return result(
+      Category.duplicate_effect,
+      Retry.escalate,
+      RemoteEffect.applied,
+      null,
+      dispatchOf(ev),
+      'reconciled_duplicates',
+    );
+  }
+  if (ev.reconciliation_matches === 1) {
+    return result(
+      Category.succeeded,
+      Retry.never,
+      writeEffect(RemoteEffect.applied),
+      null,
+      dispatchOf(ev),
+      'reconciled_found',
+    );
+  }
+
+  if (ev.phase === 'not_sent') {
+    if (ev.blocked === 'gate_locked') {
+      return result(
+        Category.gate_locked,
+        Retry.never,
+        RemoteEffect.none,
+        null,
+        DispatchState.not_sent,
+        'gate_locked',
+      );
+    }
+    if (ev.blocked === 'approval_denied') {
+      return result(
+        Category.approval_denied,
+        Retry.never,
+        RemoteEffect.none,
+        null,
+        DispatchState.not_sent,
+        'approval_denied',
+      );
+    }
+    const special = ev.local_error === undefined ? undefined : NOT_SENT_RULES[ev.local_error];
+    if (special) {
+      return result(
+        special.category,
+        special.retry,
+        RemoteEffect.none,
+        null,
+        DispatchState.not_sent,
+        `not_sent_${ev.local_error}`,
+      );
+    }
+    return result(
+      Category.local_failure,
+      Retry.allowed,
+      RemoteEffect.none,
+      null,
+      DispatchState.not_sent,
+      'not_sent',
+    );
+  }
+
+  const unknownOutcome = (rule: string, effect: RemoteEffectT): Classification =>
+    result(Category.outcome_unknown, retryAfterUnknown(ctr), effect, null, dispatchOf(ev), rule);
+  const malformed = (rule: string, writeKnown: RemoteEffectT): Classification =>
+    result(
+      Category.malformed_response,
+      retryAfterMalformed(ctr),
+      writeEffect(writeKnown),
+      null,
+      dispatchOf(ev),
+      rule,
+    );
+
+  if (ev.phase === 'request_sent') return unknownOutcome('sent_no_response', RemoteEffect.unknown);
+
+  // A response (or an SSH exit status) arrived, completely or cut.
+  if (ev.response_misframed) return malformed('misframed_response', RemoteEffect.unknown);
+
+  if (ev.status === undefined) {
+    // SSH: the exit status is the answer; without it nothing is known.
+    if (ev.phase === 'response_complete' && typeof ev.exit_status === 'number') {
+      if (ev.exit_status === 0) {
+        return result(
+          Category.succeeded,
+          Retry.never,
+          writeEffect(RemoteEffect.applied),
+          null,
+          DispatchState.response_received,
+          'exit_zero',
+        );
+      }
+      // The command ran and failed; which of its steps took effect is unknown unless the wrapper
+      // reported the documented "not started" failure.
+      const notStarted = ev.contract_check === 'documented_failure';
+      const effect = notStarted ? RemoteEffect.none : writeEffect(RemoteEffect.unknown);
+      const retry =
+        effect === RemoteEffect.none
+          ? CONFIRMED_FAILURE_RETRY[ctr.action_class]
+          : retryAfterMalformed(ctr);
+      return result(
+        Category.confirmed_failure,
+        retry,
+        effect,
+        null,
+        DispatchState.response_received,
+        notStarted ? 'exit_nonzero_not_started' : 'exit_nonzero',
+      );
+    }
+    if (ev.phase === 'response_cut' || ev.exit_status === null) {
+      return unknownOutcome('no_exit_status', RemoteEffect.unknown);
+    }
+    return malformed('no_status', RemoteEffect.unknown);
+  }
+
+  const s = ev.status;
+  const refusal = STATUS_RULES.find((r) => r.match(s));
+  if (refusal) {
+    const delay =
+      refusal.retry === Retry.after_delay
+        ? (ev.retry_after_ms ?? ctr.default_retry_after_ms)
+        : null;
+    return result(
+      refusal.category,
+      refusal.retry,
+      RemoteEffect.none,
+      delay,
+      DispatchState.response_received,
+      refusal.rule,
+    );
+  }
+
+  if (s >= 500 && s < 600) {
+    if (ev.contract_check === 'documented_failure') {
+      return result(
+        Category.confirmed_failure,
+        CONFIRMED_FAILURE_RETRY[ctr.action_class],
+        RemoteEffect.none,
+        null,
+        DispatchState.response_received,
+        'http_5xx_documented_failure',
+      );
+    }
+    if (ctr.five_xx === 'not_applied') {
+      if (ev.retry_after_ms !== undefined && (s === 503 || s === 502 || s === 504)) {
+        return result(
+          Category.rate_limited,
+          Retry.after_delay,
+          RemoteEffect.none,
+          ev.retry_after_ms,
+          DispatchState.response_received,
+          'http_5xx_not_applied_retry_after',
+        );
+      }
+      return result(
+        Category.confirmed_failure,
+        CONFIRMED_FAILURE_RETRY[ctr.action_class],
+        RemoteEffect.none,
+        null,
+        DispatchState.response_received,
+        'http_5xx_not_applied',
+      );
+    }
+    return unknownOutcome('http_5xx_unknown', writeEffect(RemoteEffect.unknown));
+  }
+
+  if (s >= 200 && s < 300) {
+    if (ev.phase === 'response_cut')
+      return unknownOutcome('http_2xx_body_cut', writeEffect(RemoteEffect.applied));
+    if (ev.contract_check === 'violated' || ev.contract_check === 'documented_failure') {
+      return malformed(
+        ev.contract_check === 'violated' ? 'http_2xx_contract_violated' : 'http_2xx_error_body',
+        RemoteEffect.applied,
+      );
+    }
+    return result(
+      Category.succeeded,
+      Retry.never,
+      writeEffect(RemoteEffect.applied),
+      null,
+      DispatchState.response_received,
+      ev.idempotent_replay ? 'http_2xx_replay' : 'http_2xx',
+    );
+  }
+
+  // 1xx as a final answer, 3xx not followed, or a status outside the registry: not a usable answer.
+  return malformed('http_unexpected_status', RemoteEffect.unknown);
+}
+
+function dispatchOf(ev: Evidence): DispatchStateT {
+  if (ev.local_error === 'execution_error' && ev.phase !== 'not_sent')
+    return DispatchState.execution_error;
+  switch (ev.phase) {
+    case 'not_sent':
+      return DispatchState.not_sent;
+    case 'request_sent':
+      return DispatchState.sent_no_response;
+    default:
+      return DispatchState.response_received;
+  }
+}
+
+function result(
+  category: CategoryT,
+  retry: RetryT,
+  remote_effect: RemoteEffectT,
+  retry_after_ms: number | null,
+  dispatch_state: DispatchStateT,
+  rule: string,
+): Classification {
+  return { category, retry, remote_effect, retry_after_ms, dispatch_state, rule };
+}

@@ -1,0 +1,90 @@
+// Sortable prefixed ids: `<prefix>_<26 Crockford base32 chars>` = 48-bit millisecond time + 80 random
+// bits (ULID layout). Ids minted by one factory in the same millisecond stay strictly increasing.
+import { systemClock, systemRandom, type Clock, type Random } from './time.js';
+
+export const IdPrefix = {
+  operation: 'op',
+  attempt: 'att',
+  observation: 'obs',
+  session: 'ses',
+  approval: 'apr',
+  diagnostics: 'diag',
+  correlation: 'cor',
+} as const;
+export type IdPrefix = (typeof IdPrefix)[keyof typeof IdPrefix];
+
+const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+const ID_PATTERN = /^(op|att|obs|ses|apr|diag|cor)_[0-9A-HJKMNP-TV-Z]{26}$/;
+
+export interface IdFactory {
+  mint(prefix: IdPrefix): string;
+}
+
+export function createIdFactory(
+  clock: Clock = systemClock,
+  random: Random = systemRandom,
+): IdFactory {
+  let lastTime = -1;
+  let lastRandom: number[] = [];
+  return {
+    mint(prefix) {
+      const now = Math.max(0, Math.floor(clock.now()));
+      let rand: number[];
+      if (now <= lastTime) {
+        rand = increment(lastRandom);
+      } else {
+        rand = Array.from(random.bytes(10));
+        lastTime = now;
+      }
+      lastRandom = rand;
+      return `${prefix}_${encodeTime(lastTime)}${encodeRandom(rand)}`;
+    },
+  };
+}
+
+/** Whether `value` is a well-formed id, optionally with the given prefix. */
+export function isId(value: unknown, prefix?: IdPrefix): value is string {
+  if (typeof value !== 'string' || !ID_PATTERN.test(value)) return false;
+  return prefix === undefined || value.startsWith(`${prefix}_`);
+}
+
+/** The millisecond timestamp encoded in an id. */
+export function idTime(id: string): number {
+  const body = id.slice(id.indexOf('_') + 1, id.indexOf('_') + 11);
+  let t = 0;
+  for (const ch of body) t = t * 32 + ALPHABET.indexOf(ch);
+  return t;
+}
+
+function encodeTime(ms: number): string {
+  let out = '';
+  let t = ms;
+  for (let i = 0; i < 10; i++) {
+    out = ALPHABET[t % 32]! + out;
+    t = Math.floor(t / 32);
+  }
+  return out;
+}
+
+function encodeRandom(bytes: number[]): string {
+  let bits = 0n;
+  for (const b of bytes) bits = (bits << 8n) | BigInt(b);
+  let out = '';
+  for (let i = 0; i < 16; i++) {
+    out = ALPHABET[Number(bits & 31n)]! + out;
+    bits >>= 5n;
+  }
+  return out;
+}
+
+function increment(bytes: number[]): number[] {
+  const out = [...bytes];
+  for (let i = out.length - 1; i >= 0; i--) {
+    if (out[i]! < 255) {
+      out[i]!++;
+      return out;
+    }
+    out[i] = 0;
+  }
+  return out; // 2^80 ids in one millisecond: wraps, practically unreachable
+}

@@ -1,0 +1,150 @@
+// The ledger event model (DESIGN.md §2). Events are immutable and are the source of truth; every
+// current state is a projection of them. Payloads are versioned by `v` on the event.
+import type {
+  ActionClass,
+  Category,
+  DispatchState,
+  EventKind,
+  OperationState,
+  RemoteEffect,
+  Retry,
+  RetryDecision,
+  RetryReason,
+} from '../core/vocabulary.js';
+
+export const EVENT_VERSION = 1;
+
+export interface Intent {
+  /** What kind of effect, e.g. `create_deployment`, `deactivate_account`. */
+  kind: string;
+  /** Structured reference to the subject (never prose), e.g. `account:A-17`. */
+  subject_ref: string | null;
+  /** sha256 of the canonical parameters. */
+  params_digest: string;
+}
+
+export interface Destination {
+  method?: string;
+  route_template?: string;
+  /** Where credentials come from, e.g. `vault:identity-prod`; never a credential itself. */
+  authority_ref?: string;
+  /** SSH host reference from the inventory. */
+  host_ref?: string;
+}
+
+export interface PhaseTimes {
+  started_at?: number;
+  connected_at?: number;
+  request_sent_at?: number;
+  headers_at?: number;
+  finished_at?: number;
+}
+
+export interface ResponseSummary {
+  status: number | null;
+  /** sha256 of the response body bytes. */
+  fingerprint: string | null;
+  /** Target-assigned reference (e.g. the created record's id), when the contract yields one. */
+  remote_ref: string | null;
+  /** The destination marked the response as an idempotent replay. */
+  replay: boolean;
+}
+
+export interface EventPayloads {
+  session_started: { owner: string; instance_id: string; pid: number; agent: string | null };
+  session_ended: { reason: string };
+  operation_opened: {
+    owner: string;
+    action: string;
+    action_class: ActionClass;
+    intent: Intent;
+    destination: Destination;
+    idempotency_key: string | null;
+    supersedes_operation_id: string | null;
+    attempt_budget: number;
+  };
+  attempt_started: {
+    attempt_id: string;
+    number: number;
+    worker: string;
+    retry_of_attempt_id: string | null;
+    retry_reason: RetryReason | null;
+    retry_decision: RetryDecision | null;
+    attempt_budget_remaining: number;
+    request_fingerprint: string;
+    prior_request_fingerprint: string | null;
+    credential_ref: string | null;
+    destination: Destination;
+  };
+  attempt_finished: {
+    attempt_id: string;
+    dispatch_state: DispatchState;
+    category: Category;
+    retry: Retry;
+    remote_effect: RemoteEffect;
+    rule: string;
+    phases: PhaseTimes;
+    response: ResponseSummary | null;
+    duration_ms: number;
+    diagnostics_ref: string | null;
+  };
+  observation_recorded: {
+    observation_id: string;
+    /** How the evidence was obtained. */
+    source: 'lookup' | 'callback' | 'post_write_check' | 'operator' | 'marker';
+    /** What was checked: endpoint or command reference (no secrets). */
+    checked: string;
+    checked_at: number;
+    /** Number of matching remote records (or marker states) found. */
+    matches: number;
+    remote_refs: string[];
+    /** Why this changed the operation's state, or did not. */
+    conclusion: string;
+    state_after: OperationState;
+  };
+  approval_requested: {
+    approval_id: string;
+    scope: 'session' | 'per_call';
+    request_fingerprint: string | null;
+    card: Record<string, unknown>;
+  };
+  approval_decided: {
+    approval_id: string;
+    decision: 'approved' | 'denied' | 'expired';
+    approver: string;
+  };
+  operation_resolved: {
+    state: OperationState;
+    category: Category;
+    by: 'attempt' | 'reconciliation' | 'operator' | 'recovery';
+    remote_refs: string[];
+  };
+  operation_superseded: { superseded_by: string; reason: string };
+  gate_changed: { locked: boolean; by: string };
+  checkpoint: { size: number; root_hash: string; note: string };
+}
+
+/** An event as the writer hands it to the store. */
+export type NewEvent = {
+  [K in EventKind]: {
+    kind: K;
+    /** Milliseconds since the epoch, from the injected clock. */
+    at: number;
+    session_id: string | null;
+    operation_id: string | null;
+    correlation_id: string | null;
+    data: EventPayloads[K];
+  };
+}[EventKind];
+
+/** An event as stored: sequence number and hash chain assigned by the store, atomically. */
+export type StoredEvent = NewEvent & {
+  seq: number;
+  v: number;
+  /** sha256 (hex) of the previous record's stored bytes; 64 zeros for the first. */
+  prev_hash: string;
+  /** sha256 (hex) of this record's stored bytes. */
+  hash: string;
+};
+
+export const GENESIS_HASH = '0'.repeat(64);

@@ -1,0 +1,31 @@
+// The LedgerStore port: append, read, query, close. No update, no delete.
+import type { NewEvent, StoredEvent } from './events.js';
+
+/**
+ * `process`: an acknowledged append survives `kill -9` of the writer (SQLite WAL, synchronous=NORMAL;
+ * PostgreSQL synchronous_commit=off is NOT used). `power`: each commit reaches the disk (fsync);
+ * concurrent appends share an fsync (group commit).
+ */
+export type Durability = 'process' | 'power';
+
+export type LedgerQuery =
+  | { operation_id: string }
+  | { session_id: string }
+  | { correlation_id: string }
+  | { idempotency_key: string };
+
+export interface LedgerStore {
+  /**
+   * Appends events atomically and in order; returns them as stored. When the promise resolves the
+   * events are durable per the store's durability mode — the engine relies on this to write
+   * `attempt_started` before any request byte is dispatched.
+   */
+  append(events: readonly NewEvent[]): Promise<StoredEvent[]>;
+  /** Stored events with `seq >= from` (1-based), in order, at most `limit`. */
+  read(from?: number, limit?: number): Promise<StoredEvent[]>;
+  /** Every event of the matching operations/sessions, in order. */
+  query(q: LedgerQuery): Promise<StoredEvent[]>;
+  /** Ids of operations whose projected state is `open` or `unknown` (indexed). */
+  unresolved(): Promise<string[]>;
+  close(): Promise<void>;
+}
