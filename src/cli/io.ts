@@ -1,0 +1,53 @@
+// What a command may touch: its arguments and two output streams. Commands return an exit code:
+// 0 ok, 1 a check failed, 2 usage error, 3 environment (DESIGN.md §6).
+export interface CommandIo {
+  out: (s: string) => void;
+  err: (s: string) => void;
+}
+
+export type Command = (args: string[], io: CommandIo) => Promise<number>;
+
+export const Exit = { ok: 0, check_failed: 1, usage: 2, environment: 3 } as const;
+
+/** Misuse of the command line: one clear line, exit 2. */
+export class UsageError extends Error {
+  readonly code = 'usage';
+}
+
+/**
+ * Minimal flag parser: `--name value`, `--name=value`, boolean `--flag`. Unknown flags are a usage
+ * error naming the flag, so typos never silently change behaviour.
+ */
+export function parseFlags(
+  args: string[],
+  spec: Record<string, 'string' | 'boolean'>,
+): { flags: Record<string, string | boolean>; positional: string[] } {
+  const flags: Record<string, string | boolean> = {};
+  const positional: string[] = [];
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') {
+      positional.push(...args.slice(i + 1));
+      break;
+    }
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
+    const kind = spec[name];
+    if (kind === undefined) throw new UsageError(`unknown option --${name}`);
+    if (kind === 'boolean') {
+      if (eq > 0) throw new UsageError(`option --${name} takes no value`);
+      flags[name] = true;
+      continue;
+    }
+    const value = eq > 0 ? arg.slice(eq + 1) : args[++i];
+    if (value === undefined || (eq < 0 && value.startsWith('--'))) {
+      throw new UsageError(`option --${name} needs a value`);
+    }
+    flags[name] = value;
+  }
+  return { flags, positional };
+}

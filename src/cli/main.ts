@@ -1,0 +1,87 @@
+// argv -> library calls -> exit code. No logic lives here: each command is a module, loaded lazily
+// so that `candor --help` loads no database or SSH driver.
+import { readFileSync } from 'node:fs';
+import { Exit, UsageError, type Command, type CommandIo } from './io.js';
+
+interface CommandEntry {
+  usage: string;
+  summary: string;
+  load: () => Promise<{ run: Command }>;
+}
+
+const COMMANDS: Record<string, CommandEntry> = {
+  demo: {
+    usage: 'candor demo',
+    summary: 'main job: run the reference cases through the real classifier and print the table',
+    load: () => import('./commands/demo.js'),
+  },
+  schema: {
+    usage: 'candor schema envelope|matrix|fixture|config',
+    summary: 'print a JSON Schema (draft 2020-12)',
+    load: () => import('./commands/schema.js'),
+  },
+};
+
+export function helpText(): string {
+  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
+  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`);
+  return [
+    'candor — make agent tools tell the truth after a failure',
+    '',
+    'Usage: candor <command> [options]',
+    '',
+    'Commands:',
+    ...lines,
+    '',
+    'Options:',
+    '  --help, -h     show this help (also: candor <command> --help)',
+    '  --version, -v  print the version',
+    '',
+    'Exit codes: 0 ok, 1 a check failed, 2 usage error, 3 environment problem.',
+    'Ledger URLs: sqlite:PATH (default sqlite:./.candor/ledger.db) or postgres://…',
+    '',
+  ].join('\n');
+}
+
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
+    version: string;
+  };
+  return pkg.version;
+}
+
+const defaultIo: CommandIo = {
+  out: (s) => void process.stdout.write(s),
+  err: (s) => void process.stderr.write(s),
+};
+
+export async function main(argv: string[], io: CommandIo = defaultIo): Promise<number> {
+  const [name, ...rest] = argv;
+  if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
+    io.out(helpText());
+    return name === undefined ? Exit.usage : Exit.ok;
+  }
+  if (name === '--version' || name === '-v') {
+    io.out(`${version()}\n`);
+    return Exit.ok;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    io.err(`candor: unknown command "${name}" (see candor --help)\n`);
+    return Exit.usage;
+  }
+  if (rest.includes('--help') || rest.includes('-h')) {
+    io.out(`Usage: ${entry.usage}\n\n${entry.summary}\n`);
+    return Exit.ok;
+  }
+  try {
+    const mod = await entry.load();
+    return await mod.run(rest, io);
+  } catch (error) {
+    if (error instanceof UsageError) {
+      io.err(`candor ${name}: ${error.message}\n`);
+      return Exit.usage;
+    }
+    throw error;
+  }
+}

@@ -1,0 +1,38 @@
+// The root entry: pure vocabulary, envelope, classifier and the library API. It loads no database or
+// SSH driver (those live behind the ./ledger/sqlite, ./ledger/postgres and ./ssh subpaths).
+export {
+  ActionClass,
+  Category,
+  DispatchState,
+  EventKind,
+  OperationState,
+  RemoteEffect,
+  Retry,
+  RetryDecision,
+  RetryReason,
+  valuesOf,
+} from './core/vocabulary.js';
+export { envelopeSchema, envelopeJsonSchema, type Envelope } from './core/envelope.js';
+export {
+  classify,
+  CONFIRMED_FAILURE_RETRY,
+  NOT_SENT_RULES,
+  STATUS_RULES,
+  retryAfterMalformed,
+  retryAfterUnknown,
+  type Classification,
+} from './core/classify.js';
+export {
+  ContractCheck,
+  LocalError,
+  Phase,
+  parseRetryAfter,
+  type Contract,
+  type Evidence,
+} from './core/evidence.js';
+export { createIdFactory, isId, type IdFactory } from './core/ids.js';
+export { requestFingerprint, idempotencyKeyFor } from './core/fingerprint.js';
+export { canonicalJson } from './core/canonical.js';
+export { manualClock, seededRandom, systemClock, type Clock, type Random } from './core/time.js';
+export type { LedgerStore, LedgerQuery, Durability } from './ledger/store.js';
+export type { NewEvent, StoredEvent } from './ledger/events.js';
