@@ -32,7 +32,7 @@ export function sealRecord(
   const bytes = recordBytes(event, seq, prevHash);
   const hash = sha256Hex(bytes);
   return {
-    record: { ...event, seq, v: EVENT_VERSION, prev_hash: prevHash, hash } as StoredEvent,
+    record: { ...event, seq, v: EVENT_VERSION, prev_hash: prevHash, hash },
     bytes,
   };
 }
