@@ -62,6 +62,11 @@ export interface EventPayloads {
     idempotency_key: string | null;
     supersedes_operation_id: string | null;
     attempt_budget: number;
+    /**
+     * The action input, redacted of known secrets, so that recovery in a new process can retry under
+     * an honoured idempotency key without minting a new operation. Sealed when an auditor key is set.
+     */
+    params: unknown;
   };
   attempt_started: {
     attempt_id: string;
@@ -87,6 +92,11 @@ export interface EventPayloads {
     response: ResponseSummary | null;
     duration_ms: number;
     diagnostics_ref: string | null;
+    /**
+     * Protected diagnostics (raw status, headers without secrets, body excerpt, failing contract
+     * field). Never copied into the envelope. Sealed to the auditor key when one is configured.
+     */
+    diagnostics: Record<string, unknown> | null;
   };
   observation_recorded: {
     observation_id: string;

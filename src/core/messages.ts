@@ -1,0 +1,33 @@
+// One plain sentence per outcome, for people. Agents must never need to parse it (DESIGN.md §1).
+import type { Category } from './vocabulary.js';
+
+export interface MessageContext {
+  /** A short noun for the effect, e.g. "the deployment" or "the command". */
+  subject: string;
+  retry_after_ms?: number | null;
+}
+
+const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
+  succeeded: (c) => `Done: ${c.subject} was applied.`,
+  local_failure: (c) =>
+    `Nothing was sent: the connection could not be made, so ${c.subject} was not applied.`,
+  authentication_failed: (c) =>
+    `The destination rejected the credential; ${c.subject} was not applied and needs authorised credential recovery, not another token.`,
+  authorization_denied: (c) => `The destination refused permission; ${c.subject} was not applied.`,
+  rate_limited: (c) =>
+    `The destination asked to slow down; ${c.subject} was not applied${c.retry_after_ms != null ? ` and may be tried again after ${Math.ceil(c.retry_after_ms / 1000)} s` : ''}.`,
+  confirmed_rejection: (c) => `The destination rejected the request; ${c.subject} was not applied.`,
+  confirmed_failure: (c) => `The destination reported that ${c.subject} failed.`,
+  malformed_response: (c) =>
+    `The destination answered in a form that breaks its contract; whether ${c.subject} took effect must be checked before anything else.`,
+  outcome_unknown: (c) =>
+    `The request was sent but no usable answer arrived; whether ${c.subject} was applied is unknown.`,
+  approval_denied: (c) => `A person declined; ${c.subject} was not attempted.`,
+  gate_locked: (c) => `The gate is locked; ${c.subject} was not attempted.`,
+  duplicate_effect: (c) =>
+    `Reconciliation found ${c.subject} applied more than once; a person must decide the correction.`,
+};
+
+export function messageFor(category: Category, context: MessageContext): string {
+  return TEMPLATES[category](context);
+}

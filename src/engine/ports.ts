@@ -1,0 +1,98 @@
+// What the engine needs from the outside, as small ports: credentials, approvals/gate, redaction.
+export type CredentialResult =
+  | { ok: true; headers: Record<string, string>; secrets: string[]; failure?: never }
+  | {
+      ok: false;
+      failure: { code: 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable' };
+      headers?: never;
+    };
+
+/** Resolves a credential reference at dispatch time, inside the runtime; never seen by the agent. */
+export interface CredentialProvider {
+  resolve(
+    authorityRef: string,
+    target: { origin: string; path: string },
+  ): Promise<CredentialResult>;
+}
+
+/** A fixed map of references to headers (tests, examples). */
+export function staticCredentials(map: Record<string, Record<string, string>>): CredentialProvider {
+  return {
+    resolve(ref) {
+      const headers = map[ref];
+      if (!headers) return Promise.resolve({ ok: false, failure: { code: 'unknown_ref' } });
+      return Promise.resolve({ ok: true, headers: { ...headers }, secrets: secretsOf(headers) });
+    },
+  };
+}
+
+/** The secret parts of credential headers (`Bearer abc` -> `abc` as well as the whole value). */
+export function secretsOf(headers: Record<string, string>): string[] {
+  const out: string[] = [];
+  for (const value of Object.values(headers)) {
+    out.push(value);
+    const space = value.indexOf(' ');
+    if (space > 0) out.push(value.slice(space + 1));
+  }
+  return out.filter((s) => s.length >= 4);
+}
+
+export interface GateContext {
+  session_id: string;
+  operation_id: string;
+  action: string;
+  action_class: string;
+  request_fingerprint: string;
+  /** Dispatch state of the previous attempt, if this is a retry. */
+  prior_dispatch_state: string | null;
+  intent: Record<string, unknown>;
+}
+
+export type GateDecision =
+  { decision: 'approved' } | { decision: 'denied' } | { decision: 'gate_locked' };
+
+/** Approvals and the lock: consulted before every attempt; no connection on a denial. */
+export interface Gate {
+  check(ctx: GateContext): Promise<GateDecision>;
+}
+
+export const openGate: Gate = { check: () => Promise.resolve({ decision: 'approved' }) };
+
+/** One redaction layer over everything agent-visible or stored in clear. */
+export interface Redactor {
+  addSecret(secret: string): void;
+  redactValue<T>(value: T): T;
+  redactString(value: string): string;
+}
+
+/** Exact-value redaction (and base64 / URL-encoded forms); the vault's redactor can replace it. */
+export function simpleRedactor(): Redactor {
+  const forms = new Set<string>();
+  const redactString = (value: string): string => {
+    let out = value;
+    for (const f of [...forms].sort((a, b) => b.length - a.length))
+      out = out.split(f).join('[REDACTED]');
+    return out;
+  };
+  const redactValue = <T>(value: T): T => {
+    if (typeof value === 'string') return redactString(value) as T;
+    if (Array.isArray(value)) return value.map((v: unknown) => redactValue(v)) as T;
+    if (value !== null && typeof value === 'object') {
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) out[k] = redactValue(v);
+      return out as T;
+    }
+    return value;
+  };
+  return {
+    addSecret(secret) {
+      if (secret.length < 4) return;
+      forms.add(secret);
+      forms.add(Buffer.from(secret).toString('base64'));
+      forms.add(Buffer.from(secret).toString('base64url'));
+      forms.add(encodeURIComponent(secret));
+    },
+    redactString,
+    redactValue,
+  };
+}

@@ -1,0 +1,266 @@
+// The HTTP transport: one attempt = one request on undici, with per-phase timeouts and phase
+// evidence from diagnostics channels. It returns what happened; it never classifies and never
+// retries. Writes get a fresh connection so a stale keep-alive socket cannot swallow them.
+import { Agent, Client, request as undiciRequest, type Dispatcher } from 'undici';
+import type { LocalError, Phase } from '../core/evidence.js';
+import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
+
+export interface HttpTimeouts {
+  connect_ms: number;
+  /** From handing over the request head until the body is fully written. */
+  write_ms: number;
+  /** From the request being written until the response head arrives. */
+  first_byte_ms: number;
+  /** Longest silence while the response body streams. */
+  body_idle_ms: number;
+  /** The whole attempt, connect to last body byte. */
+  total_ms: number;
+}
+
+export const DEFAULT_TIMEOUTS: HttpTimeouts = {
+  connect_ms: 5_000,
+  write_ms: 10_000,
+  first_byte_ms: 30_000,
+  body_idle_ms: 30_000,
+  total_ms: 60_000,
+};
+
+export interface HttpRequest {
+  /** `http://host:port` */
+  origin: string;
+  method: string;
+  path: string;
+  headers: Record<string, string>;
+  body?: string | Uint8Array;
+  attemptId: string;
+  timeouts: HttpTimeouts;
+  signal?: AbortSignal;
+  /** Reuse pooled keep-alive connections (reads); false opens a fresh connection (writes). */
+  reuseConnection: boolean;
+  /** Cap on the response body kept for checks; bytes beyond it are drained and counted. */
+  maxBodyBytes?: number;
+}
+
+export interface HttpOutcome {
+  phase: Phase;
+  local_error?: LocalError;
+  error_code?: string;
+  /** The response could not be parsed as HTTP (bad status line, bad framing before the body). */
+  misframed?: boolean;
+  status?: number;
+  headers?: Record<string, string>;
+  body?: Buffer;
+  /** How the response body was delimited; `close` means only the connection's end framed it. */
+  framing?: 'length' | 'chunked' | 'close' | 'none';
+  phases: {
+    started_at: number;
+    request_sent_at?: number;
+    headers_at?: number;
+    finished_at: number;
+  };
+}
+
+const pools = new Map<string, Agent>();
+
+function pooledAgent(t: HttpTimeouts): Agent {
+  const key = `${t.connect_ms}/${t.first_byte_ms}/${t.body_idle_ms}`;
+  let agent = pools.get(key);
+  if (!agent) {
+    agent = new Agent({
+      connect: { timeout: t.connect_ms },
+      headersTimeout: t.first_byte_ms,
+      bodyTimeout: t.body_idle_ms,
+    });
+    pools.set(key, agent);
+  }
+  return agent;
+}
+
+/** Closes pooled connections (tests and graceful shutdown). */
+export async function closeHttpPools(): Promise<void> {
+  const all = [...pools.values()];
+  pools.clear();
+  await Promise.all(all.map((a) => a.close()));
+}
+
+type AbortCause = 'deadline' | 'write_timeout' | 'cancelled';
+
+export async function sendHttp(
+  req: HttpRequest,
+  clock: () => number = Date.now,
+): Promise<HttpOutcome> {
+  const started_at = clock();
+  const { tracker, release } = trackAttempt(req.attemptId);
+  const controller = new AbortController();
+  let cause: AbortCause | undefined;
+  const abort = (why: AbortCause): void => {
+    if (cause === undefined) cause = why;
+    controller.abort(new Error(why));
+  };
+  const onExternalAbort = (): void => abort('cancelled');
+  if (req.signal?.aborted) abort('cancelled');
+  req.signal?.addEventListener('abort', onExternalAbort, { once: true });
+  const totalTimer = setTimeout(() => abort('deadline'), req.timeouts.total_ms);
+  let writeTimer: NodeJS.Timeout | undefined;
+  let request_sent_at: number | undefined;
+  tracker.on = (phase) => {
+    if (phase === 'send_headers') {
+      request_sent_at = clock();
+      writeTimer = setTimeout(() => abort('write_timeout'), req.timeouts.write_ms);
+    } else if (phase === 'body_sent' || phase === 'headers') {
+      clearTimeout(writeTimer);
+    }
+  };
+
+  let dispatcher: Dispatcher;
+  let ownClient: Client | undefined;
+  if (req.reuseConnection) {
+    dispatcher = pooledAgent(req.timeouts);
+  } else {
+    ownClient = new Client(req.origin, {
+      connect: { timeout: req.timeouts.connect_ms },
+      headersTimeout: req.timeouts.first_byte_ms,
+      bodyTimeout: req.timeouts.body_idle_ms,
+      pipelining: 1,
+    });
+    dispatcher = ownClient;
+  }
+
+  let status: number | undefined;
+  let headers: Record<string, string> | undefined;
+  let headers_at: number | undefined;
+  const chunks: Buffer[] = [];
+  let kept = 0;
+  const max = req.maxBodyBytes ?? 4 * 1024 * 1024;
+  try {
+    const res = await undiciRequest(new URL(req.path, req.origin), {
+      dispatcher,
+      method: req.method as Dispatcher.HttpMethod,
+      headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },
+      body: req.body ?? null,
+      signal: controller.signal,
+    });
+    status = res.statusCode;
+    headers_at = clock();
+    headers = flattenHeaders(res.headers);
+    for await (const chunk of res.body) {
+      const buf = chunk as Buffer;
+      if (kept < max) {
+        chunks.push(buf.subarray(0, max - kept));
+        kept += Math.min(buf.length, max - kept);
+      }
+    }
+    return {
+      phase: 'response_complete',
+      status,
+      headers,
+      body: Buffer.concat(chunks),
+      framing: framingOf(headers, req.method, status),
+      phases: {
+        started_at,
+        request_sent_at: request_sent_at ?? started_at,
+        headers_at,
+        finished_at: clock(),
+      },
+    };
+  } catch (error) {
+    const code = errorCode(error);
+    const sent = tracker.send_headers_at !== undefined;
+    const gotHeaders = status !== undefined || tracker.headers_at !== undefined;
+    const misframed = !gotHeaders && code?.startsWith('HPE_') === true;
+    const phase: Phase =
+      gotHeaders || misframed ? 'response_cut' : sent ? 'request_sent' : 'not_sent';
+    const outcome: HttpOutcome = {
+      phase,
+      local_error: localErrorOf(code, cause, sent),
+      phases: {
+        started_at,
+        ...(request_sent_at !== undefined ? { request_sent_at } : {}),
+        ...(headers_at !== undefined ? { headers_at } : {}),
+        finished_at: clock(),
+      },
+    };
+    if (code !== undefined) outcome.error_code = code;
+    if (misframed) outcome.misframed = true;
+    const st = status ?? tracker.status;
+    if (st !== undefined) outcome.status = st;
+    if (headers) outcome.headers = headers;
+    if (chunks.length) outcome.body = Buffer.concat(chunks);
+    return outcome;
+  } finally {
+    clearTimeout(totalTimer);
+    clearTimeout(writeTimer);
+    req.signal?.removeEventListener('abort', onExternalAbort);
+    release();
+    if (ownClient) await ownClient.destroy().catch(() => undefined);
+  }
+}
+
+function errorCode(error: unknown): string | undefined {
+  if (typeof error !== 'object' || error === null) return undefined;
+  const code = (error as { code?: unknown }).code;
+  if (typeof code === 'string') return code;
+  const inner = (error as { cause?: unknown }).cause;
+  return inner === undefined ? undefined : errorCode(inner);
+}
+
+/** Error codes to local reasons: a table of codes, never message text. */
+const CODE_TABLE: Readonly<Record<string, LocalError>> = {
+  ENOTFOUND: 'dns',
+  EAI_AGAIN: 'dns',
+  EAI_FAIL: 'dns',
+  ECONNREFUSED: 'connect_refused',
+  EHOSTUNREACH: 'connect_refused',
+  ENETUNREACH: 'connect_refused',
+  UND_ERR_CONNECT_TIMEOUT: 'connect_timeout',
+  ETIMEDOUT: 'connect_timeout',
+  ECONNRESET: 'connection_reset',
+  EPIPE: 'connection_reset',
+  UND_ERR_SOCKET: 'connection_closed',
+  UND_ERR_CLOSED: 'connection_closed',
+  UND_ERR_RES_CONTENT_LENGTH_MISMATCH: 'connection_closed',
+  UND_ERR_HEADERS_TIMEOUT: 'deadline',
+  UND_ERR_BODY_TIMEOUT: 'deadline',
+  UND_ERR_HEADERS_OVERFLOW: 'parse_error',
+  UND_ERR_INFO: 'parse_error',
+};
+
+function localErrorOf(
+  code: string | undefined,
+  cause: AbortCause | undefined,
+  sent: boolean,
+): LocalError {
+  if (cause === 'deadline' || cause === 'write_timeout') return 'deadline';
+  if (cause === 'cancelled') return 'cancelled';
+  if (code === undefined) return sent ? 'execution_error' : 'other';
+  if (code.startsWith('HPE_')) return 'parse_error';
+  if (
+    code.startsWith('ERR_TLS') ||
+    code.startsWith('CERT_') ||
+    code.includes('SELF_SIGNED') ||
+    code.startsWith('UNABLE_TO_')
+  ) {
+    return 'tls';
+  }
+  return CODE_TABLE[code] ?? 'other';
+}
+
+function flattenHeaders(h: Record<string, string | string[] | undefined>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(h)) {
+    if (v === undefined) continue;
+    out[k.toLowerCase()] = Array.isArray(v) ? v.join(', ') : v;
+  }
+  return out;
+}
+
+function framingOf(
+  h: Record<string, string>,
+  method: string,
+  status: number,
+): 'length' | 'chunked' | 'close' | 'none' {
+  if (method.toUpperCase() === 'HEAD' || status === 204 || status === 304) return 'none';
+  if ((h['transfer-encoding'] ?? '').toLowerCase().includes('chunked')) return 'chunked';
+  if (h['content-length'] !== undefined) return 'length';
+  return 'close';
+}
