@@ -15,6 +15,12 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary: 'main job: run the reference cases through the real classifier and print the table',
     load: () => import('./commands/demo.js'),
   },
+  transcript: {
+    usage: 'candor transcript check FILE [--rules F] [--json]',
+    summary:
+      'check an agent transcript (JSONL) against the allowed transitions; exit 1 on a violation',
+    load: () => import('./commands/transcript.js'),
+  },
   schema: {
     usage: 'candor schema envelope|matrix|fixture|config',
     summary: 'print a JSON Schema (draft 2020-12)',
