@@ -45,6 +45,7 @@ const evidenceArb: fc.Arbitrary<Evidence> = fc
     www_authenticate: opt(fc.boolean()),
     retry_after_ms: opt(fc.integer({ min: 0, max: 600_000 })),
     idempotent_replay: opt(fc.boolean()),
+    idempotency_in_progress: opt(fc.boolean()),
     contract_check: opt(fc.constantFrom(...valuesOf(ContractCheck))),
     exit_status: opt(fc.option(fc.integer({ min: 0, max: 255 }), { nil: null })),
     reconciliation_matches: opt(fc.nat(3)),
@@ -64,7 +65,7 @@ function explicitRefusal(ev: Evidence, c: Contract): boolean {
   if (ev.status === undefined)
     return ev.contract_check === 'documented_failure' && typeof ev.exit_status === 'number';
   const s = ev.status;
-  if (s >= 400 && s < 500) return true;
+  if (s >= 400 && s < 500) return !ev.idempotency_in_progress || s === 401 || s === 403;
   if (s >= 500 && s < 600)
     return ev.contract_check === 'documented_failure' || c.five_xx === 'not_applied';
   return false;

@@ -276,6 +276,12 @@ describe('classify: the rest of the DESIGN.md §1 table', () => {
       { category: 'duplicate_effect', retry: 'escalate', remote_effect: 'applied' },
     ],
     [
+      '409 in progress on a retry under an honoured key',
+      { phase: 'response_complete', status: 409, idempotency_in_progress: true },
+      { action_class: 'create', idempotency_honoured: true, default_retry_after_ms: 200 },
+      { category: 'outcome_unknown', retry: 'after_delay', retry_after_ms: 200, remote_effect: 'unknown' },
+    ],
+    [
       'SSH exit 0',
       { phase: 'response_complete', exit_status: 0 },
       { action_class: 'execute', reconciliation: true },

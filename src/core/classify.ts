@@ -261,6 +261,20 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
   }
 
   const s = ev.status;
+  if (ev.idempotency_in_progress && s >= 400 && s < 500 && s !== 401 && s !== 403) {
+    // The first request under this key is still running: its outcome is pending, not refused.
+    const retry = ctr.idempotency_honoured ? Retry.after_delay : retryAfterUnknown(ctr);
+    const delay =
+      retry === Retry.after_delay ? (ev.retry_after_ms ?? ctr.default_retry_after_ms) : null;
+    return result(
+      Category.outcome_unknown,
+      retry,
+      writeEffect(RemoteEffect.unknown),
+      delay,
+      DispatchState.response_received,
+      'idempotency_in_progress',
+    );
+  }
   const refusal = STATUS_RULES.find((r) => r.match(s));
   if (refusal) {
     const delay =

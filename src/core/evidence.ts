@@ -61,6 +61,11 @@ export const evidenceSchema = z.object({
   www_authenticate: z.boolean().optional(),
   retry_after_ms: z.number().int().nonnegative().optional(),
   idempotent_replay: z.boolean().optional(),
+  /**
+   * The destination answered a retry under the same idempotency key with "the original request is
+   * still in progress" (IETF idempotency-key draft: 409). Not a rejection: the outcome is pending.
+   */
+  idempotency_in_progress: z.boolean().optional(),
   contract_check: z.enum(valuesOf(ContractCheck)).optional(),
   /** SSH: exit status received from the remote command (null when the channel closed without one). */
   exit_status: z.number().int().nullable().optional(),

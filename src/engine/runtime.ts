@@ -355,6 +355,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         () => clock.now(),
       );
       evidence = evidenceOf(outcome, clock.now());
+      if (evidence.status === 409 && prior && dest.idempotency && view.idempotency_key) {
+        // A retry under the same key met the first request still running (IETF draft: 409).
+        evidence.idempotency_in_progress = true;
+      }
     }
     let data: unknown = null;
     let problem: string | null = null;
@@ -440,6 +444,16 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     action: AnyAction,
     c: Classification,
   ): { reason: RetryReason; decision: RetryDecision } | null {
+    if (
+      c.retry === 'after_delay' &&
+      c.category === 'outcome_unknown' &&
+      action.destination.idempotency?.honoured
+    ) {
+      return {
+        reason: 'response_lost_after_dispatch',
+        decision: 'destination_idempotency_confirmed',
+      };
+    }
     if (c.retry !== 'allowed') return null;
     if (c.dispatch_state === 'not_sent')
       return { reason: 'connection_not_established', decision: 'not_sent' };
@@ -522,6 +536,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       if (next && budgetLeft > 0 && !opts.signal?.aborted) {
         if (next.reason === 'connection_not_established')
           await sleep(backoff(view.attempts.length + 1));
+        else if (c.retry === 'after_delay' && c.retry_after_ms !== null)
+          await sleep(c.retry_after_ms);
         const reloaded = await load(view.operation_id);
         if (!reloaded) throw new Error(`operation ${view.operation_id} vanished`);
         view = reloaded;
