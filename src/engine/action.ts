@@ -30,10 +30,13 @@ export interface IdempotencyDeclaration {
 }
 
 export interface ReconciliationDeclaration {
-  /** A lookup that finds remote records by correlation id or client reference (a read). */
-  lookup(ctx: RequestContext): HttpRequestSpec;
+  /**
+   * A lookup that finds remote records by correlation id or client reference (a read). `input` is
+   * the operation's recorded input (as stored in the ledger), so a new process can reconcile too.
+   */
+  lookup(ctx: RequestContext, input: unknown): HttpRequestSpec;
   /** Remote references of the records the lookup found (parsed JSON body in). */
-  matches(body: unknown): Array<{ ref: string; record: unknown }>;
+  matches(body: unknown, input: unknown): Array<{ ref: string; record: unknown }>;
 }
 
 export interface Destination {

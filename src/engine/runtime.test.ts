@@ -5,6 +5,7 @@ import { z } from 'zod';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { projectOperation } from '../ledger/projection.js';
 import { closeHttpPools } from '../http/transport.js';
+import { lookupRefusingInvalid } from '../fakes/unreachable.js';
 import { defineAction } from './action.js';
 import { staticCredentials } from './ports.js';
 import { createRuntime } from './runtime.js';
@@ -110,6 +111,7 @@ function makeRuntime() {
     ledger,
     credentials: staticCredentials({ 'vault:deploy': { authorization: `Bearer ${CANARY}` } }),
     sleep: () => Promise.resolve(),
+    lookup: lookupRefusingInvalid,
   });
   return { ledger, runtime };
 }

@@ -1,6 +1,7 @@
 // The operation runner: write-ahead attempts, honest classification, retry decisions,
 // reconciliation and recovery. Every attempt_started is durable before a byte leaves; every outcome
 // is classified from evidence; unknown writes are never repeated without a licence.
+import type { LookupFunction } from 'node:net';
 import { hostname } from 'node:os';
 import { canonicalJson } from '../core/canonical.js';
 import { classify, type Classification } from '../core/classify.js';
@@ -54,6 +55,10 @@ export interface RuntimeOptions {
   /** Backoff before retrying a connection that was never established. */
   backoff_ms?: (attemptNumber: number) => number;
   agent?: string;
+  /** Host name resolution for every request (tests resolve `.invalid` locally). */
+  lookup?: LookupFunction;
+  /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
+  classify?: typeof classify;
 }
 
 export interface RunOptions {
@@ -351,6 +356,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
           ...(opts.signal ? { signal: opts.signal } : {}),
           reuseConnection: action.class === 'read',
+          ...(options.lookup ? { lookup: options.lookup } : {}),
         },
         () => clock.now(),
       );
@@ -379,7 +385,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       data = check.data;
       problem = check.problem;
     }
-    const classification = classify(evidence, contract);
+    const classification = (options.classify ?? classify)(evidence, contract);
     const ok = classification.category === 'succeeded';
     const remoteRef = ok && action.remoteRef ? action.remoteRef(data as O) : null;
     const diagnosticsRef = outcome || problem ? ids.mint('diag') : null;
@@ -837,7 +843,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       correlation_id: view.correlation_id ?? view.operation_id,
       idempotency_key: view.idempotency_key,
     };
-    const spec = lookup.lookup(ctx);
+    const params = await paramsOf(operationId);
+    const spec = lookup.lookup(ctx, params);
     const cred = await options.credentials.resolve(action.destination.authority_ref, {
       origin: action.destination.origin,
       path: spec.path,
@@ -862,6 +869,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
           ...(signal ? { signal } : {}),
           reuseConnection: true,
+          ...(options.lookup ? { lookup: options.lookup } : {}),
         },
         () => clock.now(),
       );
@@ -872,7 +880,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         out.status < 300
       ) {
         try {
-          matches = lookup.matches(JSON.parse((out.body ?? Buffer.alloc(0)).toString('utf8')));
+          matches = lookup.matches(
+            JSON.parse((out.body ?? Buffer.alloc(0)).toString('utf8')),
+            params,
+          );
         } catch {
           matches = null;
         }
@@ -953,7 +964,6 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       );
     }
     if (keyValid) {
-      const params = await paramsOf(operationId);
       const reloaded = (await load(operationId))!;
       const a = action as unknown as ActionDefinition<unknown, unknown>;
       const result = await attempt(

@@ -1,6 +1,7 @@
 // The HTTP transport: one attempt = one request on undici, with per-phase timeouts and phase
 // evidence from diagnostics channels. It returns what happened; it never classifies and never
 // retries. Writes get a fresh connection so a stale keep-alive socket cannot swallow them.
+import type { LookupFunction } from 'node:net';
 import { Agent, Client, request as undiciRequest, type Dispatcher } from 'undici';
 import type { LocalError, Phase } from '../core/evidence.js';
 import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
@@ -39,6 +40,8 @@ export interface HttpRequest {
   reuseConnection: boolean;
   /** Cap on the response body kept for checks; bytes beyond it are drained and counted. */
   maxBodyBytes?: number;
+  /** Host name resolution (tests pass one that answers `.invalid` locally, without a DNS query). */
+  lookup?: LookupFunction;
 }
 
 export interface HttpOutcome {
@@ -61,13 +64,18 @@ export interface HttpOutcome {
 }
 
 const pools = new Map<string, Agent>();
+const lookupIds = new WeakMap<LookupFunction, number>();
 
-function pooledAgent(t: HttpTimeouts): Agent {
-  const key = `${t.connect_ms}/${t.first_byte_ms}/${t.body_idle_ms}`;
+function pooledAgent(t: HttpTimeouts, lookup: LookupFunction | undefined): Agent {
+  let lookupId = 0;
+  if (lookup) {
+    lookupId = lookupIds.get(lookup) ?? lookupIds.set(lookup, pools.size + 1).get(lookup)!;
+  }
+  const key = `${t.connect_ms}/${t.first_byte_ms}/${t.body_idle_ms}/${lookupId}`;
   let agent = pools.get(key);
   if (!agent) {
     agent = new Agent({
-      connect: { timeout: t.connect_ms },
+      connect: { timeout: t.connect_ms, ...(lookup ? { lookup } : {}) },
       headersTimeout: t.first_byte_ms,
       bodyTimeout: t.body_idle_ms,
     });
@@ -115,10 +123,10 @@ export async function sendHttp(
   let dispatcher: Dispatcher;
   let ownClient: Client | undefined;
   if (req.reuseConnection) {
-    dispatcher = pooledAgent(req.timeouts);
+    dispatcher = pooledAgent(req.timeouts, req.lookup);
   } else {
     ownClient = new Client(req.origin, {
-      connect: { timeout: req.timeouts.connect_ms },
+      connect: { timeout: req.timeouts.connect_ms, ...(req.lookup ? { lookup: req.lookup } : {}) },
       headersTimeout: req.timeouts.first_byte_ms,
       bodyTimeout: req.timeouts.body_idle_ms,
       pipelining: 1,
