@@ -11,9 +11,32 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   demo: {
-    usage: 'candor demo',
-    summary: 'main job: run the reference cases through the real classifier and print the table',
+    usage: 'candor demo [--ledger URL] [--quiet]',
+    summary:
+      'main job: run the reference failure matrix through the real engine against the fake service (ledger sqlite:./.candor/ledger.db)',
     load: () => import('./commands/demo.js'),
+  },
+  matrix: {
+    usage: 'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
+    summary: 'run a failure matrix against the fake service; exit 1 if any row fails',
+    load: () => import('./commands/matrix.js'),
+  },
+  fake: {
+    usage: 'candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]',
+    summary: 'run the fault-injecting fake HTTP service on loopback',
+    load: () => import('./commands/fake.js'),
+  },
+  vault: {
+    usage: 'candor vault init|set|list|lock|unlock|rotate [--vault PATH] [--key-file F]',
+    summary:
+      'encrypted credential store; values never printed (passphrase: CANDOR_VAULT_PASSPHRASE, --key-file or prompt)',
+    load: async () => {
+      const mod = await import('./commands/vault.js');
+      return {
+        run: (args: string[], io: CommandIo) =>
+          mod.run(args, process.stdin.isTTY ? { ...io, readSecret: mod.readSecretFromTty } : io),
+      };
+    },
   },
   transcript: {
     usage: 'candor transcript check FILE [--rules F] [--json]',

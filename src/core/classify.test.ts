@@ -279,7 +279,12 @@ describe('classify: the rest of the DESIGN.md §1 table', () => {
       '409 in progress on a retry under an honoured key',
       { phase: 'response_complete', status: 409, idempotency_in_progress: true },
       { action_class: 'create', idempotency_honoured: true, default_retry_after_ms: 200 },
-      { category: 'outcome_unknown', retry: 'after_delay', retry_after_ms: 200, remote_effect: 'unknown' },
+      {
+        category: 'outcome_unknown',
+        retry: 'after_delay',
+        retry_after_ms: 200,
+        remote_effect: 'unknown',
+      },
     ],
     [
       'SSH exit 0',

@@ -228,6 +228,9 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
     // SSH: the exit status is the answer; without it nothing is known.
     if (ev.phase === 'response_complete' && typeof ev.exit_status === 'number') {
       if (ev.exit_status === 0) {
+        // set-state: the command exited 0 but its convergence re-check failed.
+        if (ev.contract_check === 'violated')
+          return malformed('exit_zero_contract_violated', RemoteEffect.applied);
         return result(
           Category.succeeded,
           Retry.never,

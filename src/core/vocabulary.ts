@@ -72,6 +72,8 @@ export const RetryDecision = closedSet(
   'reconciled_absent_key_valid',
   'converged_state_check',
   'operator_approved',
+  /** The destination explicitly refused without applying (429, or 503 under a not-applied contract). */
+  'destination_refused_not_applied',
   'budget_exhausted',
   'reconcile_required',
   'human_required',

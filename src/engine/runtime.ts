@@ -446,9 +446,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   }
 
   /** Which automatic retry, if any, the evidence licenses (closed reasons and decisions). */
+  /**
+   * `automatic`: the engine retrying on its own within one run. Rate limits are never waited out
+   * automatically — the agent gets `after_delay` and decides — but a caller continuing the same
+   * operation after the delay is licensed.
+   */
   function licence(
     action: AnyAction,
     c: Classification,
+    automatic: boolean,
   ): { reason: RetryReason; decision: RetryDecision } | null {
     if (
       c.retry === 'after_delay' &&
@@ -459,6 +465,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         reason: 'response_lost_after_dispatch',
         decision: 'destination_idempotency_confirmed',
       };
+    }
+    if (c.retry === 'after_delay' && c.remote_effect === 'none' && !automatic) {
+      return { reason: 'rate_limited', decision: 'destination_refused_not_applied' };
     }
     if (c.retry !== 'allowed') return null;
     if (c.dispatch_state === 'not_sent')
@@ -483,7 +492,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (view.attempts.length > 0) {
       const last = view.attempts.at(-1)!;
       const lic = last.finish
-        ? licence(action, { ...last.finish, retry_after_ms: null } as Classification)
+        ? licence(action, { ...last.finish, retry_after_ms: null } as Classification, false)
         : null;
       if (!lic && !opts.worker) {
         const c = last.finish;
@@ -537,7 +546,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         );
         return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
       }
-      const next = opts.worker ? null : licence(action, c);
+      const next = opts.worker ? null : licence(action, c, true);
       const budgetLeft = (action.attempt_budget ?? 3) - view.attempts.length - 1;
       if (next && budgetLeft > 0 && !opts.signal?.aborted) {
         if (next.reason === 'connection_not_established')

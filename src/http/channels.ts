@@ -12,6 +12,8 @@ export interface PhaseTracker {
   send_headers_at?: number;
   /** socket.bytesWritten when the head was handed over (to tell later writes apart). */
   bytes_written_before?: number;
+  /** socket.bytesRead at that moment: later growth without parsed headers means a misframed reply. */
+  bytes_read_before?: number;
   socket?: Socket;
   body_sent_at?: number;
   headers_at?: number;
@@ -70,6 +72,7 @@ function subscribeOnce(): void {
     if (socket) {
       t.socket = socket;
       t.bytes_written_before = socket.bytesWritten;
+      t.bytes_read_before = socket.bytesRead;
     }
     t.on?.('send_headers');
   });

@@ -175,12 +175,19 @@ export async function sendHttp(
     const code = errorCode(error);
     const sent = tracker.send_headers_at !== undefined;
     const gotHeaders = status !== undefined || tracker.headers_at !== undefined;
-    const misframed = !gotHeaders && code?.startsWith('HPE_') === true;
+    // Response bytes arrived on the socket but no response head could be parsed from them: the
+    // destination answered, misframed (undici's parser errors do not always carry a code).
+    const bytesAfterSend = tracker.socket
+      ? tracker.socket.bytesRead - (tracker.bytes_read_before ?? 0)
+      : 0;
+    const misframed =
+      !gotHeaders && sent && (code?.startsWith('HPE_') === true || bytesAfterSend > 0);
     const phase: Phase =
       gotHeaders || misframed ? 'response_cut' : sent ? 'request_sent' : 'not_sent';
     const outcome: HttpOutcome = {
       phase,
-      local_error: localErrorOf(code, cause, sent),
+      local_error:
+        misframed && code === undefined ? 'parse_error' : localErrorOf(code, cause, sent),
       phases: {
         started_at,
         ...(request_sent_at !== undefined ? { request_sent_at } : {}),

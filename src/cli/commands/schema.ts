@@ -1,8 +1,18 @@
+import { z } from 'zod';
 import { envelopeJsonSchema } from '../../core/envelope.js';
+import { fixtureFileSchema } from '../../fakes/fixtures.js';
+import { matrixJsonSchema } from '../../matrix/spec.js';
 import { UsageError, type CommandIo } from '../io.js';
 
 const SCHEMAS: Record<string, () => Promise<Record<string, unknown>>> = {
   envelope: () => Promise.resolve(envelopeJsonSchema()),
+  matrix: () => Promise.resolve(matrixJsonSchema()),
+  fixture: () =>
+    Promise.resolve({
+      $id: 'urn:candor:schema:fixture:v1',
+      title: 'Candor fake-service fixture file',
+      ...z.toJSONSchema(fixtureFileSchema, { target: 'draft-2020-12', io: 'input' }),
+    }),
 };
 
 export const SCHEMA_NAMES = ['envelope', 'matrix', 'fixture', 'config'] as const;

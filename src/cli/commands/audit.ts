@@ -1,0 +1,263 @@
+// candor audit verify|export|decrypt|keygen — argv to ledger/chain calls and an exit code.
+//   verify PATH [--trusted CHECKPOINT] [--json] [--log-key K] [--witness-key K]
+//          PATH is a bundle file or a ledger URL (sqlite:…, postgres://…); exit 0 only when INTACT
+//   export --ledger URL --out FILE [--sign-key FILE] [--log-key K] [--witness-key K] [--checkpoint FILE]
+//   decrypt PATH --key FILE [--json]     opens the sealed payloads of a bundle with the auditor key
+//   keygen --kind seal|log|witness --name NAME --out FILE   writes the secret key, prints the public one
+// Keys (K) are verifier key strings or files holding one; several may be comma-separated.
+import { existsSync, readFileSync } from 'node:fs';
+import { writeFile } from 'node:fs/promises';
+import { readBundle, verifyBundle, verifyBundleFile } from '../../ledger/chain/bundle.js';
+import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
+import { SigType, generateKey, parseSignerKey } from '../../ledger/chain/note.js';
+import type { VerifyReport } from '../../ledger/chain/verify.js';
+import { openLedger } from '../../ledger/open.js';
+import {
+  decodeSealPrivateKey,
+  encodeSealPrivateKey,
+  encodeSealPublicKey,
+  generateSealKeyPair,
+  isSealedPayload,
+  openPayload,
+} from '../../ledger/seal.js';
+import { Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
+
+const USAGE =
+  'usage: candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen --kind seal|log|witness --name NAME --out FILE';
+
+export async function run(args: string[], io: CommandIo): Promise<number> {
+  const [sub, ...rest] = args;
+  switch (sub) {
+    case 'verify':
+      return verify(rest, io);
+    case 'export':
+      return exportCmd(rest, io);
+    case 'decrypt':
+      return decrypt(rest, io);
+    case 'keygen':
+      return keygen(rest, io);
+    default:
+      throw new UsageError(USAGE);
+  }
+}
+
+const isLedgerUrl = (p: string): boolean => /^(sqlite:|memory:|postgres(ql)?:\/\/)/.test(p);
+
+/** Verifier keys from `--log-key a,b` where each item is a key string or a file holding keys. */
+export function readKeys(value: string | boolean | undefined): string[] {
+  if (typeof value !== 'string') return [];
+  return value.split(',').flatMap((item) => {
+    const t = item.trim();
+    if (t.includes('+')) return [t];
+    if (!existsSync(t))
+      throw new UsageError(`key ${JSON.stringify(t)} is neither a key nor a file`);
+    return readFileSync(t, 'utf8')
+      .split('\n')
+      .map((l) => l.trim())
+      .filter((l) => l.length > 0);
+  });
+}
+
+function readText(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch {
+    throw new UsageError(`cannot read ${what} ${JSON.stringify(path)}`);
+  }
+}
+
+function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
+  if (json) {
+    io.out(`${JSON.stringify(r, null, 2)}\n`);
+  } else {
+    io.out(
+      `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`,
+    );
+    io.out(`size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)`);
+    io.out(r.signatures_checked ? ', signatures checked' : ', signatures NOT checked (no log key)');
+    io.out(`, witnessed up to ${r.witnessed_size}\n`);
+  }
+  return r.ok ? Exit.ok : Exit.check_failed;
+}
+
+async function verify(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, {
+    trusted: 'string',
+    json: 'boolean',
+    'log-key': 'string',
+    'witness-key': 'string',
+  });
+  const [path] = positional;
+  if (path === undefined || positional.length > 1)
+    throw new UsageError('usage: candor audit verify PATH [--trusted CHECKPOINT] [--json]');
+  const logKeys = readKeys(flags['log-key']);
+  // No --log-key: a bundle's own key is used (self-consistency); an explicit key anchors trust.
+  const opts = {
+    ...(logKeys.length > 0 ? { logKeys } : {}),
+    witnessKeys: readKeys(flags['witness-key']),
+    ...(typeof flags.trusted === 'string'
+      ? { trusted: readText(flags.trusted, 'trusted checkpoint') }
+      : {}),
+  };
+  if (isLedgerUrl(path)) {
+    const opened = await openLedger(path, { mustExist: true });
+    if (!opened.ok) {
+      io.err(`candor audit verify: ${opened.failure.message}\n`);
+      return Exit.environment;
+    }
+    try {
+      return printReport(await verifyStore(opened.value, opts), flags.json === true, io);
+    } finally {
+      await opened.value.close();
+    }
+  }
+  if (!existsSync(path)) {
+    io.err(`candor audit verify: no such bundle ${JSON.stringify(path)}\n`);
+    return Exit.environment;
+  }
+  return printReport(await verifyBundleFile(path, opts), flags.json === true, io);
+}
+
+async function exportCmd(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, {
+    ledger: 'string',
+    out: 'string',
+    'sign-key': 'string',
+    'log-key': 'string',
+    'witness-key': 'string',
+    checkpoint: 'string',
+  });
+  if (positional.length > 0 || typeof flags.out !== 'string') {
+    throw new UsageError(
+      'usage: candor audit export --ledger URL --out FILE [--sign-key FILE] [--checkpoint FILE]',
+    );
+  }
+  let signer;
+  if (typeof flags['sign-key'] === 'string') {
+    const s = parseSignerKey(readText(flags['sign-key'], 'signing key').trim());
+    if (!s.ok || s.value.type !== SigType.ed25519)
+      throw new UsageError(`--sign-key: ${s.ok ? 'not an Ed25519 log key' : s.failure}`);
+    signer = s.value;
+  }
+  const logKey = readKeys(flags['log-key'])[0];
+  const url = typeof flags.ledger === 'string' ? flags.ledger : undefined;
+  const opened = await openLedger(url, { mustExist: true });
+  if (!opened.ok) {
+    io.err(`candor audit export: ${opened.failure.message}\n`);
+    return Exit.environment;
+  }
+  try {
+    const summary = await exportBundle(opened.value, flags.out, {
+      ...(signer ? { signer } : {}),
+      ...(logKey ? { logKey } : {}),
+      witnessKeys: readKeys(flags['witness-key']),
+      checkpoints:
+        typeof flags.checkpoint === 'string' ? [readText(flags.checkpoint, 'checkpoint')] : [],
+    });
+    io.out(
+      `exported ${summary.records} records and ${summary.checkpoints} checkpoint(s) to ${flags.out}\n`,
+    );
+    if (summary.dropped_checkpoints > 0)
+      io.err(
+        `warning: dropped ${summary.dropped_checkpoints} checkpoint(s) signed by no listed key\n`,
+      );
+    if (summary.mismatched.length > 0) {
+      io.err(
+        `warning: stored bytes of seq ${summary.mismatched.join(', ')} are not canonical; the bundle carries their canonical form\n`,
+      );
+      return Exit.check_failed;
+    }
+    return Exit.ok;
+  } finally {
+    await opened.value.close();
+  }
+}
+
+/** Every sealed payload inside a JSON value, with a JSON-pointer-like path. */
+function findSealed(v: unknown, path: string, out: { path: string; payload: unknown }[]): void {
+  if (isSealedPayload(v)) out.push({ path, payload: v });
+  else if (Array.isArray(v)) v.forEach((x, i) => findSealed(x, `${path}/${i}`, out));
+  else if (v !== null && typeof v === 'object') {
+    for (const [k, x] of Object.entries(v)) findSealed(x, `${path}/${k}`, out);
+  }
+}
+
+async function decrypt(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, { key: 'string', json: 'boolean' });
+  const [path] = positional;
+  if (path === undefined || positional.length > 1 || typeof flags.key !== 'string') {
+    throw new UsageError('usage: candor audit decrypt PATH --key FILE [--json]');
+  }
+  const sk = decodeSealPrivateKey(readText(flags.key, 'key file'));
+  if (!sk.ok) throw new UsageError(`--key: ${sk.failure}`);
+  if (!existsSync(path)) {
+    io.err(`candor audit decrypt: no such bundle ${JSON.stringify(path)}\n`);
+    return Exit.environment;
+  }
+  const bundle = await readBundle(path);
+  const check = verifyBundle(bundle);
+  if (!check.ok) io.err(`warning: the bundle does not verify (${check.code}): ${check.message}\n`);
+  let failed = 0;
+  for (const bytes of bundle.records) {
+    let rec: { seq?: unknown; data?: unknown };
+    try {
+      rec = JSON.parse(bytes.toString('utf8')) as typeof rec;
+    } catch {
+      continue;
+    }
+    if (typeof rec.seq !== 'number') continue;
+    const found: { path: string; payload: unknown }[] = [];
+    findSealed(rec.data, '/data', found);
+    for (const f of found) {
+      const opened = openPayload(sk.value, f.payload as Parameters<typeof openPayload>[1], rec.seq);
+      if (!opened.ok) failed++;
+      const line = opened.ok
+        ? { seq: rec.seq, path: f.path, ok: true, plaintext: opened.value.toString('utf8') }
+        : { seq: rec.seq, path: f.path, ok: false, error: opened.failure };
+      io.out(
+        flags.json
+          ? `${JSON.stringify(line)}\n`
+          : `seq ${rec.seq} ${f.path}: ${'plaintext' in line ? line.plaintext : `cannot open (${line.error})`}\n`,
+      );
+    }
+  }
+  return failed > 0 ? Exit.check_failed : Exit.ok;
+}
+
+async function keygen(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, { kind: 'string', name: 'string', out: 'string' });
+  const kind = flags.kind;
+  if (
+    positional.length > 0 ||
+    typeof flags.out !== 'string' ||
+    (kind !== 'seal' && kind !== 'log' && kind !== 'witness')
+  ) {
+    throw new UsageError(
+      'usage: candor audit keygen --kind seal|log|witness --name NAME --out FILE',
+    );
+  }
+  let secret: string;
+  let pub: string;
+  if (kind === 'seal') {
+    const kp = generateSealKeyPair();
+    secret = encodeSealPrivateKey(kp.privateKey);
+    pub = encodeSealPublicKey(kp.publicKey);
+  } else {
+    if (typeof flags.name !== 'string')
+      throw new UsageError('--name is required for log and witness keys');
+    const k = generateKey(flags.name, kind === 'log' ? SigType.ed25519 : SigType.cosignature_v1);
+    secret = k.signerKey;
+    pub = k.verifierKey;
+  }
+  await writeFile(flags.out, `${secret}\n`, { mode: 0o600, flag: 'wx' }).catch(
+    (err: NodeJS.ErrnoException) => {
+      throw new UsageError(
+        err.code === 'EEXIST'
+          ? `${flags.out} exists; refusing to overwrite a key`
+          : `cannot write ${flags.out}`,
+      );
+    },
+  );
+  io.out(`${pub}\n`);
+  return Exit.ok;
+}

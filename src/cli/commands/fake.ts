@@ -1,0 +1,97 @@
+// candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]
+// Starts the fault-injecting fake on loopback, prints its URL on stdout, and runs until SIGINT or
+// SIGTERM. It is driven through its admin API (see src/fakes/README.md).
+import { loadFixtureDir, type FixtureCase } from '../../fakes/fixtures.js';
+import { startFakeService, type FakeServiceOptions } from '../../fakes/service.js';
+import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+
+const USAGE =
+  'usage: candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]';
+
+export interface RunOptions {
+  /** Stops the service like a signal does (tests). */
+  signal?: AbortSignal;
+}
+
+export async function run(args: string[], io: CommandIo, opts: RunOptions = {}): Promise<number> {
+  let options: FakeServiceOptions;
+  let fixtures: string | undefined;
+  try {
+    const parsed = parseArgs(args);
+    options = parsed.options;
+    fixtures = parsed.fixtures;
+  } catch (error) {
+    if (!(error instanceof UsageError)) throw error;
+    io.err(`candor fake: ${error.message}\n`);
+    return Exit.usage;
+  }
+  if (fixtures !== undefined) {
+    const loaded = await loadFixtureDir(fixtures);
+    if (!loaded.ok) {
+      io.err(`candor fake: fixtures ${loaded.failure.file}: ${loaded.failure.message}\n`);
+      return Exit.usage;
+    }
+    options.fixtures = loaded.value satisfies FixtureCase[];
+  }
+  let service;
+  try {
+    service = await startFakeService(options);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code ?? String(error);
+    io.err(
+      `candor fake: cannot listen on ${options.host ?? '127.0.0.1'}:${options.port ?? 0} (${code})\n`,
+    );
+    return Exit.environment;
+  }
+  io.out(`${service.url}\n`);
+  await new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      opts.signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (opts.signal?.aborted === true) stop();
+    else opts.signal?.addEventListener('abort', stop);
+  });
+  await service.close();
+  return Exit.ok;
+}
+
+function parseArgs(args: string[]): { options: FakeServiceOptions; fixtures: string | undefined } {
+  const { flags, positional } = parseFlags(args, {
+    fixtures: 'string',
+    port: 'string',
+    host: 'string',
+    seed: 'string',
+    log: 'string',
+  });
+  if (positional.length !== 1 || positional[0] !== 'serve') throw new UsageError(USAGE);
+  const options: FakeServiceOptions = {};
+  const str = (name: string): string | undefined =>
+    typeof flags[name] === 'string' ? flags[name] : undefined;
+  const port = str('port');
+  if (port !== undefined) {
+    if (!/^\d{1,5}$/.test(port) || Number(port) > 65535)
+      throw new UsageError(`--port must be 0..65535, not "${port}"`);
+    options.port = Number(port);
+  }
+  const host = str('host');
+  if (host !== undefined) {
+    const h = host === 'localhost' ? '127.0.0.1' : host;
+    if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h))
+      throw new UsageError(`--host must be a loopback address (127.x.y.z), not "${host}"`);
+    options.host = h;
+  }
+  const seed = str('seed');
+  if (seed !== undefined) {
+    if (!/^-?\d{1,15}$/.test(seed))
+      throw new UsageError(`--seed must be an integer, not "${seed}"`);
+    options.seed = Number(seed);
+  }
+  const log = str('log');
+  if (log !== undefined) options.logFile = log;
+  return { options, fixtures: str('fixtures') };
+}

@@ -1,0 +1,69 @@
+// candor serve --config FILE [--http PORT] [--ledger URL]: the MCP gateway (stdio by default).
+// In stdio mode stdout carries only MCP messages; everything for people goes to stderr.
+import { readFileSync } from 'node:fs';
+import { formatIssue } from '../../config/locate.js';
+import { loadConfig } from '../../config/load.js';
+import { startGateway } from '../../mcp/start.js';
+import { Exit, parseFlags, UsageError } from '../io.js';
+
+function packageVersion(): string {
+  try {
+    const pkg = JSON.parse(
+      readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'),
+    ) as { version?: string };
+    return pkg.version ?? '0.0.0';
+  } catch {
+    return '0.0.0';
+  }
+}
+
+export async function run(
+  args: string[],
+  io: { out: (s: string) => void; err: (s: string) => void },
+): Promise<number> {
+  const { flags, positional } = parseFlags(args, {
+    config: 'string',
+    http: 'string',
+    ledger: 'string',
+  });
+  if (positional.length > 0) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  const file = flags['config'];
+  if (typeof file !== 'string') throw new UsageError('--config FILE is required');
+  let httpPort: number | undefined;
+  if (typeof flags['http'] === 'string') {
+    httpPort = Number(flags['http']);
+    if (!Number.isInteger(httpPort) || httpPort < 0 || httpPort > 65535)
+      throw new UsageError(`--http needs a port number (0-65535), not "${flags['http']}"`);
+  }
+  const loaded = await loadConfig(file);
+  if (!loaded.ok) {
+    if (loaded.failure.code === 'unreadable') {
+      io.err(`candor serve: ${loaded.failure.message}\n`);
+      return Exit.environment;
+    }
+    for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
+    return Exit.usage;
+  }
+  const started = await startGateway({
+    loaded: loaded.value,
+    ...(typeof flags['ledger'] === 'string' ? { ledgerUrl: flags['ledger'] } : {}),
+    ...(httpPort !== undefined ? { httpPort } : {}),
+    version: packageVersion(),
+    log: (line) => io.err(`${line}\n`),
+  });
+  if (!started.ok) {
+    io.err(`candor serve: ${started.failure.message}\n`);
+    return Exit.environment;
+  }
+  const gw = started.value;
+  const stop = (): void => void gw.close();
+  process.once('SIGINT', stop);
+  process.once('SIGTERM', stop);
+  const tools = gw.gateway.tools.length;
+  if (gw.url !== null) io.out(`candor serve: MCP on ${gw.url} (${tools} tools)\n`);
+  else io.err(`candor serve: MCP on stdio (${tools} tools)\n`);
+  await gw.closed;
+  process.off('SIGINT', stop);
+  process.off('SIGTERM', stop);
+  return Exit.ok;
+}

@@ -1,0 +1,39 @@
+// The fault-injecting fake HTTP service (DESIGN.md §4), published as `candor/testing`.
+export { startFakeService, type FakeService, type FakeServiceOptions } from './service.js';
+export {
+  faultSchema,
+  parseFault,
+  pathMatches,
+  BeforeBytesVariant,
+  MalformedVariant,
+  type ArmedFault,
+  type Fault,
+  type FaultPhase,
+  type FaultSpec,
+} from './faults.js';
+export { CloseKind, TruthEventKind, type TruthEvent } from './truth.js';
+export {
+  RESOURCE_KINDS,
+  IdempotencyMode,
+  type Resource,
+  type ResourceKind,
+  type ResourceKindSpec,
+} from './resources.js';
+export { tokenSpecSchema, type TokenSpec, type TokenSummary } from './auth.js';
+export {
+  fixtureCaseSchema,
+  fixtureFileSchema,
+  fixtureFault,
+  loadFixtureDir,
+  parseFixtureText,
+  type FixtureCase,
+  type FixtureFile,
+} from './fixtures.js';
+export { lookupRefusingInvalid } from './unreachable.js';
+export {
+  httpRequest,
+  rawExchange,
+  type RawEnd,
+  type RawOptions,
+  type RawResult,
+} from './raw-client.js';

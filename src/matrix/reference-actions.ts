@@ -1,0 +1,237 @@
+// Reference actions against the fake service's reference API. Their declared contracts differ on
+// purpose (honoured keys, ignored keys, lookups, convergence checks, none) so that the matrix
+// covers what each contract licenses.
+import { z } from 'zod';
+import {
+  defineAction,
+  type ActionDefinition,
+  type ReconciliationDeclaration,
+} from '../engine/action.js';
+
+const resource = z.looseObject({ id: z.string().min(1), state: z.string() });
+const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item) });
+
+/** Items must be unique and in creation order: code that picks "the first" must not be fooled. */
+const orderedUnique = listOf(resource).superRefine((v, ctx) => {
+  const ids = v.items.map((i) => i.id);
+  if (new Set(ids).size !== ids.length)
+    ctx.addIssue({ code: 'custom', message: 'duplicated items', path: ['items'] });
+  const sorted = [...ids].sort();
+  if (ids.some((id, i) => id !== sorted[i]))
+    ctx.addIssue({ code: 'custom', message: 'items out of order', path: ['items'] });
+});
+
+const byClientRef = (kind: string): ReconciliationDeclaration => ({
+  lookup: (ctx) => ({
+    method: 'GET',
+    path: `/v1/${kind}?client_ref=${encodeURIComponent(ctx.correlation_id)}`,
+  }),
+  matches: (body) =>
+    listOf(resource)
+      .parse(body)
+      .items.map((r) => ({ ref: r.id, record: r })),
+});
+
+/** Convergence check for set-state: the record already has the desired state. */
+const converged: ReconciliationDeclaration = {
+  lookup: (_ctx, input) => ({
+    method: 'GET',
+    path: `/v1/records/${encodeURIComponent((input as { id: string }).id)}`,
+  }),
+  matches: (body, input) => {
+    const r = resource.parse(body);
+    return r.state === (input as { state: string }).state ? [{ ref: r.id, record: r }] : [];
+  },
+};
+
+const failureBody = z.object({ error: z.string() }).strict();
+
+export const REFERENCE_AUTHORITY = 'vault:reference-api';
+
+export function referenceActions(origin: string): ActionDefinition[] {
+  const dest = (extra: object = {}) => ({
+    origin,
+    authority_ref: REFERENCE_AUTHORITY,
+    failure_body: failureBody,
+    default_retry_after_ms: 200,
+    ...extra,
+  });
+  const honoured = { header: 'Idempotency-Key', honoured: true, retention_ms: 86_400_000 };
+  const timeouts = { total_ms: 400, connect_ms: 300, first_byte_ms: 400, body_idle_ms: 300 };
+  const actions = [
+    defineAction({
+      name: 'create_deployment',
+      class: 'create',
+      subject: 'the deployment',
+      input: z.object({ service: z.string(), version: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/deployments',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({ reconciliation: byClientRef('deployments') }),
+      timeouts,
+    }),
+    defineAction({
+      name: 'create_release',
+      class: 'create',
+      subject: 'the release',
+      input: z.object({ version: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/releases',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({ idempotency: honoured, reconciliation: byClientRef('releases') }),
+      timeouts,
+      attempt_budget: 4,
+    }),
+    defineAction({
+      name: 'create_issue',
+      class: 'create',
+      subject: 'the issue',
+      input: z.object({ title: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/issues',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({ reconciliation: byClientRef('issues') }),
+      timeouts,
+    }),
+    defineAction({
+      // The provider accepts the Idempotency-Key header but does not honour it: Candor sends the
+      // key yet must not claim idempotency.
+      name: 'create_build',
+      class: 'create',
+      subject: 'the build',
+      input: z.object({ ref: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/builds',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({
+        idempotency: { ...honoured, honoured: false },
+        reconciliation: byClientRef('builds'),
+      }),
+      timeouts,
+    }),
+    defineAction({
+      name: 'create_payment',
+      class: 'financial',
+      subject: 'the payment',
+      input: z.object({ amount: z.number().int().positive(), currency: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/payments',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({
+        idempotency: honoured,
+        reconciliation: byClientRef('payments'),
+        five_xx: 'not_applied',
+      }),
+      timeouts,
+      attempt_budget: 4,
+    }),
+    defineAction({
+      name: 'grant_permission',
+      class: 'permission_change',
+      subject: 'the permission grant',
+      input: z.object({ principal: z.string(), role: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: '/v1/permissions',
+        body: { ...i, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({ idempotency: honoured, reconciliation: byClientRef('permissions') }),
+      timeouts,
+      attempt_budget: 4,
+    }),
+    defineAction({
+      name: 'update_record',
+      class: 'set_state',
+      subject: 'the record update',
+      input: z.object({ id: z.string(), state: z.string() }),
+      request: (i) => ({
+        method: 'PATCH',
+        path: `/v1/records/${encodeURIComponent(i.id)}`,
+        body: { state: i.state },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({ reconciliation: converged }),
+      timeouts,
+    }),
+    defineAction({
+      name: 'delete_release',
+      class: 'destructive',
+      subject: 'the release deletion',
+      input: z.object({ id: z.string() }),
+      request: (i) => ({ method: 'DELETE', path: `/v1/releases/${encodeURIComponent(i.id)}` }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest(),
+      timeouts,
+    }),
+    defineAction({
+      name: 'add_note',
+      class: 'append',
+      subject: 'the note',
+      input: z.object({ record_id: z.string(), text: z.string() }),
+      request: (i, ctx) => ({
+        method: 'POST',
+        path: `/v1/records/${encodeURIComponent(i.record_id)}/notes`,
+        body: { text: i.text, client_ref: ctx.correlation_id },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest(),
+      timeouts,
+    }),
+    defineAction({
+      name: 'read_issue',
+      class: 'read',
+      subject: 'the issue lookup',
+      input: z.object({ id: z.string() }),
+      request: (i) => ({ method: 'GET', path: `/v1/issues/${encodeURIComponent(i.id)}` }),
+      response: resource.extend({ title: z.string() }),
+      destination: dest(),
+      timeouts,
+    }),
+    defineAction({
+      name: 'read_build',
+      class: 'read',
+      subject: 'the build lookup',
+      input: z.object({ id: z.string() }),
+      request: (i) => ({ method: 'GET', path: `/v1/builds/${encodeURIComponent(i.id)}` }),
+      response: resource.extend({ ref: z.string() }),
+      destination: dest(),
+      timeouts,
+    }),
+    defineAction({
+      name: 'list_deployments',
+      class: 'read',
+      subject: 'the deployment list',
+      input: z.object({}),
+      request: () => ({ method: 'GET', path: '/v1/deployments' }),
+      response: orderedUnique,
+      destination: dest(),
+      timeouts,
+    }),
+  ] as unknown as ActionDefinition[];
+  return actions;
+}

@@ -1,0 +1,44 @@
+// The `./ssh` subpath: SSH transport (ssh2), marker protocol and host inventory. Kept off the root
+// entry so that importing `candor` never loads the SSH driver.
+export {
+  FINGERPRINT_PATTERN,
+  HOST_REF_PATTERN,
+  KEY_REF_PATTERN,
+  hostEntrySchema,
+  hostKeyFingerprint,
+  hostKeySchema,
+  inventorySchema,
+  lookupHost,
+  parseInventory,
+  pinnedHostVerifier,
+  type HostEntry,
+  type HostEntryInput,
+  type Inventory,
+  type InventoryIssue,
+  type ResolveKey,
+} from './inventory.js';
+export { type SshPhaseName, type SshPhases } from './exec.js';
+export {
+  familyMode,
+  markerEvidence,
+  reconcileSsh,
+  runSsh,
+  sshContract,
+  type ReconcileSshOptions,
+  type RunSshOptions,
+  type SshFamilyMode,
+  type SshReconcileResult,
+  type SshRunResult,
+} from './transport.js';
+export {
+  OPERATION_ID_PATTERN,
+  WRAPPER_IN_PROGRESS_STATUS,
+  WRAPPER_PROTOCOL,
+  WRAPPER_REFUSED_STATUS,
+  WRAPPER_SCRIPT,
+  parseWrapperOutput,
+  shQuote,
+  wrapperExecString,
+  type MarkerState,
+  type WrapperReport,
+} from './wrapper.js';

@@ -1,0 +1,236 @@
+// The wrapper script is plain POSIX sh: these tests run it with the local /bin/sh (no SSH) through
+// the same exec string the transport sends, so quoting, the marker protocol and the parser are
+// checked together.
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import {
+  parseWrapperOutput,
+  shQuote,
+  WRAPPER_PROTOCOL,
+  WRAPPER_SCRIPT,
+  wrapperArgs,
+  wrapperExecString,
+  type WrapperCall,
+} from './wrapper.js';
+
+let dir = '';
+beforeEach(() => {
+  dir = mkdtempSync(join(tmpdir(), 'candor-wrap-'));
+});
+afterEach(() => {
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const NONCE = 'n0nce';
+function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }) {
+  const full: WrapperCall = {
+    nonce: NONCE,
+    markerDir: join(dir, 'ops'),
+    operationId: 'op_1',
+    ...call,
+  };
+  const r = spawnSync('sh', ['-c', wrapperExecString(full)], { env: { PATH: process.env.PATH } });
+  const parsed = parseWrapperOutput(r.stdout, NONCE);
+  if (!parsed.ok) throw new Error(`unparsable (${parsed.failure}): ${r.stdout.toString()}`);
+  return { status: r.status, report: parsed.value, raw: r.stdout };
+}
+
+describe('shQuote', () => {
+  it('round-trips arbitrary words through sh', () => {
+    for (const w of ["it's", '$HOME `id` "q"', 'a\nb', '', "''\\"]) {
+      const r = spawnSync('sh', ['-c', `printf %s ${shQuote(w)}`]);
+      expect(r.stdout.toString()).toBe(w);
+    }
+  });
+});
+
+describe('wrapper script', () => {
+  it('is written without ${ so String.raw keeps it verbatim, and names the protocol', () => {
+    expect(WRAPPER_SCRIPT).not.toContain('${');
+    expect(WRAPPER_SCRIPT).toContain(`P="${WRAPPER_PROTOCOL} $2"`);
+  });
+
+  it('runs once, frames output exactly and exits with the command status', () => {
+    const cmd = `echo run >> ${shQuote(join(dir, 'count'))}; printf 'out\\nno-newline'; echo err >&2; exit 3`;
+    const first = wrap({ mode: 'run', command: cmd });
+    expect(first.status).toBe(3);
+    expect(first.report.kind).toBe('ran');
+    expect(first.report.exit).toBe(3);
+    expect(first.report.stdout.toString()).toBe('out\nno-newline');
+    expect(first.report.stderr.toString()).toBe('err\n');
+
+    const again = wrap({ mode: 'run', command: cmd });
+    expect(again.status).toBe(3);
+    expect(again.report.kind).toBe('existing');
+    expect(again.report.marker).toMatchObject({ state: 'completed', exit_status: 3 });
+    expect(again.report.stdout.toString()).toBe('out\nno-newline');
+    expect(readFileSync(join(dir, 'count'), 'utf8')).toBe('run\n');
+  });
+
+  it('concurrent runs of one operation id execute the command exactly once', async () => {
+    const call: WrapperCall = {
+      mode: 'run',
+      nonce: NONCE,
+      markerDir: join(dir, 'ops'),
+      operationId: 'op_race',
+      command: `echo run >> ${shQuote(join(dir, 'count'))}`,
+    };
+    const outs = await Promise.all(
+      Array.from(
+        { length: 6 },
+        () =>
+          new Promise<Buffer>((resolve) => {
+            const chunks: Buffer[] = [];
+            const c = spawn('sh', ['-c', wrapperExecString(call)]);
+            c.stdout.on('data', (d: Buffer) => chunks.push(d));
+            c.on('close', () => resolve(Buffer.concat(chunks)));
+          }),
+      ),
+    );
+    const kinds = outs.map((o) => parseWrapperOutput(o, NONCE).value?.kind);
+    expect(kinds.filter((k) => k === 'ran')).toHaveLength(1);
+    expect(kinds.filter((k) => k === 'existing')).toHaveLength(5);
+    expect(readFileSync(join(dir, 'count'), 'utf8')).toBe('run\n');
+  });
+
+  it('output that imitates status lines stays command output', () => {
+    const fake = `${WRAPPER_PROTOCOL} ${NONCE} exit 0`;
+    const r = wrap({ mode: 'run', command: `echo ${shQuote(fake)}; exit 9` });
+    expect(r.report.exit).toBe(9);
+    expect(r.report.stdout.toString()).toBe(`${fake}\n`);
+  });
+
+  it('reconcile reports absent, then completed with the recorded status', () => {
+    expect(wrap({ mode: 'reconcile' }).report.marker).toEqual({ state: 'absent' });
+    wrap({ mode: 'run', command: 'exit 0' });
+    const r = wrap({ mode: 'reconcile' });
+    expect(r.status).toBe(0);
+    expect(r.report.marker).toMatchObject({ state: 'completed', exit_status: 0 });
+  });
+
+  it('reports a start without completion and whether its processes live', async () => {
+    const go = join(dir, 'go');
+    const call: WrapperCall = {
+      mode: 'run',
+      nonce: NONCE,
+      markerDir: join(dir, 'ops'),
+      operationId: 'op_slow',
+      // Bounded, so a failing test never leaves the loop running.
+      command: `i=0; while [ ! -f ${shQuote(go)} ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done`,
+    };
+    const child = spawn('sh', ['-c', WRAPPER_SCRIPT, 'candor-wrap', ...wrapperArgs(call)], {
+      stdio: 'ignore',
+    });
+    const startFile = join(dir, 'ops', 'op_slow', 'start');
+    for (let i = 0; i < 250 && !readIfExists(startFile).includes('child'); i++) await tick(20);
+
+    const running = wrap({ mode: 'run', operationId: 'op_slow', command: 'exit 0' });
+    expect(running.status).toBe(75);
+    expect(running.report.marker).toMatchObject({ state: 'started', process: 'alive' });
+    const marker = running.report.marker;
+    if (marker?.state !== 'started') throw new Error('expected started');
+    expect(marker.pid).toBe(child.pid);
+    expect(marker.child_pid).toBeGreaterThan(0);
+
+    // The remote side dies (OOM killer, reboot): nothing records completion.
+    process.kill(marker.pid!, 'SIGKILL');
+    process.kill(marker.child_pid!, 'SIGKILL');
+    await new Promise((r) => child.once('exit', r));
+    for (let i = 0; i < 50; i++) {
+      const m = wrap({ mode: 'reconcile', operationId: 'op_slow' }).report.marker;
+      if (m?.state === 'started' && m.process === 'gone') break;
+      await tick(20);
+    }
+    expect(wrap({ mode: 'reconcile', operationId: 'op_slow' }).report.marker).toMatchObject({
+      state: 'started',
+      process: 'gone',
+    });
+    writeFileSync(go, '');
+  });
+
+  it('refuses unsafe operation ids and unusable marker dirs before running anything', () => {
+    const bad = wrap({
+      mode: 'run',
+      operationId: '../x',
+      command: `touch ${shQuote(join(dir, 'ran'))}`,
+    });
+    expect(bad.status).toBe(70);
+    expect(bad.report).toMatchObject({ kind: 'error', error: 'bad_operation_id' });
+    writeFileSync(join(dir, 'file'), '');
+    const blocked = wrap({
+      mode: 'run',
+      markerDir: join(dir, 'file', 'ops'),
+      command: `touch ${shQuote(join(dir, 'ran'))}`,
+    });
+    expect(blocked.report).toMatchObject({ kind: 'error', error: 'marker_unavailable', exit: 70 });
+    expect(existsSync(join(dir, 'ran'))).toBe(false);
+  });
+
+  it('converge skips the command when the check already passes and reports the check after', () => {
+    const flag = join(dir, 'flag');
+    const call = {
+      mode: 'converge',
+      command: `touch ${shQuote(flag)}`,
+      check: `test -f ${shQuote(flag)}`,
+    } as const;
+    const first = wrap(call);
+    expect(first.report).toMatchObject({ kind: 'ran', check_status: 0, exit: 0 });
+    expect(wrap(call).report.kind).toBe('converged_before');
+    const never = wrap({ mode: 'converge', command: 'true', check: 'false' });
+    expect(never.report).toMatchObject({ kind: 'ran', check_status: 1, exit: 0 });
+  });
+
+  it('uses the XDG state directory when no marker dir is given', () => {
+    const r = spawnSync(
+      'sh',
+      [
+        '-c',
+        wrapperExecString({
+          mode: 'run',
+          nonce: NONCE,
+          markerDir: '',
+          operationId: 'op_x',
+          command: 'true',
+        }),
+      ],
+      { env: { PATH: process.env.PATH, HOME: dir, XDG_STATE_HOME: join(dir, 'state') } },
+    );
+    expect(r.status).toBe(0);
+    expect(existsSync(join(dir, 'state', 'candor', 'ops', 'op_x', 'done'))).toBe(true);
+  });
+});
+
+describe('parseWrapperOutput', () => {
+  const line = (s: string) => `${WRAPPER_PROTOCOL} ${NONCE} ${s}\n`;
+  it('skips banner noise before the first status line', () => {
+    const out = Buffer.from(`motd\n${line('ran')}${line('stdout 2')}hi\n${line('exit 0')}`);
+    const p = parseWrapperOutput(out, NONCE);
+    expect(p.ok && p.value.stdout.toString()).toBe('hi');
+  });
+  it('rejects cut reports, wrong frames and other nonces', () => {
+    expect(parseWrapperOutput(Buffer.from(line('ran')), NONCE)).toEqual({
+      ok: false,
+      failure: 'no_exit_line',
+    });
+    expect(
+      parseWrapperOutput(Buffer.from(`${line('ran')}${line('stdout 5')}hi\n`), NONCE).failure,
+    ).toBe('bad_frame');
+    expect(parseWrapperOutput(Buffer.from(line('exit 0')), 'other').failure).toBe('no_report');
+    expect(parseWrapperOutput(Buffer.from(line('exit 0')), NONCE).failure).toBe('bad_line');
+    expect(parseWrapperOutput(Buffer.from(`${line('ran')}garbage\n`), NONCE).failure).toBe(
+      'bad_line',
+    );
+  });
+});
+
+function readIfExists(p: string): string {
+  try {
+    return readFileSync(p, 'utf8');
+  } catch {
+    return '';
+  }
+}
+const tick = (ms: number) => new Promise((r) => setTimeout(r, ms));

@@ -1,0 +1,249 @@
+// The one redaction layer applied to every agent-visible output, log line, trace, transcript and
+// clear ledger field. It removes, replacing each span with `[REDACTED]`:
+// - every known secret (from the vault, `addSecret`, or given at creation) in the forms of
+//   secret-forms.ts: exact, JSON-escaped, URL-encoded, hex, base64 and base64url (all alignments);
+// - values of secret-bearing headers (Authorization, Proxy-Authorization, Cookie, Set-Cookie and
+//   the API-key headers of core/fingerprint.ts), in header objects, [name, value] arrays, raw
+//   `Name: value` text and serialised `"name": "value"` JSON;
+// - PEM private key blocks (also unterminated ones, to the end of the text);
+// - common token shapes: `Bearer <token>`, JWTs, GitHub (`ghp_`, `gho_`, `ghu_`, `ghs_`, `ghr_`,
+//   `github_pat_`), `sk-…`, Slack `xox?-…`, AWS access key ids, and `token=` / `key=` / `secret=`
+//   / `password=` (and `access_token=`, `api_key=`, …) values in URLs, query strings and env lines.
+//
+// Short secrets: a secret of fewer than MIN_SECRET_LENGTH (4) characters is ignored (`addSecret`
+// returns false) because it would rewrite ordinary words; the vault refuses such values, so every
+// stored secret is covered. A secret that lies inside the marker text itself (e.g. `DACT`) cannot be
+// hidden by any replacement and is refused the same way. Shape rules require lengths typical of
+// real tokens (Bearer ≥ 16, `token=`/`key=` values ≥ 8) so prose like "a Bearer token" survives.
+//
+// Redaction runs to a fixed point (a replacement can, in contrived cases, form a new match with its
+// neighbours), which also makes it idempotent: redact(redact(x)) === redact(x).
+import { SECRET_HEADERS } from '../core/fingerprint.js';
+import { secretForms } from './secret-forms.js';
+import { MIN_SECRET_LENGTH } from './types.js';
+
+export const REDACTED = '[REDACTED]';
+
+export interface Redactor {
+  redactString(text: string): string;
+  /** A deep copy of a JSON-like value with every string (keys too) redacted. */
+  redactValue<T>(value: T): T;
+  /** Adds a secret; false when it is too short or cannot be hidden (see the file comment). */
+  addSecret(secret: string): boolean;
+  /** Whether `text` holds a known secret in any of its forms (for tests and leak checks). */
+  containsSecret(text: string): boolean;
+}
+
+/** Object keys whose values are secret whatever they look like (compared lower-cased). */
+const SECRET_FIELDS: ReadonlySet<string> = new Set([
+  ...SECRET_HEADERS,
+  'password',
+  'passwd',
+  'passphrase',
+  'secret',
+  'client_secret',
+  'token',
+  'access_token',
+  'refresh_token',
+  'id_token',
+  'api_key',
+  'apikey',
+  'private_key',
+]);
+
+const headerAlternation = [...SECRET_HEADERS].map((h) => h.replace(/-/g, '\\-')).join('|');
+const fieldAlternation = [...SECRET_FIELDS].map((h) => h.replace(/-/g, '\\-')).join('|');
+
+/**
+ * A header value in raw text runs to the end of the line, or to a literal `\r`/`\n` escape, or to a
+ * double quote that closes a JSON string (followed by `}`, `]`, `, "` or the end); quotes inside a
+ * Digest-style value (`realm="x", nonce=…`) stay part of the value.
+ */
+const HEADER_VALUE = String.raw`(?:[^\r\n"\\]|\\(?![rn])|"(?!\s*(?:[}\]]|,\s*"|$)))*`;
+
+interface ShapeRule {
+  pattern: RegExp;
+  /** Capture group holding the span to hide; 0 = the whole match. */
+  group: number;
+  /** Optional extra check on the captured span. */
+  accept?: (match: RegExpExecArray) => boolean;
+}
+
+const SHAPES: readonly ShapeRule[] = [
+  {
+    pattern:
+      /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/dg,
+    group: 0,
+  },
+  {
+    pattern: new RegExp(
+      String.raw`(?<![A-Za-z0-9_-])(${headerAlternation})[ \t]*:[ \t]*(${HEADER_VALUE})`,
+      'dgi',
+    ),
+    group: 2,
+  },
+  {
+    pattern: new RegExp(String.raw`"(${fieldAlternation})"[ \t]*:[ \t]*"((?:[^"\\]|\\.)*)"`, 'dgi'),
+    group: 2,
+  },
+  { pattern: /\bBearer[ \t]+([A-Za-z0-9\-._~+/]{16,}=*)/dgi, group: 1 },
+  { pattern: /\beyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/dg, group: 0 },
+  { pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/dg, group: 0 },
+  { pattern: /\bsk-[A-Za-z0-9_-]{16,}/dg, group: 0 },
+  { pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/dg, group: 0 },
+  { pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/dg, group: 0 },
+  {
+    pattern:
+      /(?<=^|[?&;#\s"'{(,])((?:access_|refresh_|id_|api_|auth_|client_|private_|session_|x-api-)?(?:token|key|secret|password|passwd|pwd|apikey|signature|sig))=([^&\s"'#<>[\]\\]+)/dgi,
+    group: 2,
+    // Password-like values are hidden at any length; keys and tokens from 8 characters on.
+    accept: (m) => /pass|pwd|secret/i.test(m[1] ?? '') || (m[2] ?? '').length >= 8,
+  },
+];
+
+const MAX_ROUNDS = 8;
+
+export function createRedactor(secrets: Iterable<string> = []): Redactor {
+  const exact = new Set<string>();
+  const caseless = new Map<string, RegExp>();
+  const added = new Set<string>();
+
+  const addSecret = (secret: string): boolean => {
+    if (secret.length < MIN_SECRET_LENGTH || REDACTED.includes(secret)) return false;
+    if (added.has(secret)) return true;
+    added.add(secret);
+    const forms = secretForms(secret, REDACTED);
+    for (const form of forms.exact) exact.add(form);
+    for (const form of forms.caseless) {
+      if (!caseless.has(form)) caseless.set(form, new RegExp(escapeRegExp(form), 'gi'));
+    }
+    return true;
+  };
+
+  const secretSpans = (text: string, spans: [number, number][]): void => {
+    for (const form of exact) {
+      for (let i = text.indexOf(form); i >= 0; i = text.indexOf(form, i + 1)) {
+        spans.push([i, i + form.length]);
+      }
+    }
+    for (const re of caseless.values()) {
+      re.lastIndex = 0;
+      for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+        spans.push([m.index, m.index + m[0].length]);
+        re.lastIndex = m.index + 1;
+      }
+    }
+  };
+
+  const redactOnce = (text: string): string => {
+    const spans: [number, number][] = [];
+    secretSpans(text, spans);
+    for (const rule of SHAPES) shapeSpans(rule, text, spans);
+    if (spans.length === 0) return text;
+    spans.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
+    let out = '';
+    let cursor = 0;
+    let i = 0;
+    while (i < spans.length) {
+      let [start, end] = spans[i]!;
+      // Merge overlapping and touching spans into one marker.
+      while (i + 1 < spans.length && spans[i + 1]![0] <= end) {
+        end = Math.max(end, spans[i + 1]![1]);
+        i++;
+      }
+      i++;
+      if (start < cursor) start = cursor;
+      out += text.slice(cursor, start) + REDACTED;
+      cursor = end;
+    }
+    return out + text.slice(cursor);
+  };
+
+  const redactString = (text: string): string => {
+    let current = text;
+    for (let round = 0; round < MAX_ROUNDS; round++) {
+      const next = redactOnce(current);
+      if (next === current) return current;
+      current = next;
+    }
+    return current;
+  };
+
+  const redactValue = (value: unknown, seen: WeakSet<object>): unknown => {
+    if (typeof value === 'string') return redactString(value);
+    if (value === null || typeof value !== 'object') return value;
+    if (seen.has(value)) return '[Circular]';
+    seen.add(value);
+    try {
+      const withJson = value as { toJSON?: unknown };
+      if (typeof withJson.toJSON === 'function') {
+        return redactValue((withJson.toJSON as () => unknown).call(value), seen);
+      }
+      if (Array.isArray(value)) {
+        const items: unknown[] = value;
+        return items.map((item, i) => {
+          const prev = items[i - 1];
+          const afterHeaderName =
+            typeof prev === 'string' && SECRET_HEADERS.has(prev.toLowerCase());
+          return afterHeaderName && typeof item === 'string' && item !== ''
+            ? REDACTED
+            : redactValue(item, seen);
+        });
+      }
+      const entries: [string, unknown][] = [];
+      const used = new Set<string>();
+      for (const [key, item] of Object.entries(value)) {
+        const secretField = SECRET_FIELDS.has(key.toLowerCase());
+        const redacted = secretField ? hideWhole(item) : redactValue(item, seen);
+        entries.push([uniqueKey(redactString(key), used), redacted]);
+      }
+      return Object.fromEntries(entries);
+    } finally {
+      seen.delete(value);
+    }
+  };
+
+  for (const secret of secrets) addSecret(secret);
+
+  return {
+    redactString,
+    redactValue: <T>(value: T): T => redactValue(value, new WeakSet()) as T,
+    addSecret,
+    containsSecret: (text) => {
+      const spans: [number, number][] = [];
+      secretSpans(text, spans);
+      return spans.length > 0;
+    },
+  };
+}
+
+function shapeSpans(rule: ShapeRule, text: string, spans: [number, number][]): void {
+  const re = rule.pattern;
+  re.lastIndex = 0;
+  for (let m = re.exec(text); m !== null; m = re.exec(text)) {
+    if (m[0].length === 0) re.lastIndex++;
+    const range = m.indices?.[rule.group];
+    if (range === undefined || range[1] <= range[0]) continue;
+    if (rule.accept !== undefined && !rule.accept(m)) continue;
+    spans.push([range[0], range[1]]);
+  }
+}
+
+/** The value of a secret field: every non-empty leaf becomes the marker. */
+function hideWhole(value: unknown): unknown {
+  if (value === null || value === undefined || value === '') return value;
+  if (Array.isArray(value)) return value.map(hideWhole);
+  return REDACTED;
+}
+
+/** Two keys that redact alike must not overwrite each other: later ones get `#2`, `#3`, …. */
+function uniqueKey(key: string, used: Set<string>): string {
+  let candidate = key;
+  for (let n = 2; used.has(candidate); n++) candidate = `${key}#${n}`;
+  used.add(candidate);
+  return candidate;
+}
+
+function escapeRegExp(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\/-]/g, '\\$&');
+}
