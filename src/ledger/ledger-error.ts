@@ -1,0 +1,35 @@
+// Environment and misuse failures of ledger stores, with stable codes (never match on messages).
+
+export const LedgerErrorCode = {
+  /** The ledger URL is not one of `sqlite:PATH`, `memory:`, `postgres://…`. */
+  BAD_URL: 'BAD_URL',
+  /** Opening with `mustExist` and there is no ledger there. */
+  NOT_FOUND: 'NOT_FOUND',
+  /** The database or its driver could not be opened or migrated. */
+  OPEN_FAILED: 'OPEN_FAILED',
+  /** The database was written by a newer Candor (schema version above the known migrations). */
+  SCHEMA_TOO_NEW: 'SCHEMA_TOO_NEW',
+  /** The store was used after close(). */
+  CLOSED: 'CLOSED',
+} as const;
+export type LedgerErrorCode = (typeof LedgerErrorCode)[keyof typeof LedgerErrorCode];
+
+export class LedgerError extends Error {
+  override readonly name = 'LedgerError';
+  constructor(
+    readonly code: LedgerErrorCode,
+    message: string,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** Runs synchronous store work as a promise: a throw becomes a rejection with an Error. */
+export function settle<T>(work: () => T): Promise<T> {
+  try {
+    return Promise.resolve(work());
+  } catch (err) {
+    return Promise.reject(err instanceof Error ? err : new Error(String(err)));
+  }
+}

@@ -1,0 +1,94 @@
+// PostgreSQL schema and forward migrations, applied under a transaction-scoped advisory lock so
+// gateways starting together never race. `ledger_events.bytes` holds the canonical record bytes;
+// the other columns and tables are derived from them (same layout as the SQLite schema).
+import type { PoolClient } from 'pg';
+import { LedgerError } from '../ledger-error.js';
+
+export interface Migration {
+  version: number;
+  sql: string;
+}
+
+export const POSTGRES_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE ledger_events (
+        seq bigint PRIMARY KEY,
+        hash text NOT NULL,
+        bytes bytea NOT NULL,
+        kind text NOT NULL,
+        operation_id text,
+        session_id text,
+        correlation_id text
+      );
+      CREATE INDEX ledger_events_operation ON ledger_events (operation_id, seq)
+        WHERE operation_id IS NOT NULL;
+      CREATE INDEX ledger_events_session ON ledger_events (session_id)
+        WHERE operation_id IS NULL AND session_id IS NOT NULL;
+      CREATE INDEX ledger_events_correlation ON ledger_events (correlation_id)
+        WHERE operation_id IS NULL AND correlation_id IS NOT NULL;
+      CREATE TABLE ledger_tags (
+        tag text NOT NULL,
+        operation_id text NOT NULL,
+        PRIMARY KEY (tag, operation_id)
+      );
+      CREATE TABLE unresolved_operations (
+        operation_id text PRIMARY KEY,
+        state text NOT NULL
+      );
+    `,
+  },
+];
+
+export const POSTGRES_SCHEMA_VERSION = POSTGRES_MIGRATIONS.at(-1)!.version;
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export function validSchemaName(name: string): boolean {
+  return SCHEMA_NAME.test(name);
+}
+
+/** Creates the schema if needed and applies pending migrations; `mustExist` refuses a blank one. */
+export async function migratePostgres(
+  client: PoolClient,
+  schema: string,
+  mustExist: boolean,
+): Promise<void> {
+  await client.query('BEGIN');
+  try {
+    await client.query('SELECT pg_advisory_xact_lock(hashtext($1))', [`candor-ledger:${schema}`]);
+    const exists = await client.query<{ t: string | null }>('SELECT to_regclass($1) AS t', [
+      `"${schema}".schema_version`,
+    ]);
+    if (exists.rows[0]?.t == null && mustExist) {
+      throw new LedgerError('NOT_FOUND', `no Candor ledger in PostgreSQL schema "${schema}"`);
+    }
+    await client.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    await client.query(
+      'CREATE TABLE IF NOT EXISTS schema_version (version integer PRIMARY KEY, applied_at bigint NOT NULL)',
+    );
+    const res = await client.query<{ v: number | null }>(
+      'SELECT max(version) AS v FROM schema_version',
+    );
+    const current = res.rows[0]?.v ?? 0;
+    if (current > POSTGRES_SCHEMA_VERSION) {
+      throw new LedgerError(
+        'SCHEMA_TOO_NEW',
+        `ledger schema version ${current} is newer than this Candor knows (${POSTGRES_SCHEMA_VERSION})`,
+      );
+    }
+    for (const m of POSTGRES_MIGRATIONS) {
+      if (m.version <= current) continue;
+      await client.query(m.sql);
+      await client.query('INSERT INTO schema_version (version, applied_at) VALUES ($1, $2)', [
+        m.version,
+        Date.now(),
+      ]);
+    }
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw err;
+  }
+}

@@ -1,0 +1,82 @@
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  postgresSkipReason,
+  startPostgres,
+  type ThrowawayPostgres,
+} from '../../../test/support/postgres.js';
+import { ledgerContractSuite, opened } from '../contract.case.js';
+import { POSTGRES_SCHEMA_VERSION } from './schema.js';
+import { openPostgresLedger } from './store.js';
+
+const skip = postgresSkipReason();
+let server: ThrowawayPostgres | undefined;
+let n = 0;
+
+beforeAll(async () => {
+  if (skip === undefined) server = await startPostgres();
+});
+afterAll(async () => {
+  await server?.stop();
+});
+
+const url = (): string => {
+  if (!server) throw new Error('PostgreSQL server not started');
+  return server.url;
+};
+
+ledgerContractSuite(
+  'postgres',
+  async () => {
+    const schema = `contract_${++n}`;
+    return {
+      store: await openPostgresLedger(url(), { schema }),
+      reopen: () => openPostgresLedger(url(), { schema }),
+    };
+  },
+  { skip },
+);
+
+describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
+  it('records the schema version and refuses a newer one', async () => {
+    const store = await openPostgresLedger(url(), { schema: 'versioned' });
+    await store.append([opened('op_1')]);
+    await store.close();
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      const v = await client.query<{ v: number }>(
+        'SELECT max(version) AS v FROM versioned.schema_version',
+      );
+      expect(v.rows[0]!.v).toBe(POSTGRES_SCHEMA_VERSION);
+      await client.query('INSERT INTO versioned.schema_version VALUES ($1, 0)', [
+        POSTGRES_SCHEMA_VERSION + 1,
+      ]);
+    } finally {
+      await client.end();
+    }
+    await expect(openPostgresLedger(url(), { schema: 'versioned' })).rejects.toMatchObject({
+      code: 'SCHEMA_TOO_NEW',
+    });
+  });
+
+  it('refuses a blank database with mustExist, and a bad schema name', async () => {
+    await expect(
+      openPostgresLedger(url(), { schema: 'blank', mustExist: true }),
+    ).rejects.toMatchObject({
+      code: 'NOT_FOUND',
+    });
+    await expect(openPostgresLedger(url(), { schema: 'Robert"; drop' })).rejects.toMatchObject({
+      code: 'BAD_URL',
+    });
+  });
+
+  it('migrates safely when several clients open a fresh schema at once', async () => {
+    const stores = await Promise.all(
+      Array.from({ length: 4 }, () => openPostgresLedger(url(), { schema: 'racing' })),
+    );
+    await Promise.all(stores.map((s, i) => s.append([opened(`op_${i}`)])));
+    expect(await stores[0]!.read()).toHaveLength(4);
+    await Promise.all(stores.map((s) => s.close()));
+  });
+});

@@ -1,0 +1,386 @@
+// Projections: current state derived from immutable events (DESIGN.md §2). Pure functions only —
+// the stores maintain their `operation_state` index with exactly `nextState`, so the indexed
+// answer of `unresolved()` and a full re-projection can never disagree.
+import {
+  Category,
+  OperationState,
+  RemoteEffect,
+  Retry,
+  type ActionClass,
+  type RetryDecision,
+} from '../core/vocabulary.js';
+import type {
+  Destination,
+  EventPayloads,
+  Intent,
+  NewEvent,
+  PhaseTimes,
+  ResponseSummary,
+  StoredEvent,
+} from './events.js';
+
+/** States that need reconciliation, a retry or a person: what `unresolved()` lists. */
+export const UNRESOLVED_STATES: ReadonlySet<OperationState> = new Set([
+  OperationState.open,
+  OperationState.unknown,
+]);
+
+const SETTLED: ReadonlySet<OperationState> = new Set([
+  OperationState.succeeded,
+  OperationState.failed,
+  OperationState.cancelled,
+  OperationState.duplicate_effect_confirmed,
+]);
+
+/**
+ * The state of an operation after `event`, given its state before (`null`: no event yet).
+ * Events that do not speak about an operation's outcome leave the state as it was.
+ */
+export function nextState(current: OperationState | null, event: NewEvent): OperationState | null {
+  switch (event.kind) {
+    case 'operation_opened':
+      return OperationState.open;
+    case 'attempt_started':
+      // Written before any byte leaves: from here on the effect may have happened.
+      return OperationState.unknown;
+    case 'attempt_finished':
+      return stateAfterAttempt(event.data);
+    case 'observation_recorded':
+      return event.data.state_after;
+    case 'operation_resolved':
+      return event.data.state;
+    case 'operation_superseded':
+      // A superseded operation whose last attempt may have applied still needs reconciliation:
+      // cancelling it would drop a possibly-applied write from `unresolved()`.
+      if (current === null || current === OperationState.unknown || SETTLED.has(current)) {
+        return current;
+      }
+      return OperationState.cancelled;
+    default:
+      return current;
+  }
+}
+
+function stateAfterAttempt(d: EventPayloads['attempt_finished']): OperationState {
+  // Never `failed` when the truth is `unknown`.
+  if (d.remote_effect === RemoteEffect.unknown) return OperationState.unknown;
+  if (d.category === Category.succeeded) return OperationState.succeeded;
+  if (d.category === Category.duplicate_effect) return OperationState.duplicate_effect_confirmed;
+  if (d.remote_effect === RemoteEffect.applied) return OperationState.succeeded;
+  if (d.retry === Retry.never || d.retry === Retry.escalate) return OperationState.failed;
+  return OperationState.open;
+}
+
+/**
+ * Lookup tags of an operation event: `s:` the session that wrote it, `c:` its correlation id, `k:`
+ * the idempotency key of the operation. Stores keep a (tag, operation_id) set so that "operations by
+ * session / correlation id / idempotency key" are indexed lookups; rebuildable from the bytes.
+ */
+export function operationTags(e: NewEvent): string[] {
+  if (e.operation_id === null) return [];
+  const tags: string[] = [];
+  if (e.session_id !== null) tags.push(`s:${e.session_id}`);
+  if (e.correlation_id !== null) tags.push(`c:${e.correlation_id}`);
+  if (e.kind === 'operation_opened' && e.data.idempotency_key !== null) {
+    tags.push(`k:${e.data.idempotency_key}`);
+  }
+  return tags;
+}
+
+export interface StateChange {
+  operation_id: string;
+  state: OperationState;
+}
+
+/**
+ * Folds a batch of stored events into the final state of each operation whose state changed.
+ * `lookup` gives the state stored before the batch; stores that index only unresolved operations
+ * may answer `undefined` for settled ones — for every rule of `nextState` "settled" and "none"
+ * lead to the same unresolved set.
+ */
+export function foldStates(
+  events: readonly NewEvent[],
+  lookup: (operationId: string) => OperationState | undefined,
+): StateChange[] {
+  const out = new Map<string, StateChange>();
+  for (const e of events) {
+    const id = e.operation_id;
+    if (id === null) continue;
+    const seen = out.get(id);
+    const before = seen ? seen.state : (lookup(id) ?? null);
+    const after = nextState(before, e);
+    if (after === null || (after === before && !seen)) continue;
+    out.set(id, { operation_id: id, state: after });
+  }
+  return [...out.values()];
+}
+
+export interface AttemptView {
+  attempt_id: string;
+  number: number;
+  worker: string;
+  retry_of_attempt_id: string | null;
+  retry_reason: EventPayloads['attempt_started']['retry_reason'];
+  retry_decision: RetryDecision | null;
+  attempt_budget_remaining: number;
+  request_fingerprint: string;
+  prior_request_fingerprint: string | null;
+  credential_ref: string | null;
+  destination: Destination;
+  started_at: number;
+  started_seq: number;
+  /** `null` while no `attempt_finished` was recorded: the bytes may have left. */
+  finish: {
+    dispatch_state: EventPayloads['attempt_finished']['dispatch_state'];
+    category: Category;
+    retry: Retry;
+    remote_effect: RemoteEffect;
+    rule: string;
+    phases: PhaseTimes;
+    response: ResponseSummary | null;
+    duration_ms: number;
+    /** Protected diagnostics stay in the ledger; the view carries only their reference. */
+    diagnostics_ref: string | null;
+    finished_at: number;
+    finished_seq: number;
+  } | null;
+}
+
+export type ObservationView = EventPayloads['observation_recorded'] & { at: number; seq: number };
+
+export interface ApprovalView {
+  approval_id: string;
+  scope: EventPayloads['approval_requested']['scope'];
+  request_fingerprint: string | null;
+  card: Record<string, unknown>;
+  requested_at: number;
+  decision: EventPayloads['approval_decided']['decision'] | null;
+  approver: string | null;
+  decided_at: number | null;
+}
+
+export interface OperationView {
+  operation_id: string;
+  session_id: string | null;
+  owner: string | null;
+  action: string | null;
+  action_class: ActionClass | null;
+  intent: Intent | null;
+  destination: Destination | null;
+  idempotency_key: string | null;
+  supersedes_operation_id: string | null;
+  superseded_by: string | null;
+  correlation_id: string | null;
+  state: OperationState | null;
+  opened_at: number | null;
+  attempts: AttemptView[];
+  observations: ObservationView[];
+  approvals: ApprovalView[];
+  /** Approval prompts shown for this operation (approval fatigue is a defect too). */
+  prompts: number;
+  resolution: (EventPayloads['operation_resolved'] & { at: number; seq: number }) | null;
+  first_seq: number;
+  last_seq: number;
+}
+
+/** Projects one operation from its events (in seq order; events of other operations ignored). */
+export function projectOperation(events: readonly StoredEvent[]): OperationView | null {
+  const first = events.find((e) => e.operation_id !== null);
+  if (!first || first.operation_id === null) return null;
+  const id = first.operation_id;
+  const v: OperationView = {
+    operation_id: id,
+    session_id: null,
+    owner: null,
+    action: null,
+    action_class: null,
+    intent: null,
+    destination: null,
+    idempotency_key: null,
+    supersedes_operation_id: null,
+    superseded_by: null,
+    correlation_id: null,
+    state: null,
+    opened_at: null,
+    attempts: [],
+    observations: [],
+    approvals: [],
+    prompts: 0,
+    resolution: null,
+    first_seq: first.seq,
+    last_seq: first.seq,
+  };
+  for (const e of events) {
+    if (e.operation_id !== id) continue;
+    v.state = nextState(v.state, e);
+    v.last_seq = e.seq;
+    v.session_id ??= e.session_id;
+    v.correlation_id ??= e.correlation_id;
+    applyEvent(v, e);
+  }
+  return v;
+}
+
+function applyEvent(v: OperationView, e: StoredEvent): void {
+  switch (e.kind) {
+    case 'operation_opened':
+      v.owner = e.data.owner;
+      v.action = e.data.action;
+      v.action_class = e.data.action_class;
+      v.intent = e.data.intent;
+      v.destination = e.data.destination;
+      v.idempotency_key = e.data.idempotency_key;
+      v.supersedes_operation_id = e.data.supersedes_operation_id;
+      v.opened_at = e.at;
+      if (e.session_id !== null) v.session_id = e.session_id;
+      return;
+    case 'attempt_started': {
+      const { destination, ...rest } = e.data;
+      v.attempts.push({ ...rest, destination, started_at: e.at, started_seq: e.seq, finish: null });
+      return;
+    }
+    case 'attempt_finished': {
+      const a = v.attempts.find((x) => x.attempt_id === e.data.attempt_id);
+      const { attempt_id: _id, diagnostics: _diagnostics, ...finish } = e.data;
+      if (a) a.finish = { ...finish, finished_at: e.at, finished_seq: e.seq };
+      return;
+    }
+    case 'observation_recorded':
+      v.observations.push({ ...e.data, at: e.at, seq: e.seq });
+      return;
+    case 'approval_requested':
+      v.prompts += 1;
+      v.approvals.push({
+        approval_id: e.data.approval_id,
+        scope: e.data.scope,
+        request_fingerprint: e.data.request_fingerprint,
+        card: e.data.card,
+        requested_at: e.at,
+        decision: null,
+        approver: null,
+        decided_at: null,
+      });
+      return;
+    case 'approval_decided': {
+      const ap = v.approvals.find((x) => x.approval_id === e.data.approval_id);
+      if (ap)
+        Object.assign(ap, {
+          decision: e.data.decision,
+          approver: e.data.approver,
+          decided_at: e.at,
+        });
+      return;
+    }
+    case 'operation_resolved':
+      v.resolution = { ...e.data, at: e.at, seq: e.seq };
+      return;
+    case 'operation_superseded':
+      v.superseded_by = e.data.superseded_by;
+      return;
+    default:
+      return;
+  }
+}
+
+/** Groups events by operation (first-seen order) and projects each. */
+export function projectOperations(events: readonly StoredEvent[]): OperationView[] {
+  const groups = new Map<string, StoredEvent[]>();
+  for (const e of events) {
+    if (e.operation_id === null) continue;
+    const g = groups.get(e.operation_id);
+    if (g) g.push(e);
+    else groups.set(e.operation_id, [e]);
+  }
+  const out: OperationView[] = [];
+  for (const g of groups.values()) {
+    const v = projectOperation(g);
+    if (v) out.push(v);
+  }
+  return out;
+}
+
+/** How many times the intent may have reached the destination, and whether that was licensed. */
+export const DeliveryVerdict = {
+  no_attempt: 'no_attempt',
+  single_delivery: 'single_delivery',
+  retry_deduplicated: 'retry_deduplicated',
+  retry_licensed: 'retry_licensed',
+  unlicensed_retry: 'unlicensed_retry',
+  duplicate_effect: 'duplicate_effect',
+} as const;
+export type DeliveryVerdict = (typeof DeliveryVerdict)[keyof typeof DeliveryVerdict];
+
+/** Decisions that license sending again after an attempt that may have been delivered. */
+const LICENSING: ReadonlySet<RetryDecision> = new Set<RetryDecision>([
+  'read_only',
+  'destination_idempotency_confirmed',
+  'reconciled_absent_key_valid',
+  'converged_state_check',
+  'operator_approved',
+]);
+
+/**
+ * Tells "retried correctly and the target deduplicated" apart from "sent twice and got lucky":
+ * every attempt after the first possibly-delivered one needs a licensing retry decision (and, for
+ * `destination_idempotency_confirmed`, the same request fingerprint); more than one remote record
+ * is a duplicate effect whatever the decisions said.
+ */
+export function deliveryVerdict(v: OperationView): { code: DeliveryVerdict; line: string } {
+  if (v.attempts.length === 0) return { code: 'no_attempt', line: 'no attempt was started' };
+  const delivered = v.attempts.filter((a) => a.finish?.dispatch_state !== 'not_sent');
+  const refs = [
+    ...new Set(
+      v.attempts.flatMap((a) =>
+        a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
+      ),
+    ),
+  ];
+  const unlicensed = delivered.slice(1).filter((a, i) => {
+    const prev = delivered[i]!;
+    if (a.retry_decision === null || !LICENSING.has(a.retry_decision)) return true;
+    return (
+      a.retry_decision === 'destination_idempotency_confirmed' &&
+      a.request_fingerprint !== prev.request_fingerprint
+    );
+  });
+  const unlicensedText = unlicensed
+    .map((a) => `attempt ${a.number} was sent with retry decision ${a.retry_decision ?? 'none'}`)
+    .join('; ');
+  const lookupDuplicates = v.observations.some((o) => o.matches > 1);
+  if (v.state === 'duplicate_effect_confirmed' || refs.length > 1 || lookupDuplicates) {
+    const parts = [`DUPLICATE EFFECT: ${Math.max(refs.length, 2)} remote records`];
+    if (refs.length > 0) parts.push(`(${refs.join(', ')})`);
+    if (unlicensed.length > 0) parts.push(`— not licensed: ${unlicensedText}`);
+    return { code: 'duplicate_effect', line: parts.join(' ') };
+  }
+  if (delivered.length <= 1) {
+    const notSent = v.attempts.length - delivered.length;
+    return {
+      code: 'single_delivery',
+      line:
+        delivered.length === 0
+          ? 'no attempt reached the destination'
+          : `sent once${notSent > 0 ? ` (${notSent} earlier attempt(s) never left)` : ''}`,
+    };
+  }
+  if (unlicensed.length > 0) {
+    return {
+      code: 'unlicensed_retry',
+      line: `SENT ${delivered.length} TIMES WITHOUT LICENCE: ${unlicensedText}; ${refs.length} remote ref(s) seen — a single record would be luck, not safety`,
+    };
+  }
+  const later = delivered.slice(1);
+  const decisions = [...new Set(later.map((a) => a.retry_decision))].join(', ');
+  if (later.every((a) => a.finish?.response?.replay === true) && refs.length <= 1) {
+    return {
+      code: 'retry_deduplicated',
+      line: `retried under ${decisions}; the destination deduplicated (replay on attempt ${later
+        .map((a) => a.number)
+        .join(', ')}; ${refs.length === 1 ? `one remote ref ${refs[0]}` : 'no remote ref'})`,
+    };
+  }
+  return {
+    code: 'retry_licensed',
+    line: `sent ${delivered.length} times, each retry licensed (${decisions}); ${refs.length} remote ref(s)`,
+  };
+}

@@ -1,0 +1,71 @@
+// SQLite schema and forward migrations. `ledger_events.bytes` holds the canonical record bytes;
+// every other column and table is derived from them and can be rebuilt. Versions only move forward.
+// Indexes are chosen for append cost: an operation event touches the events table, its operation
+// index and, when the state moves, `unresolved_operations`; tags are written once per new
+// (tag, operation) pair; session/correlation indexes on events cover non-operation events only.
+import type BetterSqlite3 from 'better-sqlite3';
+import { LedgerError } from '../ledger-error.js';
+
+export interface Migration {
+  version: number;
+  sql: string;
+}
+
+export const SQLITE_MIGRATIONS: readonly Migration[] = [
+  {
+    version: 1,
+    sql: `
+      CREATE TABLE ledger_events (
+        seq INTEGER PRIMARY KEY,
+        hash TEXT NOT NULL,
+        bytes BLOB NOT NULL,
+        kind TEXT NOT NULL,
+        operation_id TEXT,
+        session_id TEXT,
+        correlation_id TEXT
+      );
+      CREATE INDEX ledger_events_operation ON ledger_events (operation_id)
+        WHERE operation_id IS NOT NULL;
+      CREATE INDEX ledger_events_session ON ledger_events (session_id)
+        WHERE operation_id IS NULL AND session_id IS NOT NULL;
+      CREATE INDEX ledger_events_correlation ON ledger_events (correlation_id)
+        WHERE operation_id IS NULL AND correlation_id IS NOT NULL;
+      CREATE TABLE ledger_tags (
+        tag TEXT NOT NULL,
+        operation_id TEXT NOT NULL,
+        PRIMARY KEY (tag, operation_id)
+      ) WITHOUT ROWID;
+      CREATE TABLE unresolved_operations (
+        operation_id TEXT PRIMARY KEY,
+        state TEXT NOT NULL
+      ) WITHOUT ROWID;
+    `,
+  },
+];
+
+export const SQLITE_SCHEMA_VERSION = SQLITE_MIGRATIONS.at(-1)!.version;
+
+/** Applies pending migrations in one IMMEDIATE transaction (safe when processes race to open). */
+export function migrateSqlite(db: BetterSqlite3.Database): void {
+  db.transaction(() => {
+    db.exec(
+      'CREATE TABLE IF NOT EXISTS schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+    const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as {
+      v: number | null;
+    };
+    const current = row.v ?? 0;
+    if (current > SQLITE_SCHEMA_VERSION) {
+      throw new LedgerError(
+        'SCHEMA_TOO_NEW',
+        `ledger schema version ${current} is newer than this Candor knows (${SQLITE_SCHEMA_VERSION})`,
+      );
+    }
+    const record = db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (?, ?)');
+    for (const m of SQLITE_MIGRATIONS) {
+      if (m.version <= current) continue;
+      db.exec(m.sql);
+      record.run(m.version, Date.now());
+    }
+  }).immediate();
+}

@@ -1,0 +1,74 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ledgerContractSuite, opened, started } from '../contract.case.js';
+import { openSqliteLedger } from './store.js';
+import { SQLITE_SCHEMA_VERSION } from './schema.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'candor-sqlite-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+let n = 0;
+
+for (const durability of ['process', 'power'] as const) {
+  ledgerContractSuite(`sqlite (${durability})`, () => {
+    const path = join(dir, `contract-${durability}-${++n}.db`);
+    return Promise.resolve({
+      store: openSqliteLedger(path, { durability }),
+      reopen: () => Promise.resolve(openSqliteLedger(path, { durability })),
+    });
+  });
+}
+
+describe('sqlite ledger file', () => {
+  it('creates the directory, uses WAL and records the schema version', async () => {
+    const path = join(dir, 'nested', 'deeper', 'ledger.db');
+    const store = openSqliteLedger(path);
+    await store.append([opened('op_1')]);
+    await store.close();
+    const db = new Database(path, { readonly: true });
+    expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
+    expect(db.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(
+      SQLITE_SCHEMA_VERSION,
+    );
+    db.close();
+  });
+
+  it('refuses a ledger written by a newer schema, and a missing file with mustExist', async () => {
+    const path = join(dir, 'future.db');
+    await openSqliteLedger(path).close();
+    const db = new Database(path);
+    db.prepare('INSERT INTO schema_version (version, applied_at) VALUES (?, 0)').run(
+      SQLITE_SCHEMA_VERSION + 1,
+    );
+    db.close();
+    expect(() => openSqliteLedger(path)).toThrow(
+      expect.objectContaining({ code: 'SCHEMA_TOO_NEW' }),
+    );
+    expect(() => openSqliteLedger(join(dir, 'absent', 'x.db'), { mustExist: true })).toThrow(
+      expect.objectContaining({ code: 'NOT_FOUND' }),
+    );
+  });
+
+  it('makes an edit of stored bytes visible in the chain', async () => {
+    const path = join(dir, 'tamper.db');
+    const store = openSqliteLedger(path);
+    await store.append([opened('op_1'), started('op_1', 'att_1'), opened('op_2')]);
+    await store.close();
+    const db = new Database(path);
+    const bytes = db
+      .prepare('SELECT bytes FROM ledger_events WHERE seq = 2')
+      .pluck()
+      .get() as Buffer;
+    const edited = Buffer.from(bytes.toString('utf8').replace('"number":1', '"number":2'));
+    db.prepare('UPDATE ledger_events SET bytes = ? WHERE seq = 2').run(edited);
+    db.close();
+    const again = openSqliteLedger(path);
+    const all = await again.read();
+    await again.close();
+    // The edited record's hash no longer matches what its successor chained to.
+    expect(all[2]!.prev_hash).not.toBe(all[1]!.hash);
+    expect(all[1]!.prev_hash).toBe(all[0]!.hash);
+  });
+});

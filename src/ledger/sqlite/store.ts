@@ -1,0 +1,229 @@
+// SQLite LedgerStore (better-sqlite3, WAL). Appends are linearised by `BEGIN IMMEDIATE`: the head
+// is read and the new records inserted under SQLite's single-writer lock, so any number of
+// processes appending to one file extend one chain. The unresolved-operation index is written in
+// the same transaction as the events it derives from.
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import type { OperationState } from '../../core/vocabulary.js';
+import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
+import { createGroupCommit } from '../group-commit.js';
+import { LedgerError, settle } from '../ledger-error.js';
+import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
+import { parseRecord, sealRecord } from '../record.js';
+import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
+import { migrateSqlite } from './schema.js';
+
+export interface SqliteLedgerOptions {
+  /** Default `process`. See src/ledger/README.md. */
+  durability?: Durability;
+  /** How long an append waits for another process's write lock. Default 10 s. */
+  busyTimeoutMs?: number;
+  /** Fail with NOT_FOUND instead of creating a new ledger file. */
+  mustExist?: boolean;
+}
+
+interface BytesRow {
+  bytes: Buffer;
+}
+
+interface Head {
+  seq: number;
+  hash: string;
+}
+
+export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}): LedgerStore {
+  const durability = options.durability ?? 'process';
+  if (path !== ':memory:' && !options.mustExist) mkdirSync(dirname(path), { recursive: true });
+  let db: Database.Database;
+  try {
+    db = new Database(path, { fileMustExist: options.mustExist === true });
+  } catch (err) {
+    const code = options.mustExist ? 'NOT_FOUND' : 'OPEN_FAILED';
+    throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${String(err)}`, {
+      cause: err,
+    });
+  }
+  try {
+    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 10_000))}`);
+    db.pragma('journal_mode = WAL');
+    // NORMAL in WAL: a commit is in the OS before append() resolves (survives kill -9 of the
+    // process); FULL: the WAL is fsynced at every commit (survives power loss).
+    db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
+    migrateSqlite(db);
+  } catch (err) {
+    db.close();
+    if (err instanceof LedgerError) throw err;
+    throw new LedgerError(
+      'OPEN_FAILED',
+      `cannot prepare SQLite ledger at ${path}: ${String(err)}`,
+      {
+        cause: err,
+      },
+    );
+  }
+  return new SqliteLedgerStore(db, durability);
+}
+
+class SqliteLedgerStore implements LedgerStore {
+  readonly #db: Database.Database;
+  readonly #stmt;
+  readonly #writeBatches: (batches: readonly (readonly NewEvent[])[]) => (StoredEvent[] | Error)[];
+  readonly #group;
+  readonly #durability: Durability;
+  #closed = false;
+
+  constructor(db: Database.Database, durability: Durability) {
+    this.#db = db;
+    this.#durability = durability;
+    this.#stmt = {
+      head: db.prepare('SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1'),
+      insert: db.prepare(
+        `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id)
+         VALUES (?, ?, ?, ?, ?, ?, ?)`,
+      ),
+      tag: db.prepare('INSERT OR IGNORE INTO ledger_tags (tag, operation_id) VALUES (?, ?)'),
+      state: db.prepare('SELECT state FROM unresolved_operations WHERE operation_id = ?').pluck(),
+      setState: db.prepare(
+        `INSERT INTO unresolved_operations (operation_id, state) VALUES (?, ?)
+         ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state`,
+      ),
+      settle: db.prepare('DELETE FROM unresolved_operations WHERE operation_id = ?'),
+      read: db.prepare('SELECT bytes FROM ledger_events WHERE seq >= ? ORDER BY seq LIMIT ?'),
+      byOperation: db.prepare('SELECT bytes FROM ledger_events WHERE operation_id = ? ORDER BY seq'),
+      // Operations carrying the tag, whole, plus the matching non-operation events.
+      bySession: db.prepare(
+        `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
+           (SELECT operation_id FROM ledger_tags WHERE tag = 's:' || @id)
+         UNION ALL
+         SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND session_id = @id
+         ORDER BY seq`,
+      ),
+      byCorrelation: db.prepare(
+        `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
+           (SELECT operation_id FROM ledger_tags WHERE tag = 'c:' || @id)
+         UNION ALL
+         SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND correlation_id = @id
+         ORDER BY seq`,
+      ),
+      byIdempotencyKey: db.prepare(
+        `SELECT bytes FROM ledger_events WHERE operation_id IN
+           (SELECT operation_id FROM ledger_tags WHERE tag = 'k:' || ?)
+         ORDER BY seq`,
+      ),
+      unresolved: db.prepare('SELECT operation_id FROM unresolved_operations ORDER BY operation_id').pluck(),
+    };
+    // One IMMEDIATE transaction for all batches. With several batches (group commit) each gets a
+    // savepoint, so a batch that fails rolls back alone and the others still commit together.
+    const writeOne = db.transaction((events: readonly NewEvent[], head: Head) => this.#insert(events, head));
+    const writeAll = db.transaction((batches: readonly (readonly NewEvent[])[]) => {
+      const row = this.#stmt.head.get() as Head | undefined;
+      const head: Head = { seq: row?.seq ?? 0, hash: row?.hash ?? GENESIS_HASH };
+      if (batches.length === 1) return [this.#insert(batches[0]!, head)];
+      return batches.map((events): StoredEvent[] | Error => {
+        const before = { ...head };
+        try {
+          return writeOne(events, head);
+        } catch (err) {
+          Object.assign(head, before);
+          return err instanceof Error ? err : new Error(String(err));
+        }
+      });
+    });
+    this.#writeBatches = (batches) => writeAll.immediate(batches);
+    this.#group = createGroupCommit((batches) => Promise.resolve(this.#writeBatches(batches)));
+  }
+
+  /** Inserts one batch after `head` (advanced in place). Runs inside the write transaction. */
+  #insert(events: readonly NewEvent[], head: Head): StoredEvent[] {
+    // Seal first: an unencodable event throws before anything of its batch is written.
+    let prev = head.hash;
+    const sealed = events.map((e, i) => {
+      const s = sealRecord(e, head.seq + 1 + i, prev);
+      prev = s.record.hash;
+      return s;
+    });
+    const st = this.#stmt;
+    for (const { record, bytes } of sealed) {
+      st.insert.run(
+        record.seq,
+        record.hash,
+        bytes,
+        record.kind,
+        record.operation_id,
+        record.session_id,
+        record.correlation_id,
+      );
+      for (const tag of operationTags(record)) st.tag.run(tag, record.operation_id);
+    }
+    for (const c of foldStates(events, (id) => st.state.get(id) as OperationState | undefined)) {
+      if (UNRESOLVED_STATES.has(c.state)) st.setState.run(c.operation_id, c.state);
+      else st.settle.run(c.operation_id);
+    }
+    if (sealed.length > 0) {
+      head.seq += sealed.length;
+      head.hash = prev;
+    }
+    // Returned records are decoded from the stored bytes (no aliasing of the caller's objects).
+    return sealed.map(({ record, bytes }) => decode(bytes, record.hash));
+  }
+
+  #live(): void {
+    if (this.#closed) throw new LedgerError('CLOSED', 'ledger: store is closed');
+  }
+
+  append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
+    if (this.#closed || events.length === 0 || this.#durability === 'process') {
+      return settle(() => {
+        this.#live();
+        if (events.length === 0) return [];
+        const [result] = this.#writeBatches([events]);
+        if (result instanceof Error) throw result;
+        return result ?? [];
+      });
+    }
+    // `power`: concurrent appends share one transaction and so one fsync of the WAL.
+    return this.#group.submit(events);
+  }
+
+  read(from = 1, limit = -1): Promise<StoredEvent[]> {
+    return this.#rows(() => this.#stmt.read.all(from, limit < 0 ? -1 : limit));
+  }
+
+  query(q: LedgerQuery): Promise<StoredEvent[]> {
+    return this.#rows(() => {
+      if ('operation_id' in q) return this.#stmt.byOperation.all(q.operation_id);
+      if ('session_id' in q) return this.#stmt.bySession.all({ id: q.session_id });
+      if ('correlation_id' in q) return this.#stmt.byCorrelation.all({ id: q.correlation_id });
+      return this.#stmt.byIdempotencyKey.all(q.idempotency_key);
+    });
+  }
+
+  unresolved(): Promise<string[]> {
+    return settle(() => {
+      this.#live();
+      return this.#stmt.unresolved.all() as string[];
+    });
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#group.drain();
+    this.#db.close();
+  }
+
+  #rows(run: () => unknown[]): Promise<StoredEvent[]> {
+    return settle(() => {
+      this.#live();
+      return (run() as BytesRow[]).map((r) => parseRecord(r.bytes));
+    });
+  }
+}
+
+function decode(bytes: Buffer, hash: string): StoredEvent {
+  return {
+    ...(JSON.parse(bytes.toString('utf8')) as Omit<StoredEvent, 'hash'>),
+    hash,
+  } as StoredEvent;
+}
