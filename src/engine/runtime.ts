@@ -199,7 +199,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       correlation_id: correlationId,
       idempotency_key: null,
     });
-    const params = redactor.redactValue(input as unknown);
+    const params = redactor.redactValue(input);
     await append([
       {
         kind: 'operation_opened',
@@ -492,7 +492,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (view.attempts.length > 0) {
       const last = view.attempts.at(-1)!;
       const lic = last.finish
-        ? licence(action, { ...last.finish, retry_after_ms: null } as Classification, false)
+        ? licence(action, { ...last.finish, retry_after_ms: null }, false)
         : null;
       if (!lic && !opts.worker) {
         const c = last.finish;
@@ -588,7 +588,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       input: I,
       opts: RunOptions = {},
     ): Promise<Envelope> {
-      actions.set(action.name, action as unknown as AnyAction);
+      actions.set(action.name, action);
       const parsed = action.input.safeParse(input);
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
@@ -689,7 +689,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const action = actions.get(view.action);
       if (!action)
         throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
-      return runtime.run(action as ActionDefinition<unknown, unknown>, newInput, {
+      return runtime.run(action, newInput, {
         ...opts,
         supersedes: operationId,
       });

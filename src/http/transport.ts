@@ -143,7 +143,7 @@ export async function sendHttp(
   try {
     const res = await undiciRequest(new URL(req.path, req.origin), {
       dispatcher,
-      method: req.method as Dispatcher.HttpMethod,
+      method: req.method,
       headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },
       body: req.body ?? null,
       signal: controller.signal,

@@ -117,11 +117,15 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
 }
 
 function conditionLabel(c: MatrixRow['condition']): string {
-  if ('before_bytes' in c) return `before_bytes:${c.before_bytes}`;
-  if ('none' in c) return 'none';
   const f = c as Record<string, unknown>;
-  const detail = f.action ?? f.variant ?? f.status ?? f.mode ?? '';
-  return `${String(f.phase)}${detail === '' ? '' : `:${String(detail)}`}${f.delay_ms !== undefined ? `+${String(f.delay_ms)}ms` : ''}${f.at_byte !== undefined ? `@${String(f.at_byte)}` : ''}`;
+  const text = (v: unknown): string =>
+    typeof v === 'string' || typeof v === 'number' ? String(v) : '';
+  if (f.before_bytes !== undefined) return `before_bytes:${text(f.before_bytes)}`;
+  if (f.none !== undefined) return 'none';
+  const detail = text(f.action ?? f.variant ?? f.status ?? f.mode);
+  const delay = f.delay_ms !== undefined ? `+${text(f.delay_ms)}ms` : '';
+  const at = f.at_byte !== undefined ? `@${text(f.at_byte)}` : '';
+  return `${text(f.phase)}${detail === '' ? '' : `:${detail}`}${delay}${at}`;
 }
 
 function fill(value: unknown, vars: Record<string, string>): unknown {
@@ -182,7 +186,7 @@ async function runRow(
       for (let i = 0; i < row.setup.same_client_ref; i++) {
         fake.resources.create(
           row.setup.kind,
-          { ...(row.setup.fields as object), client_ref: cor } as never,
+          { ...(row.setup.fields as object), client_ref: cor },
           { correlation_id: null, request: 0 },
         );
       }
@@ -206,7 +210,7 @@ async function runRow(
     } else if (!('none' in c)) {
       fake.arm({ ...(c as object), call_id: armOn } as FaultSpec);
     }
-    if (row.warmup) await runtime.run(base, input as never, { correlationId: armOn });
+    if (row.warmup) await runtime.run(base, input, { correlationId: armOn });
     const call = async (
       tool: string,
       args: Record<string, unknown>,
@@ -218,7 +222,7 @@ async function runRow(
       return env;
     };
     const env = await call(row.operation, input, () =>
-      runtime.run(action, input as never, { correlationId: cor }),
+      runtime.run(action, input, { correlationId: cor }),
     );
     result.envelope = env;
     result.operation_id = env.operation_id;
@@ -250,7 +254,7 @@ async function runRow(
       if (next === 'wait_then_retry')
         await new Promise((r) => setTimeout(r, env.retry_after_ms ?? 0));
       final = await call(row.operation, opArgs, () =>
-        runtime.run(action, input as never, { correlationId: cor, operationId: env.operation_id! }),
+        runtime.run(action, input, { correlationId: cor, operationId: env.operation_id! }),
       );
     }
     result.final = final;
