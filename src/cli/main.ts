@@ -16,6 +16,11 @@ const COMMANDS: Record<string, CommandEntry> = {
       'main job: run the reference failure matrix through the real engine against the fake service (ledger sqlite:./.candor/ledger.db)',
     load: () => import('./commands/demo.js'),
   },
+  serve: {
+    usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
+    summary: 'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1)',
+    load: () => import('./commands/serve.js'),
+  },
   matrix: {
     usage: 'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
     summary: 'run a failure matrix against the fake service; exit 1 if any row fails',

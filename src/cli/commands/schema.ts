@@ -7,6 +7,7 @@ import { UsageError, type CommandIo } from '../io.js';
 const SCHEMAS: Record<string, () => Promise<Record<string, unknown>>> = {
   envelope: () => Promise.resolve(envelopeJsonSchema()),
   matrix: () => Promise.resolve(matrixJsonSchema()),
+  config: async () => (await import('../../config/schema.js')).configJsonSchema(),
   fixture: () =>
     Promise.resolve({
       $id: 'urn:candor:schema:fixture:v1',

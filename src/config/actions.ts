@@ -1,0 +1,300 @@
+// Builds engine ActionDefinitions from configured actions, and the checks that must pass first
+// (references resolve, templates name known fields, JSON Schemas convert, paths stay under the
+// destination's route prefix).
+import { z } from 'zod';
+import { SECRET_HEADERS } from '../core/fingerprint.js';
+import { defineAction, type ActionDefinition, type Destination } from '../engine/action.js';
+import { UsageError } from '../engine/runtime.js';
+import type { FieldPath } from './locate.js';
+import type { ActionConfig, GatewayConfig } from './schema.js';
+import {
+  placeholderProblem,
+  placeholdersIn,
+  renderBody,
+  renderHeader,
+  renderPath,
+  type TemplateScope,
+} from './template.js';
+
+/** The authority reference of a destination without a credential. */
+export const NO_CREDENTIAL = 'none';
+
+/** Tool names the gateway itself provides; an action may not take them. */
+export const BUILTIN_TOOLS = [
+  'operation_status',
+  'reconcile_operation',
+  'list_unresolved_operations',
+] as const;
+
+export interface ConfiguredAction {
+  definition: ActionDefinition<unknown, unknown>;
+  description: string;
+  title: string | undefined;
+  /** The tool arguments' JSON Schema as configured (without `operation_id`). */
+  input_schema: Record<string, unknown>;
+}
+
+export interface Problem {
+  path: FieldPath;
+  problem: string;
+  at?: 'key' | 'value';
+}
+
+function toZod(schema: Record<string, unknown>): z.ZodType {
+  return z.fromJSONSchema(schema);
+}
+
+function convertProblem(schema: Record<string, unknown>): string | null {
+  try {
+    toZod(schema);
+    return null;
+  } catch (error) {
+    return `not a usable JSON Schema: ${error instanceof Error ? error.message : String(error)}`;
+  }
+}
+
+/** `/v1/records/{{input.id}}?x=1` lies under `/v1/records` on whole segments. */
+function underPrefix(pathTemplate: string, prefix: string): boolean {
+  const path = pathTemplate.split('?')[0]!.split('/');
+  const want = prefix.split('/').filter((s, i) => i === 0 || s !== '');
+  return want.every((seg, i) => path[i] === seg);
+}
+
+export function authorityRefOf(config: GatewayConfig, destination: string): string {
+  const cred = config.destinations[destination]?.credential;
+  return cred === undefined ? NO_CREDENTIAL : (config.credentials[cred]?.ref ?? NO_CREDENTIAL);
+}
+
+/** Every reference and template problem in the configuration (empty when it is usable). */
+export function checkConfig(config: GatewayConfig): Problem[] {
+  const out: Problem[] = [];
+  const seenRefs = new Map<string, string>();
+  for (const [name, c] of Object.entries(config.credentials)) {
+    const at = ['credentials', name];
+    const other = seenRefs.get(c.ref);
+    if (other !== undefined)
+      out.push({ path: [...at, 'ref'], problem: `${c.ref} is already declared as "${other}"` });
+    seenRefs.set(c.ref, name);
+    if (c.ref.startsWith('vault:')) {
+      if (config.vault === undefined)
+        out.push({ path: [...at, 'ref'], problem: 'a vault: reference needs a `vault:` section' });
+      for (const k of ['header', 'scheme', 'username'] as const)
+        if (c[k] !== undefined)
+          out.push({
+            path: [...at, k],
+            problem: 'for a vault: reference the vault entry decides how it is presented',
+            at: 'key',
+          });
+      continue;
+    }
+    const header = (c.header ?? 'authorization').toLowerCase();
+    if (c.scheme !== undefined && header !== 'authorization')
+      out.push({ path: [...at, 'header'], problem: `scheme ${c.scheme} is sent in authorization` });
+    if (c.scheme === 'Basic' && c.username === undefined)
+      out.push({ path: at, problem: 'scheme Basic needs a username' });
+    if (c.scheme !== 'Basic' && c.username !== undefined)
+      out.push({ path: [...at, 'username'], problem: 'a username is only used by scheme Basic' });
+  }
+  for (const [name, d] of Object.entries(config.destinations)) {
+    if (d.credential !== undefined && !Object.hasOwn(config.credentials, d.credential))
+      out.push({
+        path: ['destinations', name, 'credential'],
+        problem: `no credential named "${d.credential}" under credentials`,
+      });
+    if (d.failure_body !== undefined) {
+      const p = convertProblem(d.failure_body);
+      if (p) out.push({ path: ['destinations', name, 'failure_body'], problem: p });
+    }
+  }
+  const names = new Set<string>();
+  config.actions.forEach((a, i) => out.push(...checkAction(config, a, ['actions', i], names)));
+  return out;
+}
+
+function checkAction(
+  config: GatewayConfig,
+  a: ActionConfig,
+  at: FieldPath,
+  names: Set<string>,
+): Problem[] {
+  const out: Problem[] = [];
+  if ((BUILTIN_TOOLS as readonly string[]).includes(a.name))
+    out.push({ path: [...at, 'name'], problem: `"${a.name}" is a built-in tool name` });
+  if (names.has(a.name))
+    out.push({ path: [...at, 'name'], problem: `another action is named "${a.name}"` });
+  names.add(a.name);
+  const dest = Object.hasOwn(config.destinations, a.destination)
+    ? config.destinations[a.destination]
+    : undefined;
+  if (!dest)
+    out.push({
+      path: [...at, 'destination'],
+      problem: `no destination named "${a.destination}" under destinations`,
+    });
+
+  let fields: Set<string> | null = null;
+  if (a.input['type'] !== 'object') {
+    out.push({ path: [...at, 'input'], problem: 'the input schema must have type: object' });
+  } else {
+    const props = a.input['properties'];
+    if (props !== undefined && (typeof props !== 'object' || props === null))
+      out.push({ path: [...at, 'input', 'properties'], problem: 'properties must be an object' });
+    fields = new Set(Object.keys((props as Record<string, unknown> | undefined) ?? {}));
+    if (fields.has('operation_id'))
+      out.push({
+        path: [...at, 'input', 'properties', 'operation_id'],
+        problem: 'operation_id is reserved for retrying an operation',
+        at: 'key',
+      });
+    const p = convertProblem(a.input);
+    if (p) out.push({ path: [...at, 'input'], problem: p });
+  }
+  const rp = convertProblem(a.response);
+  if (rp) out.push({ path: [...at, 'response'], problem: rp });
+
+  const templates: Array<[FieldPath, unknown]> = [
+    [[...at, 'request', 'path'], a.request.path],
+    [[...at, 'request', 'body'], a.request.body],
+    [[...at, 'request', 'headers'], a.request.headers],
+    [[...at, 'subject_ref'], a.subject_ref],
+  ];
+  // The runtime hands the lookup the operation's recorded input, so lookups may use it too.
+  if (a.reconcile) templates.push([[...at, 'reconcile', 'path'], a.reconcile.path]);
+  for (const [path, template] of templates) {
+    for (const name of placeholdersIn(template)) {
+      const p = placeholderProblem(name, fields);
+      if (p) out.push({ path, problem: p });
+    }
+  }
+  for (const h of Object.keys(a.request.headers ?? {})) {
+    const lower = h.toLowerCase();
+    if (SECRET_HEADERS.has(lower) || lower === dest?.idempotency?.header.toLowerCase())
+      out.push({
+        path: [...at, 'request', 'headers', h],
+        problem: 'credentials and idempotency keys are added by the gateway, never configured',
+        at: 'key',
+      });
+  }
+  if (dest) {
+    if (!underPrefix(a.request.path, dest.route_prefix))
+      out.push({
+        path: [...at, 'request', 'path'],
+        problem: `the path must lie under the destination's route_prefix ${dest.route_prefix}`,
+      });
+    if (a.reconcile && !underPrefix(a.reconcile.path, dest.route_prefix))
+      out.push({
+        path: [...at, 'reconcile', 'path'],
+        problem: `the path must lie under the destination's route_prefix ${dest.route_prefix}`,
+      });
+  }
+  if (a.remote_ref !== undefined && a.class === 'read')
+    out.push({ path: [...at, 'remote_ref'], problem: 'a read creates nothing to refer to' });
+  return out;
+}
+
+function dig(value: unknown, dotPath: string): unknown {
+  let v = value;
+  for (const part of dotPath.split('.')) {
+    if (v === null || typeof v !== 'object' || !Object.hasOwn(v, part)) return undefined;
+    v = (v as Record<string, unknown>)[part];
+  }
+  return v;
+}
+
+function refOf(record: unknown, field: string): string | null {
+  const v = dig(record, field);
+  return typeof v === 'string' || typeof v === 'number' ? String(v) : null;
+}
+
+/** Builds the engine's actions; call only with a configuration that passed checkConfig. */
+export function buildActions(config: GatewayConfig): ConfiguredAction[] {
+  return config.actions.map((a) => {
+    const dest = config.destinations[a.destination]!;
+    const method = a.request.method;
+    const route = a.request.path
+      .split('?')[0]!
+      .replace(/\{\{\s*(?:input\.)?([\w.-]+)\s*\}\}/g, '{$1}');
+    const destination: Destination = {
+      origin: dest.origin,
+      authority_ref: authorityRefOf(config, a.destination),
+      route_template: `${method} ${route}`,
+      five_xx: dest.five_xx,
+    };
+    if (dest.idempotency) destination.idempotency = { ...dest.idempotency };
+    if (dest.failure_body) destination.failure_body = toZod(dest.failure_body);
+    const lookup = a.reconcile;
+    if (lookup) {
+      destination.reconciliation = {
+        lookup: (ctx, input) => ({
+          method: lookup.method,
+          path: renderPath(lookup.path, { ...ctx, input }),
+        }),
+        matches(body) {
+          const items = dig(body, lookup.items);
+          if (!Array.isArray(items))
+            throw new TypeError(`lookup body has no array at "${lookup.items}"`);
+          return items.map((record: unknown) => {
+            const ref = refOf(record, lookup.ref);
+            if (ref === null) throw new TypeError(`a looked-up record has no "${lookup.ref}"`);
+            return { ref, record };
+          });
+        },
+      };
+    }
+    const request = (input: unknown, ctx: Omit<TemplateScope, 'input'>) => {
+      const scope: TemplateScope = { ...ctx, input };
+      const headers: Record<string, string> = {};
+      for (const [k, v] of Object.entries(a.request.headers ?? {}))
+        headers[k.toLowerCase()] = renderHeader(v, scope);
+      return {
+        method,
+        path: renderPath(a.request.path, scope),
+        ...(a.request.headers ? { headers } : {}),
+        ...(a.request.body !== undefined ? { body: renderBody(a.request.body, scope) } : {}),
+      };
+    };
+    const remoteRefField = a.remote_ref;
+    const subjectRef = a.subject_ref;
+    const definition = defineAction<unknown, unknown>({
+      name: a.name,
+      class: a.class,
+      subject: a.subject,
+      input: toZod(a.input),
+      response: toZod(a.response),
+      request,
+      ...(remoteRefField !== undefined
+        ? { remoteRef: (data: unknown) => refOf(data, remoteRefField) }
+        : {}),
+      ...(subjectRef !== undefined
+        ? {
+            subjectRef: (input: unknown) =>
+              renderHeaderSafe(subjectRef, {
+                input,
+                operation_id: '',
+                correlation_id: '',
+                idempotency_key: null,
+              }),
+          }
+        : {}),
+      destination,
+      ...(a.timeouts ? { timeouts: stripUndefined(a.timeouts) } : {}),
+      ...(a.attempt_budget !== undefined ? { attempt_budget: a.attempt_budget } : {}),
+    });
+    return { definition, description: a.description, title: a.title, input_schema: a.input };
+  });
+}
+
+function renderHeaderSafe(template: string, scope: TemplateScope): string | null {
+  try {
+    return renderHeader(template, scope);
+  } catch (error) {
+    if (error instanceof UsageError) return null;
+    throw error;
+  }
+}
+
+function stripUndefined<T extends object>(o: T): { [K in keyof T]: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as {
+    [K in keyof T]: Exclude<T[K], undefined>;
+  };
+}

@@ -1,0 +1,172 @@
+// The gateway configuration (`candor.yaml`): credentials by reference, destinations with their
+// declared contracts, and actions that become MCP tools. Every object is strict: an unknown key is
+// an error, because a typo (`idempotncy:`) must never silently weaken a contract.
+import { z } from 'zod';
+import { ActionClass, valuesOf } from '../core/vocabulary.js';
+import { DEFAULT_LEDGER_URL } from '../ledger/open.js';
+
+const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** A JSON Schema written in YAML; converted to zod (z.fromJSONSchema) and checked at load. */
+const jsonSchemaObject = z
+  .record(z.string(), z.unknown())
+  .describe('a JSON Schema (draft 2020-12 subset supported by zod fromJSONSchema)');
+
+const credentialSchema = z
+  .strictObject({
+    ref: z
+      .string()
+      .regex(
+        /^(env:[A-Za-z_][A-Za-z0-9_]{0,127}|vault:[A-Za-z0-9][A-Za-z0-9._-]{0,63})$/,
+        'a credential reference is env:VAR or vault:NAME; the value itself never goes in this file',
+      ),
+    header: z
+      .string()
+      .regex(HEADER_TOKEN, 'not a valid HTTP header name')
+      .optional()
+      .describe('header that carries the credential (default authorization); env: references only'),
+    scheme: z
+      .enum(['Bearer', 'Basic'])
+      .optional()
+      .describe('authorization scheme; without one the value is sent as-is (an API key header)'),
+    username: z.string().min(1).optional().describe('for scheme Basic'),
+  })
+  .describe('where a credential comes from and how it is presented; never its value');
+
+const idempotencySchema = z.strictObject({
+  header: z.string().regex(HEADER_TOKEN, 'not a valid HTTP header name').default('Idempotency-Key'),
+  honoured: z
+    .boolean()
+    .describe('the destination documents and honours the key (replays instead of re-executing)'),
+  retention_ms: z.number().int().positive().describe('how long the destination keeps keys'),
+});
+
+const destinationSchema = z.strictObject({
+  origin: z
+    .string()
+    .regex(/^https?:\/\/[^/?#@\s]+$/, 'an origin is http(s)://host[:port] with no path')
+    .describe('where requests go'),
+  credential: z.string().optional().describe('a name under `credentials`'),
+  route_prefix: z
+    .string()
+    .startsWith('/')
+    .default('/')
+    .describe(
+      'the credential is bound to origin + this prefix; every action path must lie under it',
+    ),
+  idempotency: idempotencySchema.optional(),
+  five_xx: z
+    .enum(['unknown', 'not_applied'])
+    .default('unknown')
+    .describe('what a 5xx means here: unknown (default) or documented "not applied"'),
+  failure_body: jsonSchemaObject
+    .optional()
+    .describe('the documented "not applied" failure body, as a JSON Schema'),
+});
+
+const methodSchema = z.enum(['GET', 'POST', 'PUT', 'PATCH', 'DELETE']);
+
+const requestSchema = z.strictObject({
+  method: methodSchema,
+  path: z
+    .string()
+    .startsWith('/')
+    .describe('path and query; {{input.x}}, {{operation_id}}, {{correlation_id}} are URL-encoded'),
+  headers: z
+    .record(z.string().regex(HEADER_TOKEN, 'not a valid HTTP header name'), z.string())
+    .optional(),
+  body: z
+    .unknown()
+    .optional()
+    .describe('JSON body template; a string that is exactly one placeholder keeps the value type'),
+});
+
+const reconcileSchema = z
+  .strictObject({
+    method: methodSchema.default('GET'),
+    path: z
+      .string()
+      .startsWith('/')
+      .describe('lookup path; placeholders as in request.path (the recorded input is available)'),
+    items: z.string().min(1).default('items').describe('dot path of the array of matching records'),
+    ref: z
+      .string()
+      .min(1)
+      .default('id')
+      .describe('field of each record that is its remote reference'),
+  })
+  .describe('a read that finds the records this operation created (by client reference)');
+
+const timeoutsSchema = z.strictObject({
+  connect_ms: z.number().int().positive().optional(),
+  write_ms: z.number().int().positive().optional(),
+  first_byte_ms: z.number().int().positive().optional(),
+  body_idle_ms: z.number().int().positive().optional(),
+  total_ms: z.number().int().positive().optional(),
+});
+
+export const actionConfigSchema = z.strictObject({
+  name: z
+    .string()
+    .regex(/^[a-z][a-z0-9_]{0,63}$/, 'action names are snake_case (a-z, 0-9, _), at most 64'),
+  class: z.enum(valuesOf(ActionClass)),
+  subject: z.string().min(1).describe('a short noun for messages, e.g. "the record"'),
+  description: z.string().min(1).describe('what the tool does, for the agent'),
+  title: z.string().min(1).optional(),
+  destination: z.string().describe('a name under `destinations`'),
+  request: requestSchema,
+  input: jsonSchemaObject
+    .default({ type: 'object', properties: {}, additionalProperties: false })
+    .describe('JSON Schema of the tool arguments (type: object)'),
+  response: jsonSchemaObject
+    .default({})
+    .describe('JSON Schema of a successful response body; a body that breaks it is malformed'),
+  remote_ref: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('field of the response that is the target-assigned id'),
+  subject_ref: z.string().min(1).optional().describe('template, e.g. "record:{{input.id}}"'),
+  reconcile: reconcileSchema.optional(),
+  timeouts: timeoutsSchema.optional(),
+  attempt_budget: z.number().int().min(1).max(10).optional(),
+});
+
+export const configSchema = z.strictObject({
+  version: z.literal(1).optional(),
+  ledger: z
+    .string()
+    .min(1)
+    .default(DEFAULT_LEDGER_URL)
+    .describe('sqlite:PATH, memory: or postgres://…'),
+  vault: z
+    .strictObject({
+      path: z.string().min(1).optional(),
+      key_file: z.string().min(1),
+    })
+    .optional()
+    .describe('the encrypted credential store used by vault: references'),
+  credentials: z
+    .record(
+      z.string().regex(NAME, 'credential names are 1-64 of A-Z a-z 0-9 . _ -'),
+      credentialSchema,
+    )
+    .default({}),
+  destinations: z.record(
+    z.string().regex(NAME, 'destination names are 1-64 of A-Z a-z 0-9 . _ -'),
+    destinationSchema,
+  ),
+  actions: z.array(actionConfigSchema).min(1, 'at least one action is needed'),
+});
+
+export type GatewayConfig = z.output<typeof configSchema>;
+export type ActionConfig = z.output<typeof actionConfigSchema>;
+export type DestinationConfig = GatewayConfig['destinations'][string];
+export type CredentialConfig = GatewayConfig['credentials'][string];
+
+/** JSON Schema (draft 2020-12) of candor.yaml, for editors and `candor schema config`. */
+export function configJsonSchema(): Record<string, unknown> {
+  const schema = z.toJSONSchema(configSchema, { target: 'draft-2020-12', io: 'input' });
+  return { $id: 'urn:candor:schema:config:v1', title: 'Candor gateway configuration', ...schema };
+}

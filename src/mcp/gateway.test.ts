@@ -1,0 +1,351 @@
+// The gateway through a real MCP SDK client (in-memory MCP transport; the actions go over real
+// loopback sockets to the fault-injecting fake). The stdio process path is in test/mcp-*.test.ts.
+import { readFileSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
+import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from '../../test/fixtures/mcp/config.js';
+import { parseConfig } from '../config/load.js';
+import { envelopeSchema, type Envelope } from '../core/envelope.js';
+import { startFakeService, type FakeService } from '../fakes/index.js';
+import { closeHttpPools } from '../http/transport.js';
+import { openMemoryLedger } from '../ledger/memory/store.js';
+import type { LedgerStore } from '../ledger/store.js';
+import type { Gateway } from './gateway.js';
+import { serveHttp } from './http.js';
+import { composeGateway } from './start.js';
+
+let fake: FakeService;
+let ledger: LedgerStore;
+let gateway: Gateway;
+let client: Client;
+const outputs: string[] = [];
+
+beforeEach(async () => {
+  fake = await startFakeService({ seed: 3, tokens: [{ name: 'agent', token: TEST_TOKEN }] });
+  const loaded = parseConfig(
+    testConfigYaml({ origin: fake.url, createDeadlineMs: 300 }),
+    'test.yaml',
+  );
+  if (!loaded.ok) throw new Error(loaded.failure.message);
+  ledger = openMemoryLedger();
+  gateway = composeGateway({
+    loaded: loaded.value,
+    ledger,
+    env: { [TEST_TOKEN_VAR]: TEST_TOKEN },
+    log: (line) => outputs.push(line),
+  }).gateway;
+  const [a, b] = InMemoryTransport.createLinkedPair();
+  await gateway.createServer().connect(b);
+  client = new Client({ name: 'gateway-test', version: '1.0.0' });
+  await client.connect(a);
+});
+
+afterEach(async () => {
+  await client.close();
+  await gateway.idle();
+  await ledger.close();
+  await fake.close();
+  await closeHttpPools();
+  expect(outputs.join('\n')).not.toContain(TEST_TOKEN);
+  outputs.length = 0;
+});
+
+async function call(
+  name: string,
+  args: Record<string, unknown>,
+  options: Parameters<Client['callTool']>[2] = {},
+): Promise<{ isError: boolean; env: Envelope; text: string }> {
+  const r = await client.callTool({ name, arguments: args }, undefined, options);
+  const text = JSON.stringify(r);
+  outputs.push(text);
+  const content = r.content as Array<{ type: string; text: string }>;
+  expect(content).toHaveLength(1);
+  expect(JSON.parse(content[0]!.text)).toEqual(r.structuredContent);
+  return { isError: r.isError === true, env: envelopeSchema.parse(r.structuredContent), text };
+}
+
+async function protocolError(name: string, args: Record<string, unknown>): Promise<McpError> {
+  const err: unknown = await client.callTool({ name, arguments: args }).then(
+    () => null,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(McpError);
+  return err as McpError;
+}
+
+describe('tools/list', () => {
+  it('lists every action and the built-ins with the envelope outputSchema and class annotations', async () => {
+    const { tools } = await client.listTools();
+    const byName = new Map(tools.map((t) => [t.name, t]));
+    expect([...byName.keys()].sort()).toEqual(
+      [
+        'add_note',
+        'create_deployment',
+        'create_record',
+        'delete_record',
+        'get_record',
+        'list_unresolved_operations',
+        'operation_status',
+        'reconcile_operation',
+        'set_record_state',
+      ].sort(),
+    );
+    for (const t of tools) {
+      expect(t.outputSchema).toMatchObject({
+        $id: 'urn:candor:schema:envelope:v1',
+        type: 'object',
+      });
+      expect(t.inputSchema.type).toBe('object');
+    }
+    const create = byName.get('create_record')!;
+    expect(create.annotations).toEqual({
+      readOnlyHint: false,
+      destructiveHint: false,
+      idempotentHint: false,
+      openWorldHint: true,
+    });
+    expect(Object.keys(create.inputSchema.properties!)).toEqual(['title', 'operation_id']);
+    expect(create.inputSchema.required).toEqual(['title']);
+    expect(create.description).toContain(
+      'never start a new call for the same intent after outcome_unknown',
+    );
+    expect(byName.get('get_record')!.annotations).toMatchObject({
+      readOnlyHint: true,
+      idempotentHint: true,
+    });
+    expect(byName.get('set_record_state')!.annotations).toMatchObject({
+      destructiveHint: true,
+      idempotentHint: true,
+    });
+    expect(byName.get('delete_record')!.annotations).toMatchObject({
+      destructiveHint: true,
+      idempotentHint: false,
+    });
+  });
+});
+
+describe('tools/call', () => {
+  it('returns isError false and the envelope for a success, isError true for a refusal', async () => {
+    const created = await call('create_record', { title: 'first' });
+    expect(created.isError).toBe(false);
+    expect(created.env).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      operation: 'create_record',
+      remote_effect: 'applied',
+      data: { id: 'rec_0001', title: 'first' },
+    });
+    expect(fake.resources.all('records')).toHaveLength(1);
+    expect(fake.resources.all('records')[0]).toMatchObject({
+      client_ref: created.env.operation_id,
+    });
+
+    const missing = await call('get_record', { id: 'rec_9999' });
+    expect(missing.isError).toBe(true);
+    expect(missing.env).toMatchObject({
+      ok: false,
+      category: 'confirmed_rejection',
+      retry: 'never',
+      remote_effect: 'none',
+      data: null,
+    });
+    expect(missing.env.diagnostics_ref).toMatch(/^diag_/);
+    expect(missing.text).not.toContain('not_found'); // the provider's body stays in diagnostics
+  });
+
+  it('answers misuse with protocol errors, never with a result', async () => {
+    expect((await protocolError('no_such_tool', {})).code).toBe(ErrorCode.InvalidParams);
+    const bad = await protocolError('create_record', { title: 7 });
+    expect(bad.code).toBe(ErrorCode.InvalidParams);
+    expect(bad.message).toContain('title');
+    expect((await protocolError('create_record', { title: 'x', operation_id: 'nope' })).code).toBe(
+      ErrorCode.InvalidParams,
+    );
+    const unknown = await protocolError('operation_status', {
+      operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
+    });
+    expect(unknown.code).toBe(ErrorCode.InvalidParams);
+    expect(unknown.message).toContain('no operation');
+    const retryUnknown = await protocolError('create_record', {
+      title: 'x',
+      operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
+    });
+    expect(retryUnknown.message).toContain('no operation');
+    expect((await protocolError('list_unresolved_operations', { extra: 1 })).code).toBe(
+      ErrorCode.InvalidParams,
+    );
+    expect(fake.resources.all('records')).toEqual([]);
+  });
+
+  it('refuses a "retry" whose request changed: that is a new operation', async () => {
+    fake.arm({
+      match: { method: 'POST', path: '/v1/deployments' },
+      phase: 'after_commit',
+      action: 'fin',
+      times: 'always',
+    });
+    const first = await call('create_deployment', { service: 'api' });
+    expect(first.env.category).toBe('outcome_unknown');
+    const changed = await protocolError('create_deployment', {
+      service: 'web',
+      operation_id: first.env.operation_id,
+    });
+    expect(changed.code).toBe(ErrorCode.InvalidParams);
+    expect(changed.message).toContain('changed');
+  });
+
+  it('after outcome_unknown, reconcile_operation finds the record instead of creating another', async () => {
+    fake.arm({
+      match: { method: 'POST', path: '/v1/records' },
+      phase: 'after_commit',
+      action: 'delay',
+      delay_ms: 2_000,
+    });
+    const lost = await call('create_record', { title: 'late' });
+    expect(lost.isError).toBe(true);
+    expect(lost.env).toMatchObject({
+      category: 'outcome_unknown',
+      retry: 'reconcile_first',
+      remote_effect: 'unknown',
+    });
+    const found = await call('reconcile_operation', { operation_id: lost.env.operation_id });
+    expect(found.env).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      operation_id: lost.env.operation_id,
+      data: { id: 'rec_0001', title: 'late' },
+    });
+    expect(fake.resources.all('records')).toHaveLength(1);
+    const status = await call('operation_status', { operation_id: lost.env.operation_id });
+    expect(status.env).toMatchObject({
+      ok: true,
+      data: { state: 'succeeded', attempts: 1, observations: 1 },
+    });
+  });
+});
+
+describe('cancellation', () => {
+  it.each([
+    ['notifications/cancelled', 'abort'],
+    ['a client-side request timeout', 'timeout'],
+  ] as const)(
+    '%s mid-flight: the dispatch is still recorded and reported later',
+    async (_, how) => {
+      fake.arm({
+        match: { method: 'POST', path: '/v1/deployments' },
+        phase: 'after_commit',
+        action: 'delay',
+        delay_ms: 5_000,
+      });
+      const controller = new AbortController();
+      const pending = client
+        .callTool({ name: 'create_deployment', arguments: { service: 'api' } }, undefined, {
+          ...(how === 'abort' ? { signal: controller.signal } : { timeout: 400 }),
+        })
+        .then(
+          () => 'answered',
+          () => 'cancelled',
+        );
+      if (how === 'abort') {
+        for (let i = 0; i < 500 && fake.resources.all('deployments').length === 0; i++)
+          await new Promise((r) => setTimeout(r, 5));
+        controller.abort();
+      }
+      expect(await pending).toBe('cancelled');
+      await gateway.idle();
+      expect(fake.resources.all('deployments')).toHaveLength(1);
+
+      const list = await call('list_unresolved_operations', {});
+      expect(list.env).toMatchObject({
+        ok: true,
+        category: 'succeeded',
+        retry: 'never',
+        remote_effect: 'none',
+      });
+      const ops = (list.env.data as { operations: Array<Record<string, unknown>> }).operations;
+      expect(ops).toHaveLength(1);
+      expect(ops[0]).toMatchObject({
+        operation: 'create_deployment',
+        state: 'unknown',
+        category: 'outcome_unknown',
+      });
+
+      const opId = ops[0]!['operation_id'] as string;
+      const status = await call('operation_status', { operation_id: opId });
+      expect(status.env).toMatchObject({
+        category: 'outcome_unknown',
+        remote_effect: 'unknown',
+        data: { state: 'unknown', attempts: 1, last_dispatch_state: 'sent_no_response' },
+      });
+      const found = await call('reconcile_operation', { operation_id: opId });
+      expect(found.env).toMatchObject({ ok: true, data: { id: 'dep_0001', service: 'api' } });
+      const after = await call('list_unresolved_operations', {});
+      expect(after.env.data).toEqual({ operations: [] });
+      expect(fake.resources.all('deployments')).toHaveLength(1);
+    },
+  );
+});
+
+describe('Streamable HTTP', () => {
+  it('serves the same tools statelessly on loopback', async () => {
+    const http = await serveHttp(gateway, 0);
+    const c = new Client({ name: 'http-test', version: '1.0.0' });
+    try {
+      await c.connect(new StreamableHTTPClientTransport(new URL(http.url)));
+      expect((await c.listTools()).tools.map((t) => t.name)).toContain('create_record');
+      const r = await c.callTool({ name: 'create_record', arguments: { title: 'over http' } });
+      expect(r.isError).toBe(false);
+      expect(r.structuredContent).toMatchObject({ ok: true, data: { title: 'over http' } });
+      // DNS-rebinding protection: a foreign Host header is refused before any MCP handling.
+      const bad = await new Promise<number>((resolve, reject) => {
+        const req = httpRequest(http.url, {
+          method: 'POST',
+          headers: {
+            host: 'evil.example',
+            'content-type': 'application/json',
+            accept: 'application/json, text/event-stream',
+          },
+        });
+        req.on('response', (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        });
+        req.on('error', reject);
+        req.end('{"jsonrpc":"2.0","id":1,"method":"tools/list"}');
+      });
+      expect(bad).toBe(403);
+    } finally {
+      await c.close();
+      await http.close();
+    }
+  });
+});
+
+describe('examples/candor.yaml', () => {
+  it('loads and runs against the fake once pointed at it', async () => {
+    const text = readFileSync(new URL('../../examples/candor.yaml', import.meta.url), 'utf8');
+    expect(text).toContain('http://127.0.0.1:8787');
+    const loaded = parseConfig(text.replaceAll('http://127.0.0.1:8787', fake.url), 'candor.yaml');
+    if (!loaded.ok) throw new Error(loaded.failure.message);
+    expect(loaded.value.config.ledger).toBe('sqlite:./.candor/ledger.db');
+    const example = composeGateway({
+      loaded: loaded.value,
+      ledger,
+      env: { CANDOR_FAKE_TOKEN: TEST_TOKEN },
+    }).gateway;
+    const env = (r: { structuredContent?: unknown }) => envelopeSchema.parse(r.structuredContent);
+    const dep = await example.callTool('create_deployment', { service: 'api', revision: '1.2.0' });
+    expect(env(dep)).toMatchObject({ ok: true, data: { service: 'api', revision: '1.2.0' } });
+    const del = await example.callTool('delete_release', { id: 'rel_0404' });
+    expect(del.isError).toBe(true);
+    expect(env(del)).toMatchObject({ category: 'confirmed_rejection', remote_effect: 'none' });
+    const noToken = composeGateway({ loaded: loaded.value, ledger, env: {} }).gateway;
+    const refused = env(await noToken.callTool('get_record', { id: 'rec_0001' }));
+    // Without the variable nothing is sent: an honest local failure, never an anonymous request.
+    expect(refused).toMatchObject({ category: 'local_failure', remote_effect: 'none' });
+  });
+});

@@ -1,0 +1,149 @@
+// Wires a loaded configuration into a running gateway: ledger, vault and credentials, redactor,
+// runtime, MCP server, transport. Shutdown waits for in-flight calls so that every dispatched
+// attempt has its attempt_finished record before the ledger closes.
+import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { configCredentials } from '../config/credentials.js';
+import type { LoadedConfig } from '../config/load.js';
+import { createRuntime, type Runtime } from '../engine/runtime.js';
+import { closeHttpPools } from '../http/transport.js';
+import { openLedger } from '../ledger/open.js';
+import type { LedgerStore } from '../ledger/store.js';
+import { createRedactor, openVault, type Redactor, type Vault } from '../vault/index.js';
+import { createGateway, type Gateway } from './gateway.js';
+import { serveHttp } from './http.js';
+
+export interface StartOptions {
+  loaded: LoadedConfig;
+  /** Overrides the configuration's ledger URL. */
+  ledgerUrl?: string;
+  /** Streamable HTTP on 127.0.0.1:PORT (0: any free port); stdio when absent. */
+  httpPort?: number;
+  version?: string;
+  env?: Readonly<Record<string, string | undefined>>;
+  log?: (line: string) => void;
+}
+
+export interface ComposeOptions {
+  loaded: LoadedConfig;
+  ledger: LedgerStore;
+  vault?: Vault;
+  env?: Readonly<Record<string, string | undefined>>;
+  version?: string;
+  log?: (line: string) => void;
+  redactor?: Redactor;
+}
+
+/** The gateway and its runtime over an open ledger, without a transport (tests, embedding). */
+export function composeGateway(options: ComposeOptions): { gateway: Gateway; runtime: Runtime } {
+  const redactor = options.redactor ?? createRedactor();
+  const credentials = configCredentials(options.loaded.config, {
+    ...(options.vault ? { vault: options.vault } : {}),
+    ...(options.env ? { env: options.env } : {}),
+    onSecret: (s) => void redactor.addSecret(s),
+  });
+  const runtime = createRuntime({
+    ledger: options.ledger,
+    credentials,
+    redactor,
+    agent: 'mcp-gateway',
+  });
+  const gateway = createGateway({
+    runtime,
+    ledger: options.ledger,
+    actions: options.loaded.actions,
+    version: options.version ?? '0.0.0',
+    ...(options.log ? { log: options.log } : {}),
+    redact: (s) => redactor.redactString(s),
+  });
+  return { gateway, runtime };
+}
+
+export type StartFailure = { code: 'ledger' | 'vault' | 'listen'; message: string };
+
+export interface RunningGateway {
+  readonly gateway: Gateway;
+  /** Set for HTTP. */
+  readonly url: string | null;
+  /** Resolves when the transport closed (stdin ended, or close() was called). */
+  readonly closed: Promise<void>;
+  close(): Promise<void>;
+}
+
+export type StartResult =
+  | { ok: true; value: RunningGateway; failure?: never }
+  | { ok: false; failure: StartFailure; value?: never };
+
+export async function startGateway(options: StartOptions): Promise<StartResult> {
+  const { config } = options.loaded;
+  const log = options.log ?? ((line: string) => void process.stderr.write(`${line}\n`));
+  const redactor = createRedactor();
+  const opened = await openLedger(options.ledgerUrl ?? config.ledger);
+  if (!opened.ok)
+    return { ok: false, failure: { code: 'ledger', message: `ledger: ${opened.failure.message}` } };
+  const ledger = opened.value;
+  let vault: Vault | undefined;
+  if (config.vault) {
+    const v = await openVault(
+      { kind: 'key_file', path: config.vault.key_file },
+      {
+        ...(config.vault.path ? { path: config.vault.path } : {}),
+        onSecret: (s) => void redactor.addSecret(s),
+      },
+    );
+    if (!v.ok) {
+      await ledger.close();
+      return { ok: false, failure: { code: 'vault', message: `vault: ${v.failure.message}` } };
+    }
+    vault = v.value;
+  }
+  const { gateway, runtime } = composeGateway({
+    loaded: options.loaded,
+    ledger,
+    ...(vault ? { vault } : {}),
+    ...(options.env ? { env: options.env } : {}),
+    version: options.version ?? '0.0.0',
+    log,
+    redactor,
+  });
+
+  let resolveClosed!: () => void;
+  const closed = new Promise<void>((r) => (resolveClosed = r));
+  let stopping: Promise<void> | null = null;
+  let stopTransport: () => Promise<void> = () => Promise.resolve();
+  const close = (): Promise<void> => {
+    stopping ??= (async () => {
+      await stopTransport();
+      await gateway.idle();
+      await runtime.endSession('gateway stopped');
+      await ledger.close();
+      await closeHttpPools();
+      resolveClosed();
+    })();
+    return stopping;
+  };
+
+  if (options.httpPort !== undefined) {
+    try {
+      const http = await serveHttp(gateway, options.httpPort, log);
+      stopTransport = () => http.close();
+      return { ok: true, value: { gateway, url: http.url, closed, close } };
+    } catch (error) {
+      await ledger.close();
+      const code = (error as { code?: unknown }).code;
+      return {
+        ok: false,
+        failure: {
+          code: 'listen',
+          message: `cannot listen on 127.0.0.1:${options.httpPort} (${String(code ?? error)})`,
+        },
+      };
+    }
+  }
+  const server = gateway.createServer();
+  const transport = new StdioServerTransport();
+  stopTransport = () => server.close();
+  // The client ends stdin to stop us: finish in-flight calls, then close the ledger.
+  process.stdin.once('end', () => void close());
+  await server.connect(transport);
+  return { ok: true, value: { gateway, url: null, closed, close } };
+}

@@ -1,0 +1,135 @@
+// Tool descriptors: configured actions and the three built-in tools, each with the envelope as its
+// outputSchema and annotations derived from the action's declared class (never from the method).
+import type { Tool, ToolAnnotations } from '@modelcontextprotocol/sdk/types.js';
+import { z } from 'zod';
+import type { ConfiguredAction } from '../config/actions.js';
+import { envelopeJsonSchema } from '../core/envelope.js';
+import type { ActionClass } from '../core/vocabulary.js';
+
+/** Classes whose effect overwrites or removes something, or cannot be taken back. */
+const DESTRUCTIVE: ReadonlySet<ActionClass> = new Set([
+  'destructive',
+  'financial',
+  'permission_change',
+  'credential_change',
+  'execute',
+  // Converging to a state replaces the previous one: not additive in MCP's sense.
+  'set_state',
+]);
+
+/** Classes whose repetition with the same arguments has no additional effect. */
+const IDEMPOTENT: ReadonlySet<ActionClass> = new Set(['read', 'set_state']);
+
+export function annotationsFor(cls: ActionClass, title?: string): ToolAnnotations {
+  return {
+    ...(title !== undefined ? { title } : {}),
+    readOnlyHint: cls === 'read',
+    destructiveHint: DESTRUCTIVE.has(cls),
+    idempotentHint: IDEMPOTENT.has(cls),
+    // Every action reaches an external service.
+    openWorldHint: true,
+  };
+}
+
+export const OPERATION_ID_PATTERN = /^op_[0-9A-Za-z]{1,64}$/;
+
+const operationIdProperty = {
+  type: 'string',
+  pattern: OPERATION_ID_PATTERN.source,
+  description:
+    'To retry, pass the operation_id from the previous result; never start a new call for the same intent after outcome_unknown.',
+};
+
+const RETRY_GUIDE =
+  'The result is a Candor envelope (structuredContent, mirrored as JSON text). Follow its `retry` field: ' +
+  '"allowed" - call again with the same arguments plus operation_id; "after_delay" - the same, after retry_after_ms; ' +
+  '"reconcile_first" - call reconcile_operation with the operation_id before anything else; ' +
+  '"never" / "escalate" - stop (escalate: a person must decide). ' +
+  'To retry, pass the operation_id from the previous result; never start a new call for the same intent after outcome_unknown.';
+
+let outputSchemaCache: Tool['outputSchema'] | undefined;
+function outputSchema(): Tool['outputSchema'] {
+  outputSchemaCache ??= envelopeJsonSchema() as Tool['outputSchema'];
+  return outputSchemaCache;
+}
+
+export function actionTool(a: ConfiguredAction): Tool {
+  const schema = a.input_schema;
+  const props = (schema['properties'] as Record<string, unknown> | undefined) ?? {};
+  const d = a.definition;
+  return {
+    name: d.name,
+    ...(a.title !== undefined ? { title: a.title } : {}),
+    description: `${a.description.trim()}\n\nAction class: ${d.class}. ${RETRY_GUIDE}`,
+    inputSchema: {
+      ...schema,
+      type: 'object',
+      properties: { ...props, operation_id: operationIdProperty },
+    },
+    outputSchema: outputSchema(),
+    annotations: annotationsFor(d.class, a.title),
+  };
+}
+
+export const BUILTIN = {
+  operation_status: 'operation_status',
+  reconcile_operation: 'reconcile_operation',
+  list_unresolved_operations: 'list_unresolved_operations',
+} as const;
+export type BuiltinName = keyof typeof BUILTIN;
+
+export const operationArgsSchema = z.strictObject({
+  operation_id: z.string().regex(OPERATION_ID_PATTERN, 'an operation id looks like op_…'),
+});
+export const noArgsSchema = z.strictObject({});
+
+const byId = {
+  type: 'object',
+  properties: {
+    operation_id: { type: 'string', pattern: OPERATION_ID_PATTERN.source },
+  },
+  required: ['operation_id'],
+  additionalProperties: false,
+} satisfies Tool['inputSchema'];
+
+export function builtinTools(): Tool[] {
+  const lookup: ToolAnnotations = {
+    readOnlyHint: true,
+    destructiveHint: false,
+    idempotentHint: true,
+    openWorldHint: false,
+  };
+  return [
+    {
+      name: BUILTIN.operation_status,
+      description:
+        'What the ledger knows about an operation: its last outcome as an envelope, with ' +
+        'data { state, attempts, last_dispatch_state, observations }. Makes no remote call.',
+      inputSchema: byId,
+      outputSchema: outputSchema(),
+      annotations: lookup,
+    },
+    {
+      name: BUILTIN.reconcile_operation,
+      description:
+        'Looks the operation up at its destination (a read) and records what was found. One match: ' +
+        'succeeded with the record as data. Two or more: duplicate_effect (escalate). None: ' +
+        'outcome_unknown, or a retry under the still-valid idempotency key. Call this whenever a ' +
+        'result says retry "reconcile_first"; it never creates anything new.',
+      inputSchema: byId,
+      outputSchema: outputSchema(),
+      annotations: { ...lookup, idempotentHint: false, openWorldHint: true },
+    },
+    {
+      name: BUILTIN.list_unresolved_operations,
+      description:
+        'Operations whose outcome is still open or unknown (for example after a cancelled call or a ' +
+        'restart). Returns an envelope with category "succeeded", retry "never" and data ' +
+        '{ operations: [{ operation_id, operation, state, category, retry, remote_effect, correlation_id }] }; ' +
+        'handle each with operation_status or reconcile_operation.',
+      inputSchema: { type: 'object', properties: {}, additionalProperties: false },
+      outputSchema: outputSchema(),
+      annotations: lookup,
+    },
+  ];
+}
