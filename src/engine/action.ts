@@ -4,6 +4,7 @@ import type { z } from 'zod';
 import type { FiveXxMeaning } from '../core/evidence.js';
 import type { ActionClass } from '../core/vocabulary.js';
 import type { HttpTimeouts } from '../http/transport.js';
+import type { SshDeclaration } from './ssh-action.js';
 
 export interface RequestContext {
   operation_id: string;
@@ -50,6 +51,8 @@ export interface Destination {
   reconciliation?: ReconciliationDeclaration;
   /** What a 5xx means here (default: unknown). */
   five_xx?: FiveXxMeaning;
+  /** Set for SSH actions (see ssh-action.ts): dispatch over SSH under the marker protocol. */
+  ssh?: SshDeclaration;
   /** The documented "not applied" failure body, if the destination has one. */
   failure_body?: z.ZodType;
 }
@@ -90,7 +93,10 @@ export function contractOf(action: ActionDefinition<never, never> | ActionDefini
   return {
     action_class: action.class,
     idempotency_honoured: action.destination.idempotency?.honoured === true,
-    reconciliation: action.destination.reconciliation !== undefined,
+    // SSH: the marker (or a set-state check) can always be looked up, except for plain reads.
+    reconciliation: action.destination.ssh
+      ? action.class !== 'read'
+      : action.destination.reconciliation !== undefined,
     five_xx: action.destination.five_xx ?? 'unknown',
   };
 }

@@ -30,6 +30,7 @@ import {
   type Redactor,
 } from './ports.js';
 import { checkResponse } from './response-check.js';
+import { dispatchSsh, lookupSshMarker, type SshRuntimeOptions } from './ssh-action.js';
 
 export class UsageError extends Error {
   constructor(
@@ -57,6 +58,8 @@ export interface RuntimeOptions {
   agent?: string;
   /** Host name resolution for every request (tests resolve `.invalid` locally). */
   lookup?: LookupFunction;
+  /** SSH host inventory and key resolution, for SSH actions. */
+  ssh?: SshRuntimeOptions;
   /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
   classify?: typeof classify;
 }
@@ -329,10 +332,14 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     const contract = contractOf(action);
     let evidence: Evidence;
     let outcome: HttpOutcome | null = null;
-    const cred = await options.credentials.resolve(dest.authority_ref, {
-      origin: dest.origin,
-      path: spec.path,
-    });
+    let sshDiagnostics: Record<string, unknown> | null = null;
+    let sshData: unknown = null;
+    const cred = dest.ssh
+      ? ({ ok: true, headers: {}, secrets: [] } as const)
+      : await options.credentials.resolve(dest.authority_ref, {
+          origin: dest.origin,
+          path: spec.path,
+        });
     if (!cred.ok) {
       evidence =
         cred.failure.code === 'locked'
@@ -342,6 +349,20 @@ export function createRuntime(options: RuntimeOptions): Runtime {
               local_error: 'credential_unavailable',
               error_code: cred.failure.code,
             };
+    } else if (dest.ssh) {
+      const sent = await dispatchSsh(
+        options.ssh,
+        dest.ssh,
+        spec.path,
+        action.class,
+        view.operation_id,
+        input,
+        opts.signal,
+        () => clock.now(),
+      );
+      evidence = sent.evidence;
+      sshData = sent.data;
+      sshDiagnostics = { evidence, ...sent.diagnostics };
     } else {
       for (const s of cred.secrets) redactor.addSecret(s);
       const sendHeaders = { ...headers, ...cred.headers };
@@ -366,7 +387,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         evidence.idempotency_in_progress = true;
       }
     }
-    let data: unknown = null;
+    let data: unknown = sshData;
     let problem: string | null = null;
     if (
       outcome?.phase === 'response_complete' &&
@@ -388,18 +409,20 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     const classification = (options.classify ?? classify)(evidence, contract);
     const ok = classification.category === 'succeeded';
     const remoteRef = ok && action.remoteRef ? action.remoteRef(data as O) : null;
-    const diagnosticsRef = outcome || problem ? ids.mint('diag') : null;
-    const diagnostics = diagnosticsRef
-      ? redactor.redactValue({
-          evidence,
-          problem,
-          status: outcome?.status ?? null,
-          headers: outcome?.headers ? withoutSecretHeaders(outcome.headers) : null,
-          framing: outcome?.framing ?? null,
-          body_excerpt: outcome?.body ? outcome.body.subarray(0, 2048).toString('utf8') : null,
-          error_code: outcome?.error_code ?? null,
-        })
-      : null;
+    const diagnosticsRef = outcome || problem || sshDiagnostics ? ids.mint('diag') : null;
+    const diagnostics = sshDiagnostics
+      ? redactor.redactValue(sshDiagnostics)
+      : diagnosticsRef
+        ? redactor.redactValue({
+            evidence,
+            problem,
+            status: outcome?.status ?? null,
+            headers: outcome?.headers ? withoutSecretHeaders(outcome.headers) : null,
+            framing: outcome?.framing ?? null,
+            body_excerpt: outcome?.body ? outcome.body.subarray(0, 2048).toString('utf8') : null,
+            error_code: outcome?.error_code ?? null,
+          })
+        : null;
     const finishedAt = clock.now();
     await append([
       {
@@ -832,6 +855,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     const action = actions.get(view.action);
     if (!action)
       throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
+    if (action.destination.ssh) return reconcileSshOperation(action, view);
     const lookup = action.destination.reconciliation;
     if (!lookup) {
       return envelopeOf(
@@ -999,6 +1023,104 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       {
         category: 'outcome_unknown',
         retry: 'escalate',
+        remote_effect: 'unknown',
+        retry_after_ms: null,
+      },
+      null,
+      null,
+    );
+  }
+
+  /** SSH: the remote marker is the evidence. Absent -> safe to run under the same operation id. */
+  async function reconcileSshOperation(action: AnyAction, view: OperationView): Promise<Envelope> {
+    const decl = action.destination.ssh!;
+    const checkedAt = clock.now();
+    const found = await lookupSshMarker(options.ssh, decl, view.operation_id);
+    if (!found.ok) {
+      return envelopeOf(
+        action,
+        view,
+        {
+          category: 'outcome_unknown',
+          retry: 'reconcile_first',
+          remote_effect: 'unknown',
+          retry_after_ms: null,
+        },
+        null,
+        null,
+      );
+    }
+    const m = found.marker;
+    const c = classify(found.evidence, contractOf(action));
+    const stateAfter: OperationState =
+      m.state === 'completed'
+        ? c.category === 'succeeded'
+          ? 'succeeded'
+          : c.remote_effect === 'none'
+            ? 'failed'
+            : 'unknown'
+        : 'unknown';
+    const conclusion =
+      m.state === 'completed'
+        ? `the marker records completion with exit status ${m.exit_status}`
+        : m.state === 'absent'
+          ? 'no marker: the command never started; running it under the same operation id is safe (the marker prevents a second execution)'
+          : m.state === 'started'
+            ? `the marker records a start without completion; the process is ${m.process}`
+            : 'the marker was claimed but the command did not start';
+    await append([
+      {
+        kind: 'observation_recorded',
+        at: checkedAt,
+        session_id: view.session_id,
+        operation_id: view.operation_id,
+        correlation_id: view.correlation_id,
+        data: {
+          observation_id: ids.mint('obs'),
+          source: 'marker',
+          checked: `ssh ${decl.host_ref} marker ${view.operation_id}`,
+          checked_at: checkedAt,
+          matches: m.state === 'absent' ? 0 : 1,
+          remote_refs: [],
+          conclusion,
+          state_after: stateAfter,
+        },
+      },
+    ]);
+    if (m.state === 'completed') {
+      if (stateAfter !== 'unknown')
+        await resolve(view, stateAfter, c.category, 'reconciliation', []);
+      return envelopeOf(
+        action,
+        view,
+        c,
+        c.category === 'succeeded' ? { exit_status: m.exit_status, stdout: found.stdout } : null,
+        null,
+      );
+    }
+    if (m.state === 'absent') {
+      const params = await paramsOf(view.operation_id);
+      const reloaded = (await load(view.operation_id))!;
+      const a = action as unknown as ActionDefinition<unknown, unknown>;
+      const result = await attempt(
+        a,
+        params,
+        reloaded,
+        { reason: 'response_lost_after_dispatch', decision: 'reconciled_absent_key_valid' },
+        {},
+      );
+      const rc = result.classification;
+      if (rc.category === 'succeeded')
+        await resolve(reloaded, 'succeeded', rc.category, 'reconciliation', []);
+      return envelopeOf(a, reloaded, rc, result.data, result.diagnosticsRef);
+    }
+    const alive = m.state === 'started' && m.process === 'alive';
+    return envelopeOf(
+      action,
+      view,
+      {
+        category: 'outcome_unknown',
+        retry: alive ? 'reconcile_first' : 'escalate',
         remote_effect: 'unknown',
         retry_after_ms: null,
       },
