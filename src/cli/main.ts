@@ -43,6 +43,17 @@ const COMMANDS: Record<string, CommandEntry> = {
       };
     },
   },
+  audit: {
+    usage:
+      'candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen',
+    summary: 'verify (offline, no key), export and decrypt the tamper-evident ledger',
+    load: () => import('./commands/audit.js'),
+  },
+  witness: {
+    usage: 'candor witness serve --key FILE --port N --log-key KEY [--state FILE]',
+    summary: 'run a C2SP tlog-witness that cosigns consistent checkpoints',
+    load: () => import('./commands/witness.js'),
+  },
   transcript: {
     usage: 'candor transcript check FILE [--rules F] [--json]',
     summary:

@@ -182,8 +182,9 @@ describe('candor witness serve', () => {
     const stop = new AbortController();
     const out = capture();
     let url = '';
+    let served: Promise<number> = Promise.resolve(-1);
     const listening = new Promise<void>((resolve) => {
-      void serve(
+      served = serve(
         [
           '--key',
           join(dir, 'w.key'),
@@ -207,6 +208,7 @@ describe('candor witness serve', () => {
     const r = await requestCosignature(url, 0, [], checkpointFor(records, logSigner.value));
     expect(r.ok && r.cosignatures.startsWith('\u2014 witness.test/w ')).toBe(true);
     stop.abort();
+    expect(await served).toBe(0);
     expect(out.out()).toContain('listening on http://127.0.0.1:');
     expect(JSON.parse(readFileSync(join(dir, 'w.state'), 'utf8'))).toMatchObject({
       'candor.test/wlog': { size: 2 },

@@ -1,0 +1,112 @@
+// Benchmark: offline verification of an exported ledger bundle against `sha256sum` over the same
+// file, measured in the same run (machines here are noisy; only the ratio means much).
+//   npm run build && node bench/audit-verify.js [records=200000] [rounds=3]
+// Verification reads and splits the file, hashes every record twice (chain hash and RFC 9162 leaf
+// hash), builds the Merkle tree, checks seqs and links, and checks the signed checkpoint.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const dist = new URL('../dist/', import.meta.url);
+if (!existsSync(fileURLToPath(new URL('ledger/chain/bundle.js', dist)))) {
+  console.error('bench/audit-verify: dist/ is missing or stale; run `npm run build` first');
+  process.exit(3);
+}
+const { sealRecord } = await import(new URL('ledger/record.js', dist).href);
+const { checkpointFor, verifyBundleFile, writeBundle } = await import(
+  new URL('ledger/chain/bundle.js', dist).href
+);
+const { SigType, generateKey, parseSignerKey } = await import(
+  new URL('ledger/chain/note.js', dist).href
+);
+
+const N = Number(process.argv[2] ?? 200_000);
+const ROUNDS = Number(process.argv[3] ?? 3);
+const GENESIS = '0'.repeat(64);
+
+function event(i) {
+  return {
+    kind: 'attempt_finished',
+    at: 1_767_225_600_000 + i,
+    session_id: 'ses_01JD0000000000000000000000',
+    operation_id: `op_01JD${String(i).padStart(22, '0')}`,
+    correlation_id: `case-http-${i % 1000}`,
+    data: {
+      attempt_id: `att_01JD${String(i).padStart(22, '0')}`,
+      dispatch_state: 'sent_no_response',
+      category: 'outcome_unknown',
+      retry: 'reconcile_first',
+      remote_effect: 'unknown',
+      rule: 'read_timeout_after_request_sent',
+      phases: { started_at: i, connected_at: i + 3, request_sent_at: i + 5 },
+      response: null,
+      duration_ms: 30_000,
+      diagnostics_ref: `diag_01JD${String(i).padStart(22, '0')}`,
+      diagnostics: null,
+    },
+  };
+}
+
+const dir = mkdtempSync(join(tmpdir(), 'candor-bench-'));
+const path = join(dir, 'ledger.bundle');
+try {
+  const keys = generateKey('bench.candor/log', SigType.ed25519);
+  const signer = parseSignerKey(keys.signerKey).value;
+  const records = [];
+  let prev = GENESIS;
+  for (let i = 1; i <= N; i++) {
+    const { record, bytes } = sealRecord(event(i), i, prev);
+    prev = record.hash;
+    records.push(bytes);
+  }
+  await writeBundle(path, {
+    origin: signer.name,
+    logKey: keys.verifierKey,
+    records,
+    checkpoints: [checkpointFor(records, signer)],
+  });
+  records.length = 0;
+  const bytes = statSync(path).size;
+  const mb = bytes / 1e6;
+
+  const hasSha = spawnSync('sha256sum', ['--version']).status === 0;
+  const verifyTimes = [];
+  const shaTimes = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    let t = performance.now();
+    const report = await verifyBundleFile(path);
+    verifyTimes.push((performance.now() - t) / 1000);
+    if (report.code !== 'INTACT' || report.size !== N) {
+      console.error(`bench/audit-verify: unexpected report ${JSON.stringify(report)}`);
+      process.exit(1);
+    }
+    if (hasSha) {
+      t = performance.now();
+      const s = spawnSync('sha256sum', [path], { stdio: ['ignore', 'ignore', 'inherit'] });
+      shaTimes.push((performance.now() - t) / 1000);
+      if (s.status !== 0) process.exit(3);
+    }
+  }
+  const best = (xs) => Math.min(...xs);
+  const v = best(verifyTimes);
+  console.log(
+    `bundle: ${N} records, ${mb.toFixed(1)} MB (${(bytes / N).toFixed(0)} B/record), best of ${ROUNDS}`,
+  );
+  console.log(
+    `verify:    ${(N / v).toFixed(0)} events/s, ${(mb / v).toFixed(1)} MB/s (${v.toFixed(3)} s)`,
+  );
+  if (hasSha) {
+    const s = best(shaTimes);
+    console.log(`sha256sum: ${(mb / s).toFixed(1)} MB/s (${s.toFixed(3)} s)`);
+    const ratio = s / v;
+    console.log(
+      `ratio verify/sha256sum: ${(ratio * 100).toFixed(0)}% (target >= 50%) ${ratio >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
+    );
+  } else {
+    console.log('sha256sum: not installed; no baseline in this run');
+  }
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}

@@ -1,0 +1,138 @@
+// An append-only RFC 9162 tree that keeps every perfect subtree root (about 2n hashes, 64 bytes per
+// leaf, in flat buffers): the root at any earlier size, and inclusion and consistency proofs, cost
+// O(log² n) hashes instead of rehashing the leaves. The verifier streams records into it once and
+// then answers for every checkpoint size; the log side uses it to prove consistency to a witness.
+import { hash } from 'node:crypto';
+import { emptyRoot, type Hash } from './merkle.js';
+
+const scratch = Buffer.alloc(65);
+
+function node(left: string, right: string): string {
+  scratch[0] = 1;
+  scratch.write(left, 1, 32, 'latin1');
+  scratch.write(right, 33, 32, 'latin1');
+  return hash('sha256', scratch, 'binary');
+}
+
+/** A growable array of 32-byte hashes in one buffer (no per-hash objects for the GC to track). */
+class HashArray {
+  #buf = Buffer.allocUnsafe(32 * 1024);
+  length = 0;
+
+  push(h: string): void {
+    if ((this.length + 1) * 32 > this.#buf.length) {
+      const next = Buffer.allocUnsafe(this.#buf.length * 2);
+      this.#buf.copy(next, 0, 0, this.length * 32);
+      this.#buf = next;
+    }
+    this.#buf.write(h, this.length * 32, 32, 'latin1');
+    this.length++;
+  }
+
+  get(i: number): string {
+    return this.#buf.toString('latin1', i * 32, i * 32 + 32);
+  }
+}
+
+export class MerkleLog {
+  /** levels[h][i] = root of the perfect subtree of 2^h leaves starting at leaf i * 2^h. */
+  #levels: HashArray[] = [new HashArray()];
+  /** The compact range of the current size (roots of the maximal perfect subtrees). */
+  #stack: string[] = [];
+
+  get size(): number {
+    return this.#levels[0]!.length;
+  }
+
+  push(leaf: Uint8Array): void {
+    this.pushLatin1(Buffer.from(leaf.buffer, leaf.byteOffset, leaf.byteLength).toString('latin1'));
+  }
+
+  /** Appends a leaf hash given as a 32-character latin1 string. */
+  pushLatin1(leaf: string): void {
+    let n = this.size;
+    this.#levels[0]!.push(leaf);
+    let h = leaf;
+    for (let level = 1; n & 1; level++) {
+      h = node(this.#stack.pop()!, h);
+      (this.#levels[level] ??= new HashArray()).push(h);
+      n = Math.floor(n / 2);
+    }
+    this.#stack.push(h);
+  }
+
+  /** MTH(D[start:end]) by the RFC 9162 recursion, reading stored perfect subtrees. */
+  #range(start: number, end: number): string {
+    const n = end - start;
+    if ((n & (n - 1)) === 0 && start % n === 0) {
+      const level = Math.log2(n);
+      return this.#levels[level]!.get(start / n);
+    }
+    let k = 1;
+    while (k * 2 < n) k *= 2;
+    return node(this.#range(start, start + k), this.#range(start + k, end));
+  }
+
+  /** Root at `size` (default: the current size). */
+  root(size = this.size): Hash {
+    if (!(size >= 0 && size <= this.size))
+      throw new RangeError(`root: size ${size} exceeds ${this.size}`);
+    if (size === 0) return emptyRoot();
+    if (size === this.size) {
+      let acc = this.#stack[this.#stack.length - 1]!;
+      for (let i = this.#stack.length - 2; i >= 0; i--) acc = node(this.#stack[i]!, acc);
+      return Buffer.from(acc, 'latin1');
+    }
+    return Buffer.from(this.#range(0, size), 'latin1');
+  }
+
+  leaf(index: number): Hash {
+    return Buffer.from(this.#levels[0]!.get(index), 'latin1');
+  }
+
+  /** RFC 9162 §2.1.3.1 inclusion proof of leaf `index` in the tree of size `size`. */
+  inclusionProof(index: number, size = this.size): Hash[] {
+    if (!(index >= 0 && index < size && size <= this.size))
+      throw new RangeError('inclusionProof: bad index or size');
+    const out: string[] = [];
+    const path = (m: number, start: number, n: number): void => {
+      if (n === 1) return;
+      let k = 1;
+      while (k * 2 < n) k *= 2;
+      if (m < k) {
+        path(m, start, k);
+        out.push(this.#range(start + k, start + n));
+      } else {
+        path(m - k, start + k, n - k);
+        out.push(this.#range(start, start + k));
+      }
+    };
+    path(index, 0, size);
+    return out.map((h) => Buffer.from(h, 'latin1'));
+  }
+
+  /** RFC 9162 §2.1.4.1 consistency proof from `size1` to `size2`. */
+  consistencyProof(size1: number, size2 = this.size): Hash[] {
+    if (!(size1 >= 0 && size1 <= size2 && size2 <= this.size))
+      throw new RangeError('consistencyProof: bad sizes');
+    if (size1 === 0 || size1 === size2) return [];
+    const out: string[] = [];
+    const sub = (m: number, start: number, n: number, whole: boolean): void => {
+      if (m === n) {
+        if (!whole) out.push(this.#range(start, start + n));
+        return;
+      }
+      let k = 1;
+      while (k * 2 < n) k *= 2;
+      if (m <= k) {
+        sub(m, start, k, whole);
+        out.push(this.#range(start + k, start + n));
+      } else {
+        sub(m - k, start + k, n - k, false);
+        out.push(this.#range(start, start + k));
+      }
+    };
+    sub(size1, 0, size2, true);
+    return out.map((h) => Buffer.from(h, 'latin1'));
+  }
+}

@@ -1,0 +1,252 @@
+// A C2SP tlog-witness (c2sp.org/tlog-witness) `add-checkpoint` endpoint and its client. The witness
+// keeps, per log origin, the latest checkpoint it cosigned; it cosigns a new checkpoint only when
+// the log's signature verifies and a consistency proof shows it extends that state, so a log that
+// rewrites or rolls back its history can no longer collect cosignatures. The check-and-persist step
+// is serialized: two concurrent requests can never roll the stored size back.
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { readFile, rename, writeFile } from 'node:fs/promises';
+import { cosignatureLine, openCheckpoint, parseCheckpointText } from './checkpoint.js';
+import { verifyConsistency } from './merkle.js';
+import { SigType, parseNote, strictBase64, type NoteSigner, type NoteVerifier } from './note.js';
+
+export interface WitnessEntry {
+  size: number;
+  root: Buffer;
+}
+
+/** Where the witness remembers the latest cosigned checkpoint per origin. */
+export interface WitnessState {
+  get(origin: string): Promise<WitnessEntry | undefined>;
+  /** Must be durable when the promise resolves (the witness answers only afterwards). */
+  set(origin: string, entry: WitnessEntry): Promise<void>;
+}
+
+export function memoryWitnessState(): WitnessState {
+  const m = new Map<string, WitnessEntry>();
+  return {
+    get: (o) => Promise.resolve(m.get(o)),
+    set: (o, e) => {
+      m.set(o, e);
+      return Promise.resolve();
+    },
+  };
+}
+
+/** JSON file state, replaced atomically (write to a temporary file, then rename). */
+export function fileWitnessState(path: string): WitnessState {
+  const load = async (): Promise<Record<string, { size: number; root: string }>> => {
+    try {
+      return JSON.parse(await readFile(path, 'utf8')) as Record<
+        string,
+        { size: number; root: string }
+      >;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return {};
+      throw err;
+    }
+  };
+  return {
+    async get(origin) {
+      const e = (await load())[origin];
+      return e ? { size: e.size, root: Buffer.from(e.root, 'base64') } : undefined;
+    },
+    async set(origin, entry) {
+      const all = await load();
+      all[origin] = { size: entry.size, root: entry.root.toString('base64') };
+      const tmp = `${path}.tmp-${process.pid}`;
+      await writeFile(tmp, `${JSON.stringify(all, null, 2)}\n`, { flush: true });
+      await rename(tmp, path);
+    },
+  };
+}
+
+export interface WitnessConfig {
+  /** The witness's cosigning key (type 0x04). */
+  signer: NoteSigner;
+  /** Log verifier keys (type 0x01); a log's origin is its key name. */
+  logs: readonly NoteVerifier[];
+  state: WitnessState;
+}
+
+export interface WitnessResponse {
+  status: number;
+  contentType: string;
+  body: string;
+}
+
+const text = (
+  status: number,
+  body: string,
+  contentType = 'text/plain; charset=utf-8',
+): WitnessResponse => ({
+  status,
+  contentType,
+  body: body.endsWith('\n') ? body : `${body}\n`,
+});
+
+const MAX_PROOF_LINES = 63;
+
+/** Handles one add-checkpoint request body. Not reentrant: callers serialize (see `serialize`). */
+export async function addCheckpoint(body: Buffer, cfg: WitnessConfig): Promise<WitnessResponse> {
+  let msg: string;
+  try {
+    msg = new TextDecoder('utf-8', { fatal: true }).decode(body);
+  } catch {
+    return text(400, 'request body is not UTF-8');
+  }
+  const split = msg.indexOf('\n\n');
+  if (split < 0) return text(400, 'missing blank line before the checkpoint');
+  const [oldLine, ...proofLines] = msg.slice(0, split).split('\n');
+  const old = /^old (0|[1-9][0-9]{0,15})$/.exec(oldLine ?? '');
+  if (!old) return text(400, 'first line must be "old <size>"');
+  const oldSize = Number(old[1]);
+  if (proofLines.length > MAX_PROOF_LINES) return text(400, 'too many consistency proof lines');
+  const proof: Buffer[] = [];
+  for (const l of proofLines) {
+    const h = strictBase64(l);
+    if (!h || h.length !== 32) return text(400, 'a consistency proof line is not a base64 hash');
+    proof.push(h);
+  }
+  const note = msg.slice(split + 2);
+  const parsed = parseNote(note);
+  if (!parsed.ok) return text(400, `malformed checkpoint: ${parsed.failure}`);
+  const checkpoint = parseCheckpointText(parsed.value.text);
+  if (!checkpoint.ok) return text(400, `malformed checkpoint: ${checkpoint.failure}`);
+  const origin = checkpoint.value.origin;
+  const keys = cfg.logs.filter((k) => k.name === origin);
+  if (keys.length === 0) return text(404, `unknown log origin ${JSON.stringify(origin)}`);
+  const opened = openCheckpoint(note, keys, { origin });
+  if (!opened.ok)
+    return text(403, `no valid signature from a trusted key of this log: ${opened.failure}`);
+  const cp = opened.value.checkpoint;
+  if (oldSize > cp.size)
+    return text(400, `old size ${oldSize} is larger than the checkpoint size ${cp.size}`);
+  const stored = (await cfg.state.get(origin)) ?? { size: 0, root: Buffer.alloc(0) };
+  if (oldSize !== stored.size) return text(409, String(stored.size), 'text/x.tlog.size');
+  if (oldSize === cp.size) {
+    if (proof.length > 0) return text(422, 'proof must be empty when the size is unchanged');
+    if (cp.size > 0 && !stored.root.equals(cp.root)) {
+      return text(
+        409,
+        'same size as the stored checkpoint but a different root hash: the log forked',
+      );
+    }
+  } else if (!verifyConsistency(oldSize, cp.size, stored.root, cp.root, proof)) {
+    return text(422, `consistency proof from size ${oldSize} to ${cp.size} does not verify`);
+  }
+  await cfg.state.set(origin, { size: cp.size, root: cp.root });
+  const line = cosignatureLine(opened.value.text, cfg.signer);
+  if (!line.ok) return text(500, line.failure);
+  return text(200, line.value);
+}
+
+/** Runs async tasks one at a time, in arrival order. */
+function serialize(): <T>(task: () => Promise<T>) => Promise<T> {
+  let tail: Promise<unknown> = Promise.resolve();
+  return <T>(task: () => Promise<T>): Promise<T> => {
+    const run = tail.then(task, task);
+    tail = run.catch(() => undefined);
+    return run;
+  };
+}
+
+const MAX_BODY = 64 * 1024;
+
+function readBody(req: IncomingMessage): Promise<Buffer | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (c: Buffer) => {
+      size += c.length;
+      if (size > MAX_BODY) {
+        resolve(null);
+        req.destroy();
+      } else chunks.push(c);
+    });
+    req.on('end', () => resolve(Buffer.concat(chunks)));
+    req.on('error', reject);
+  });
+}
+
+export interface RunningWitness {
+  /** Base URL, e.g. `http://127.0.0.1:41234` (the submission prefix). */
+  url: string;
+  server: Server;
+  close(): Promise<void>;
+}
+
+/** Starts the witness HTTP service: `POST /add-checkpoint`. Port 0 picks a free port. */
+export async function startWitness(
+  cfg: WitnessConfig,
+  opts: { host?: string; port?: number } = {},
+): Promise<RunningWitness> {
+  if (cfg.signer.type !== SigType.cosignature_v1)
+    throw new TypeError('witness key must be a type 0x04 key');
+  const queue = serialize();
+  const server = createServer((req, res) => {
+    const reply = (r: WitnessResponse): void => {
+      res.writeHead(r.status, {
+        'content-type': r.contentType,
+        'content-length': Buffer.byteLength(r.body),
+      });
+      res.end(r.body);
+    };
+    if (req.url !== '/add-checkpoint') return reply(text(404, 'not found'));
+    if (req.method !== 'POST') return reply(text(405, 'use POST'));
+    readBody(req)
+      .then(async (body) =>
+        reply(
+          body === null
+            ? text(413, 'request too large')
+            : await queue(() => addCheckpoint(body, cfg)),
+        ),
+      )
+      .catch(() => reply(text(500, 'witness error')));
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port ?? 0, opts.host ?? '127.0.0.1', () => resolve());
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  return {
+    url: `http://${host}:${addr.port}`,
+    server,
+    close: () =>
+      new Promise<void>((resolve, reject) => {
+        server.close((err) => (err ? reject(err) : resolve()));
+        server.closeAllConnections();
+      }),
+  };
+}
+
+export type CosignResult =
+  | { ok: true; cosignatures: string }
+  | { ok: false; status: number; message: string; /** The witness's size on 409 */ size?: number };
+
+/** Client: submits a checkpoint with a consistency proof from `oldSize`; returns the cosignature lines. */
+export async function requestCosignature(
+  witnessUrl: string,
+  oldSize: number,
+  proof: readonly Uint8Array[],
+  checkpointNote: string,
+  signal?: AbortSignal,
+): Promise<CosignResult> {
+  const body = `old ${oldSize}\n${proof.map((p) => `${Buffer.from(p).toString('base64')}\n`).join('')}\n${checkpointNote}`;
+  const res = await fetch(`${witnessUrl.replace(/\/$/, '')}/add-checkpoint`, {
+    method: 'POST',
+    body,
+    headers: { 'content-type': 'text/plain; charset=utf-8' },
+    ...(signal ? { signal } : {}),
+  });
+  const reply = await res.text();
+  if (res.status === 200) return { ok: true, cosignatures: reply };
+  if (
+    res.status === 409 &&
+    (res.headers.get('content-type') ?? '').startsWith('text/x.tlog.size')
+  ) {
+    return { ok: false, status: 409, message: 'stale old size', size: Number(reply.trim()) };
+  }
+  return { ok: false, status: res.status, message: reply.trim() };
+}
