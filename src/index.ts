@@ -36,3 +36,22 @@ export { canonicalJson } from './core/canonical.js';
 export { manualClock, seededRandom, systemClock, type Clock, type Random } from './core/time.js';
 export type { LedgerStore, LedgerQuery, Durability } from './ledger/store.js';
 export type { NewEvent, StoredEvent } from './ledger/events.js';
+export {
+  createRuntime,
+  UsageError,
+  type Runtime,
+  type RuntimeOptions,
+  type RunOptions,
+  type RecoveryItem,
+} from './engine/runtime.js';
+export { defineAction, type ActionDefinition, type Destination } from './engine/action.js';
+export { defineSshAction } from './engine/ssh-action.js';
+export {
+  staticCredentials,
+  simpleRedactor,
+  type CredentialProvider,
+  type Gate,
+  type Redactor,
+} from './engine/ports.js';
+export { openLedger, DEFAULT_LEDGER_URL } from './ledger/open.js';
+export { projectOperation, type OperationView } from './ledger/projection.js';

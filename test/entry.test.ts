@@ -1,0 +1,40 @@
+// The root entry point is pure library: importing it loads no database or SSH driver.
+import { execFileSync } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+
+describe('root entry', () => {
+  it('loads no better-sqlite3, pg or ssh2', () => {
+    const script = `
+      const { createRequire } = await import('node:module');
+      const mod = await import('./dist/index.js');
+      const require = createRequire(import.meta.url);
+      const loaded = Object.keys(require.cache).filter((k) => /node_modules[\\\\/](better-sqlite3|pg|ssh2)[\\\\/]/.test(k));
+      console.log(JSON.stringify({ exports: Object.keys(mod).length, loaded }));
+    `;
+    const out = execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+      cwd: root,
+      encoding: 'utf8',
+    });
+    const parsed = JSON.parse(out) as { exports: number; loaded: string[] };
+    expect(parsed.exports).toBeGreaterThan(10);
+    expect(parsed.loaded).toEqual([]);
+  });
+
+  it('does load them behind the subpaths', () => {
+    const script = `
+      const { createRequire } = await import('node:module');
+      await import('./dist/ledger/sqlite/store.js');
+      const require = createRequire(import.meta.url);
+      console.log(Object.keys(require.cache).some((k) => k.includes('better-sqlite3')));
+    `;
+    expect(
+      execFileSync(process.execPath, ['--input-type=module', '-e', script], {
+        cwd: root,
+        encoding: 'utf8',
+      }).trim(),
+    ).toBe('true');
+  });
+});
