@@ -41,7 +41,7 @@ export function defineSshAction<I>(
   const ssh: SshDeclaration = {
     host_ref: spec.host_ref,
     deadline_ms: spec.deadline_ms ?? 60_000,
-    ...(spec.check ? { check: spec.check as (input: unknown) => string } : {}),
+    ...(spec.check ? { check: (input: unknown) => spec.check!(input as I) } : {}),
   };
   return defineAction({
     name: spec.name,
