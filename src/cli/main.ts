@@ -21,6 +21,18 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary: 'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1)',
     load: () => import('./commands/serve.js'),
   },
+  ops: {
+    usage:
+      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json]',
+    summary: 'list operations by state, or show one: intent, every attempt and observation',
+    load: () => import('./commands/ops.js'),
+  },
+  recover: {
+    usage: 'candor recover [--config FILE] [--ledger URL] [--json]',
+    summary:
+      'settle every unresolved operation: reconcile, retry under an honoured key, or mark for a person',
+    load: () => import('./commands/recover.js'),
+  },
   matrix: {
     usage: 'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
     summary: 'run a failure matrix against the fake service; exit 1 if any row fails',

@@ -46,6 +46,8 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
     credentials,
     redactor,
     agent: 'mcp-gateway',
+    // Registered up front so that recovery and reconciliation of older operations find them.
+    actions: options.loaded.actions.map((a) => a.definition),
   });
   const gateway = createGateway({
     runtime,

@@ -1,8 +1,8 @@
 // PostgreSQL LedgerStore (pg). Appends are linearised by a transaction-scoped advisory lock per
 // ledger schema: every client, on any host, reads the head and inserts after it while holding the
 // lock, so the chain never forks (and the seq primary key would refuse a fork anyway). Appends
-// queued in one process are group-committed. A write takes two round trips: (lock, head, states)
-// and (insert, commit).
+// queued in one process are group-committed. A write takes three round trips: (lock, head,
+// states), (insert, commit) and a WAL flush wait outside the lock.
 import pg from 'pg';
 import type { OperationState } from '../../core/vocabulary.js';
 import { sha256Hex } from '../../core/fingerprint.js';
@@ -100,16 +100,21 @@ class PostgresLedgerStore implements LedgerStore {
     try {
       // One round trip takes the append lock, then reads the head and the touched states under it
       // (each statement after the lock sees every commit made before the lock was granted).
-      const [, , head, known] = (await client.query(
+      const replies = (await client.query(
         [
           'BEGIN',
+          // Commit without waiting for the WAL flush while the lock is held (see below).
+          'SET LOCAL synchronous_commit = off',
           `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
           'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
           `SELECT operation_id, state FROM unresolved_operations WHERE operation_id IN (${
             touched.length > 0 ? touched.map((id) => pg.escapeLiteral(id)).join(', ') : 'NULL'
           })`,
         ].join('; '),
-      )) as unknown as [unknown, unknown, pg.QueryResult<HeadRow>, pg.QueryResult<StateRow>];
+      )) as unknown as pg.QueryResult[];
+      // The last two replies are the head and the states (earlier ones: BEGIN, SET, lock).
+      const head = replies.at(-2) as pg.QueryResult<HeadRow>;
+      const known = replies.at(-1) as pg.QueryResult<StateRow>;
       let seq = Number(head.rows[0]?.seq ?? 0);
       let prev = head.rows[0]?.hash ?? GENESIS_HASH;
       const results: (StoredEvent[] | Error)[] = [];
@@ -135,6 +140,15 @@ class PostgresLedgerStore implements LedgerStore {
       const states = new Map(known.rows.map((r) => [r.operation_id, r.state]));
       // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
       await client.query(`${rows.length > 0 ? writeSql(rows, states) : ''}COMMIT`);
+      if (rows.length > 0) {
+        // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
+        // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
+        // is released, lets concurrent writers share WAL flushes (the server's group commit) instead
+        // of holding the append lock across every fsync. A record lost in a server crash before
+        // this flush was never acknowledged, and neither was anything chained after it (the WAL is
+        // sequential).
+        await client.query('SELECT txid_current()');
+      }
       return results;
     } catch (err) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -178,7 +192,8 @@ class PostgresLedgerStore implements LedgerStore {
         : 'correlation_id' in q
           ? [`c:${q.correlation_id}`, 'correlation_id']
           : [`k:${q.idempotency_key}`, null];
-    const value = 'session_id' in q ? q.session_id : 'correlation_id' in q ? q.correlation_id : null;
+    const value =
+      'session_id' in q ? q.session_id : 'correlation_id' in q ? q.correlation_id : null;
     return this.#rows(
       `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
          (SELECT operation_id FROM ledger_tags WHERE tag = $1)
@@ -238,10 +253,14 @@ function writeSql(
     `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id) VALUES ${values.join(', ')};`,
   ];
   const tags = new Set(
-    rows.flatMap(({ record }) => operationTags(record).map((t) => `(${lit(t)}, ${lit(record.operation_id)})`)),
+    rows.flatMap(({ record }) =>
+      operationTags(record).map((t) => `(${lit(t)}, ${lit(record.operation_id)})`),
+    ),
   );
   if (tags.size > 0) {
-    parts.push(`INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`);
+    parts.push(
+      `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
+    );
   }
   const changes = foldStates(
     rows.map((r) => r.record),

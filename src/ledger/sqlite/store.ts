@@ -90,7 +90,9 @@ class SqliteLedgerStore implements LedgerStore {
       ),
       settle: db.prepare('DELETE FROM unresolved_operations WHERE operation_id = ?'),
       read: db.prepare('SELECT bytes FROM ledger_events WHERE seq >= ? ORDER BY seq LIMIT ?'),
-      byOperation: db.prepare('SELECT bytes FROM ledger_events WHERE operation_id = ? ORDER BY seq'),
+      byOperation: db.prepare(
+        'SELECT bytes FROM ledger_events WHERE operation_id = ? ORDER BY seq',
+      ),
       // Operations carrying the tag, whole, plus the matching non-operation events.
       bySession: db.prepare(
         `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
@@ -111,11 +113,15 @@ class SqliteLedgerStore implements LedgerStore {
            (SELECT operation_id FROM ledger_tags WHERE tag = 'k:' || ?)
          ORDER BY seq`,
       ),
-      unresolved: db.prepare('SELECT operation_id FROM unresolved_operations ORDER BY operation_id').pluck(),
+      unresolved: db
+        .prepare('SELECT operation_id FROM unresolved_operations ORDER BY operation_id')
+        .pluck(),
     };
     // One IMMEDIATE transaction for all batches. With several batches (group commit) each gets a
     // savepoint, so a batch that fails rolls back alone and the others still commit together.
-    const writeOne = db.transaction((events: readonly NewEvent[], head: Head) => this.#insert(events, head));
+    const writeOne = db.transaction((events: readonly NewEvent[], head: Head) =>
+      this.#insert(events, head),
+    );
     const writeAll = db.transaction((batches: readonly (readonly NewEvent[])[]) => {
       const row = this.#stmt.head.get() as Head | undefined;
       const head: Head = { seq: row?.seq ?? 0, hash: row?.hash ?? GENESIS_HASH };

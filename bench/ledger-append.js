@@ -1,0 +1,323 @@
+// Ledger append benchmark. Prints, from one run, events/s of the ledger stores (memory, SQLite in
+// both durability modes, PostgreSQL with 1 and 4 writers) next to a raw-driver baseline measured
+// in the same run (plain single-row inserts with the same durability), and the time of
+// unresolved() over a ledger of 1,000,000 operations. Machines here are noisy: ledger and baseline
+// alternate over several rounds and the median of each is reported.
+//
+//   node bench/ledger-append.js [--seconds S] [--rounds R] [--ops N] [--skip-postgres]
+//
+// Imports the built package from dist/ (run `npm run build` first).
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+
+const dist = new URL('../dist/ledger/', import.meta.url);
+if (!existsSync(new URL('open.js', dist))) {
+  console.error('bench: dist/ is missing — run `npm run build` first');
+  process.exit(3);
+}
+const { openMemoryLedger } = await import(new URL('memory/store.js', dist).href);
+const { openSqliteLedger } = await import(new URL('sqlite/store.js', dist).href);
+const { openPostgresLedger } = await import(new URL('postgres/store.js', dist).href);
+const { default: Database } = await import('better-sqlite3');
+const { default: pg } = await import('pg');
+const { findPostgresBin, startThrowawayPostgres } = await import('./support/postgres.js');
+
+const { values: opts } = parseArgs({
+  options: {
+    seconds: { type: 'string', default: '1' },
+    rounds: { type: 'string', default: '3' },
+    ops: { type: 'string', default: '1000000' },
+    'skip-postgres': { type: 'boolean', default: false },
+    'only-postgres': { type: 'boolean', default: false },
+  },
+});
+const SECONDS = Number(opts.seconds);
+const ROUNDS = Number(opts.rounds);
+const OPS = Number(opts.ops);
+const dir = mkdtempSync(join(tmpdir(), 'candor-bench-'));
+let seq = 0; // event counter for event()
+
+/** Realistic events: each operation is opened, has one attempt started, and finished. */
+function event() {
+  const n = seq++;
+  const op = `op_01JBENCH${String(Math.floor(n / 3)).padStart(16, '0')}`;
+  const att = `att_01JBENCH${String(Math.floor(n / 3)).padStart(16, '0')}`;
+  const base = {
+    at: 1767225600000 + n,
+    session_id: 'ses_01JBENCH00000000000000000',
+    operation_id: op,
+    correlation_id: `case-${Math.floor(n / 3)}`,
+  };
+  const destination = {
+    method: 'POST',
+    route_template: '/v1/deployments',
+    authority_ref: 'vault:prod',
+  };
+  if (n % 3 === 0) {
+    return {
+      ...base,
+      kind: 'operation_opened',
+      data: {
+        owner: 'gw-1',
+        action: 'create_deployment',
+        action_class: 'create',
+        intent: {
+          kind: 'create_deployment',
+          subject_ref: `app:${n}`,
+          params_digest: 'd'.repeat(64),
+        },
+        destination,
+        idempotency_key: `candor-${'k'.repeat(20)}${n}`,
+        supersedes_operation_id: null,
+        attempt_budget: 3,
+        params: { app: 'web', version: n },
+      },
+    };
+  }
+  if (n % 3 === 1) {
+    return {
+      ...base,
+      kind: 'attempt_started',
+      data: {
+        attempt_id: att,
+        number: 1,
+        worker: 'gw-1',
+        retry_of_attempt_id: null,
+        retry_reason: null,
+        retry_decision: null,
+        attempt_budget_remaining: 2,
+        request_fingerprint: `sha256:${'ab'.repeat(32)}`,
+        prior_request_fingerprint: null,
+        credential_ref: 'vault:prod#deploy',
+        destination,
+      },
+    };
+  }
+  return {
+    ...base,
+    kind: 'attempt_finished',
+    data: {
+      attempt_id: att,
+      dispatch_state: 'response_received',
+      category: 'succeeded',
+      retry: 'never',
+      remote_effect: 'applied',
+      rule: 'http.2xx',
+      phases: { started_at: base.at, request_sent_at: base.at + 1, finished_at: base.at + 20 },
+      response: {
+        status: 201,
+        fingerprint: `sha256:${'cd'.repeat(32)}`,
+        remote_ref: `dep_${n}`,
+        replay: false,
+      },
+      duration_ms: 20,
+      diagnostics_ref: null,
+      diagnostics: null,
+    },
+  };
+}
+
+/** Runs `step` (one write) for SECONDS with `writers` concurrent loops; returns writes/s. */
+async function rate(step, writers = 1) {
+  const until = performance.now() + SECONDS * 1000;
+  let count = 0;
+  const start = performance.now();
+  await Promise.all(
+    Array.from({ length: writers }, async (_, w) => {
+      while (performance.now() < until) {
+        await step(w);
+        count++;
+      }
+    }),
+  );
+  return count / ((performance.now() - start) / 1000);
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+/** Alternates ledger and baseline for ROUNDS rounds; returns the medians. */
+async function compare(ledgerStep, rawStep, writers = 1) {
+  const l = [];
+  const r = [];
+  for (let i = 0; i < ROUNDS; i++) {
+    l.push(await rate(ledgerStep, writers));
+    r.push(await rate(rawStep, writers));
+  }
+  return { ledger: median(l), raw: median(r) };
+}
+
+const rows = [];
+function report(name, { ledger, raw }, target) {
+  const ratio = ledger / raw;
+  const verdict =
+    target === undefined ? '' : `${ratio >= target ? 'met' : 'MISSED'} (>= ${target.toFixed(2)})`;
+  rows.push([name, ledger.toFixed(0), raw.toFixed(0), ratio.toFixed(2), verdict]);
+  console.error(`  measured ${name}`);
+}
+
+function rawSqlite(path, synchronous) {
+  const db = new Database(path);
+  db.pragma('journal_mode = WAL');
+  db.pragma(`synchronous = ${synchronous}`);
+  db.exec('CREATE TABLE raw (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)');
+  const insert = db.prepare('INSERT INTO raw (bytes) VALUES (?)');
+  return { step: () => insert.run(Buffer.from(JSON.stringify(event()))), close: () => db.close() };
+}
+
+async function sqlite() {
+  const mem = openMemoryLedger();
+  const arr = [];
+  report(
+    'memory',
+    await compare(
+      () => mem.append([event()]),
+      () => arr.push(Buffer.from(JSON.stringify(event()))),
+    ),
+  );
+
+  for (const [mode, sync] of [
+    ['process', 'NORMAL'],
+    ['power', 'FULL'],
+  ]) {
+    const store = openSqliteLedger(join(dir, `ledger-${mode}.db`), { durability: mode });
+    const raw = rawSqlite(join(dir, `raw-${mode}.db`), sync);
+    report(
+      `sqlite ${mode}`,
+      await compare(() => store.append([event()]), raw.step),
+      mode === 'process' ? 0.5 : undefined,
+    );
+    if (mode === 'power') {
+      // 16 callers in flight: group commit shares one fsync among them; the raw baseline cannot.
+      report(
+        'sqlite power, 16 in flight',
+        await compare(() => store.append([event()]), raw.step, 16),
+      );
+    }
+    await store.close();
+    raw.close();
+  }
+}
+
+async function postgres() {
+  if (opts['skip-postgres']) return 'skipped (--skip-postgres)';
+  const found = findPostgresBin();
+  if (!found.ok) return `skipped: ${found.reason}`;
+  const server = await startThrowawayPostgres({ fsync: true });
+  try {
+    for (const writers of [1, 4]) {
+      const schema = `bench_${writers}`;
+      const stores = await Promise.all(
+        Array.from({ length: writers }, () =>
+          openPostgresLedger(server.url, { schema, poolSize: 1 }),
+        ),
+      );
+      const clients = await Promise.all(
+        Array.from({ length: writers }, async () => {
+          const c = new pg.Client({ connectionString: server.url });
+          c.on('error', (e) => console.error('bench: raw client error', e.message));
+          await c.connect();
+          return c;
+        }),
+      );
+      await clients[0].query(
+        `CREATE TABLE raw_${writers} (seq bigserial PRIMARY KEY, bytes bytea NOT NULL)`,
+      );
+      const result = await compare(
+        (w) => stores[w].append([event()]),
+        (w) =>
+          clients[w].query(`INSERT INTO raw_${writers} (bytes) VALUES ($1)`, [
+            Buffer.from(JSON.stringify(event())),
+          ]),
+        writers,
+      );
+      report(`postgres, ${writers} writer${writers > 1 ? 's' : ''}`, result);
+      await Promise.all([...stores.map((s) => s.close()), ...clients.map((c) => c.end())]);
+    }
+    return null;
+  } finally {
+    await server.stop();
+  }
+}
+
+/** Builds a ledger of OPS operations (1% left unresolved) through append() in large batches. */
+async function unresolvedQuery() {
+  const store = openSqliteLedger(join(dir, 'million.db'), { durability: 'process' });
+  const started = performance.now();
+  const BATCH = 5_000;
+  let pending = [];
+  for (let i = 0; i < OPS; i++) {
+    const op = `op_${String(i).padStart(10, '0')}`;
+    const base = {
+      at: 1767225600000 + i,
+      session_id: 'ses_bulk',
+      operation_id: op,
+      correlation_id: null,
+    };
+    pending.push({
+      ...base,
+      kind: 'operation_opened',
+      data: {
+        owner: 'gw-1',
+        action: 'create_deployment',
+        action_class: 'create',
+        intent: {
+          kind: 'create_deployment',
+          subject_ref: `app:${i}`,
+          params_digest: 'd'.repeat(64),
+        },
+        destination: { method: 'POST', route_template: '/v1/deployments' },
+        idempotency_key: `key-${i}`,
+        supersedes_operation_id: null,
+        attempt_budget: 2,
+        params: null,
+      },
+    });
+    if (i % 100 !== 0) {
+      pending.push({
+        ...base,
+        kind: 'operation_resolved',
+        data: { state: 'succeeded', category: 'succeeded', by: 'attempt', remote_refs: [] },
+      });
+    }
+    if (pending.length >= BATCH) {
+      await store.append(pending);
+      pending = [];
+    }
+  }
+  if (pending.length > 0) await store.append(pending);
+  const buildSeconds = (performance.now() - started) / 1000;
+  const times = [];
+  let ids = [];
+  for (let i = 0; i < 7; i++) {
+    const t = performance.now();
+    ids = await store.unresolved();
+    times.push(performance.now() - t);
+  }
+  await store.close();
+  return { ms: median(times), count: ids.length, buildSeconds };
+}
+
+try {
+  console.error(`ledger append benchmark: ${ROUNDS} rounds × ${SECONDS}s per side, medians`);
+  if (!opts['only-postgres']) await sqlite();
+  const pgNote = await postgres();
+  console.error(`  building a ledger of ${OPS.toLocaleString('en')} operations…`);
+  const u = opts['only-postgres'] ? null : await unresolvedQuery();
+
+  const header = ['store', 'ledger ev/s', 'raw ev/s', 'ratio', 'target'];
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
+  console.log(
+    '\nledger append: events/s, ledger vs raw-driver baseline (same durability, same run)',
+  );
+  for (const r of [header, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  '));
+  if (pgNote) console.log(`postgres: ${pgNote}`);
+  if (u)
+    console.log(
+      `\nunresolved() over ${OPS.toLocaleString('en')} operations (${u.count.toLocaleString('en')} unresolved): ` +
+        `${u.ms.toFixed(1)} ms median of 7 — ${u.ms < 50 ? 'met' : 'MISSED'} (< 50 ms); ledger built in ${u.buildSeconds.toFixed(0)} s`,
+    );
+} finally {
+  rmSync(dir, { recursive: true, force: true });
+}
