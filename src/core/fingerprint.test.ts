@@ -1,3 +1,4 @@
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { canonicalJson } from './canonical.js';
 import { idempotencyKeyFor, requestFingerprint } from './fingerprint.js';
@@ -16,6 +17,16 @@ describe('canonical JSON', () => {
       '{"a":{"c":null,"d":[1,{"x":"é","z":1}]},"b":1}',
     );
   });
+  it('agrees with JSON.parse on any JSON value (escaping fast path included)', () => {
+    fc.assert(
+      fc.property(fc.jsonValue(), fc.string({ unit: 'binary' }), (v, s) => {
+        expect(JSON.parse(canonicalJson(v))).toEqual(JSON.parse(JSON.stringify(v)));
+        expect(canonicalJson(s)).toBe(JSON.stringify(s));
+      }),
+      { seed: 7, numRuns: 2000 },
+    );
+  });
+
   it('rejects non-JSON numbers and cycles', () => {
     expect(() => canonicalJson(Number.NaN)).toThrow(TypeError);
     const cyc: Record<string, unknown> = {};
