@@ -22,12 +22,20 @@ export default function setup(): void {
   const stamp = join(root, 'dist', 'cli', 'main.js');
   const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0;
   if (built >= newestMtime(join(root, 'src'))) return;
-  execFileSync(
-    process.execPath,
-    [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
-    {
-      cwd: root,
-      stdio: 'inherit',
-    },
-  );
+  try {
+    execFileSync(
+      process.execPath,
+      [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
+      {
+        cwd: root,
+        stdio: 'inherit',
+      },
+    );
+  } catch {
+    // tsc still emits JavaScript on type errors; tests that spawn dist/ run against that, while
+    // `npm run check` and `npm ci`'s build fail loudly on the errors themselves.
+    console.warn(
+      'global-setup: the build reported type errors (see above); continuing with the emitted dist/',
+    );
+  }
 }

@@ -55,6 +55,12 @@ const COMMANDS: Record<string, CommandEntry> = {
       };
     },
   },
+  approve: {
+    usage:
+      'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--dir DIR] [--by NAME]',
+    summary: 'answer pending approval requests; lock/unlock the gate when no vault is configured',
+    load: () => import('./commands/approve.js'),
+  },
   audit: {
     usage:
       'candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen',

@@ -5,6 +5,8 @@ export interface MessageContext {
   /** A short noun for the effect, e.g. "the deployment" or "the command". */
   subject: string;
   retry_after_ms?: number | null;
+  /** A retry was refused by a person or the gate after an earlier attempt that may have applied. */
+  retry_declined?: { remote_effect: 'applied' | 'unknown' };
 }
 
 const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
@@ -29,5 +31,17 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
 };
 
 export function messageFor(category: Category, context: MessageContext): string {
+  const declined = context.retry_declined;
+  if (declined && (category === 'approval_denied' || category === 'gate_locked')) {
+    const who =
+      category === 'approval_denied'
+        ? 'A person declined the retry'
+        : 'The gate is locked, so the retry was not made';
+    return declined.remote_effect === 'applied'
+      ? `${who}; the earlier attempt did apply ${c(context.subject)}.`
+      : `${who}; whether the earlier attempt applied ${c(context.subject)} is unknown.`;
+  }
   return TEMPLATES[category](context);
 }
+
+const c = (subject: string): string => subject;

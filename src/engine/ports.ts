@@ -43,9 +43,17 @@ export interface GateContext {
   action: string;
   action_class: string;
   request_fingerprint: string;
-  /** Dispatch state of the previous attempt, if this is a retry. */
+  /**
+   * Dispatch state of the previous attempt, if this is a retry (`sent_no_response` when it started
+   * and never finished: the bytes may have left).
+   */
   prior_dispatch_state: string | null;
   intent: Record<string, unknown>;
+  /** What the previous attempt established, if any. */
+  prior_attempt?: { category: string; remote_effect: string; dispatch_state: string } | null;
+  /** Why this attempt is a retry, and what licensed it. */
+  retry?: { reason: string; decision: string } | null;
+  correlation_id?: string | null;
 }
 
 export type GateDecision =

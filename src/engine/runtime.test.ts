@@ -227,4 +227,60 @@ describe('HTTP runtime on real sockets', () => {
     expect(JSON.stringify(events)).not.toContain(CANARY);
     expect(JSON.stringify(events)).toContain('[REDACTED]');
   });
+
+  it('delegation: a worker attempts under its own name, never retries an unknown write; the owner reconciles', async () => {
+    const records: Array<{ id: string; client_ref: string }> = [];
+    const srv = await rawServer((req, socket) => {
+      if (req.startsWith('POST')) {
+        const body = JSON.parse(req.slice(req.indexOf('\r\n\r\n') + 4)) as { client_ref: string };
+        records.push({ id: `dep_${records.length + 1}`, client_ref: body.client_ref });
+        socket.resetAndDestroy();
+      } else {
+        const ref = decodeURIComponent(/client_ref=([^ &]+)/.exec(req)![1]!);
+        reply(socket, 200, { items: records.filter((r) => r.client_ref === ref) });
+      }
+    });
+    const { ledger, runtime: owner } = makeRuntime();
+    const worker = createRuntime({
+      ledger,
+      credentials: staticCredentials({ 'vault:deploy': { authorization: `Bearer ${CANARY}` } }),
+      owner: 'worker-host:1',
+      lookup: lookupRefusingInvalid,
+    });
+    const action = createDeployment(srv.origin, { lookup: true, honoured: true });
+    const opId = await owner.open(action, { service: 'api' });
+    const first = await worker.run(
+      action,
+      { service: 'api' },
+      { operationId: opId, worker: 'worker-1' },
+    );
+    expect(first).toMatchObject({
+      operation_id: opId,
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+    });
+    let view = projectOperation(await ledger.query({ operation_id: opId }))!;
+    // Honoured key or not, the worker made exactly one attempt and named itself on it.
+    expect(view.attempts.map((a) => a.worker)).toEqual(['worker-1']);
+    expect(view.owner).toBe(owner.owner);
+    // The worker may not decide a retry of a write whose outcome it does not know... unless licensed:
+    // here the key is honoured, so the licence exists; without it the worker is turned away.
+    const noKey = createDeployment(srv.origin, { lookup: true });
+    const op2 = await owner.open(noKey, { service: 'web' });
+    await worker.run(noKey, { service: 'web' }, { operationId: op2, worker: 'worker-1' });
+    const again = await worker.run(
+      noKey,
+      { service: 'web' },
+      { operationId: op2, worker: 'worker-1' },
+    );
+    expect(again).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    expect(projectOperation(await ledger.query({ operation_id: op2 }))!.attempts).toHaveLength(1);
+    expect(records.filter((r) => r.client_ref === view.correlation_id)).toHaveLength(1);
+    // The owner settles it from remote evidence.
+    const settled = await owner.reconcile(op2);
+    expect(settled).toMatchObject({ ok: true, category: 'succeeded' });
+    view = projectOperation(await ledger.query({ operation_id: op2 }))!;
+    expect(view.state).toBe('succeeded');
+    expect(records).toHaveLength(2);
+  });
 });

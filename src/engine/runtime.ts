@@ -88,6 +88,11 @@ export interface Runtime {
   sessionId(): Promise<string>;
   register(action: AnyAction): void;
   run<I, O>(action: ActionDefinition<I, O>, input: I, options?: RunOptions): Promise<Envelope>;
+  /**
+   * Opens an operation without dispatching it (the owner commits to an intent), e.g. to delegate
+   * its attempts to a worker: `run(action, input, { operationId, worker })`.
+   */
+  open<I>(action: ActionDefinition<I, unknown>, input: I, options?: RunOptions): Promise<string>;
   reconcile(operationId: string, options?: { signal?: AbortSignal }): Promise<Envelope>;
   recover(): Promise<RecoveryItem[]>;
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
@@ -138,6 +143,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'>,
     data: unknown,
     diagnosticsRef: string | null,
+    variant?: 'retry_declined',
   ): Envelope {
     const env: Envelope = {
       ok: c.category === 'succeeded',
@@ -150,6 +156,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       message: messageFor(c.category, {
         subject: action.subject,
         retry_after_ms: c.retry_after_ms,
+        ...(variant === 'retry_declined' && c.remote_effect !== 'none'
+          ? { retry_declined: { remote_effect: c.remote_effect } }
+          : {}),
       }),
       data: data === undefined ? null : redactor.redactValue(data),
       diagnostics_ref: diagnosticsRef,
@@ -257,13 +266,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     attemptId: string;
   }
 
-  async function attempt<I, O>(
-    action: ActionDefinition<I, O>,
-    input: I,
-    view: OperationView,
-    retry: { reason: RetryReason; decision: RetryDecision } | null,
-    opts: RunOptions,
-  ): Promise<AttemptResult> {
+  /** The request of the next attempt and its fingerprint (secrets and volatile headers excluded). */
+  function prepare<I, O>(action: ActionDefinition<I, O>, input: I, view: OperationView) {
     const ctx: RequestContext = {
       operation_id: view.operation_id,
       correlation_id: view.correlation_id ?? view.operation_id,
@@ -291,6 +295,18 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       headers,
       body: spec.body,
     });
+    return { spec, headers, body, fingerprint };
+  }
+
+  async function attempt<I, O>(
+    action: ActionDefinition<I, O>,
+    input: I,
+    view: OperationView,
+    retry: { reason: RetryReason; decision: RetryDecision } | null,
+    opts: RunOptions,
+  ): Promise<AttemptResult> {
+    const { spec, headers, body, fingerprint } = prepare(action, input, view);
+    const dest = action.destination;
     const prior = view.attempts.at(-1) ?? null;
     if (prior && prior.request_fingerprint !== fingerprint) {
       throw new UsageError(
@@ -505,6 +521,60 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     return null;
   }
 
+  /**
+   * Consults the gate before an attempt. Returns null when approved, else the refusal envelope —
+   * which never claims "nothing happened" when an earlier attempt may have applied the effect.
+   */
+  async function gateRefusal<I, O>(
+    action: ActionDefinition<I, O>,
+    input: I,
+    view: OperationView,
+    retry: { reason: RetryReason; decision: RetryDecision } | null,
+  ): Promise<Envelope | null> {
+    const last = view.attempts.at(-1);
+    const decision = await gate.check({
+      session_id: view.session_id ?? '',
+      operation_id: view.operation_id,
+      action: action.name,
+      action_class: action.class,
+      request_fingerprint: prepare(action, input, view).fingerprint,
+      prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
+      prior_attempt: last?.finish
+        ? {
+            category: last.finish.category,
+            remote_effect: last.finish.remote_effect,
+            dispatch_state: last.finish.dispatch_state,
+          }
+        : null,
+      retry,
+      correlation_id: view.correlation_id,
+      intent: { ...(view.intent ?? {}) },
+    });
+    if (decision.decision === 'approved') return null;
+    const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
+    const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
+    if (!last) {
+      await resolve(view, 'cancelled', category, 'operator', []);
+      return envelopeOf(action, view, c, null, null);
+    }
+    // A refused retry: this attempt was not made, but the earlier one may have taken effect.
+    const effect = last.finish?.remote_effect ?? 'unknown';
+    const retryNext =
+      effect === 'none'
+        ? c.retry
+        : contractOf(action).reconciliation
+          ? 'reconcile_first'
+          : 'escalate';
+    return envelopeOf(
+      action,
+      view,
+      { ...c, remote_effect: effect, retry: retryNext },
+      null,
+      last.finish?.diagnostics_ref ?? null,
+      effect === 'none' ? undefined : 'retry_declined',
+    );
+  }
+
   async function drive<I, O>(
     action: ActionDefinition<I, O>,
     input: I,
@@ -517,7 +587,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const lic = last.finish
         ? licence(action, { ...last.finish, retry_after_ms: null }, false)
         : null;
-      if (!lic && !opts.worker) {
+      // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
+      if (!lic) {
         const c = last.finish;
         return envelopeOf(
           action,
@@ -542,21 +613,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       retry = lic;
     }
     for (;;) {
-      const decision = await gate.check({
-        session_id: view.session_id ?? '',
-        operation_id: view.operation_id,
-        action: action.name,
-        action_class: action.class,
-        request_fingerprint: view.attempts.at(-1)?.request_fingerprint ?? '',
-        prior_dispatch_state: view.attempts.at(-1)?.finish?.dispatch_state ?? null,
-        intent: { ...(view.intent ?? {}) },
-      });
-      if (decision.decision !== 'approved') {
-        const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
-        const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
-        if (view.attempts.length === 0) await resolve(view, 'cancelled', category, 'operator', []);
-        return envelopeOf(action, view, c, null, null);
-      }
+      const refused = await gateRefusal(action, input, view, retry);
+      if (refused) return refused;
       const result = await attempt(action, input, view, retry, opts);
       const c = result.classification;
       if (c.category === 'succeeded') {
@@ -638,6 +696,23 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         view = await openOperation(action as ActionDefinition<I, unknown>, parsed.data, opts);
       }
       return drive(action, parsed.data, view, opts);
+    },
+
+    async open<I>(
+      action: ActionDefinition<I, unknown>,
+      input: I,
+      opts: RunOptions = {},
+    ): Promise<string> {
+      actions.set(action.name, action as unknown as AnyAction);
+      const parsed = action.input.safeParse(input);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        throw new UsageError(
+          'invalid_input',
+          `input for ${action.name}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+        );
+      }
+      return (await openOperation(action, parsed.data, opts)).operation_id;
     },
 
     async reconcile(operationId, opts = {}) {
@@ -763,16 +838,13 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       : a.class === 'read'
         ? 'read_only'
         : 'destination_idempotency_confirmed';
-    const result = await attempt(
-      a,
-      params,
-      view,
-      {
-        reason: neverSent ? 'connection_not_established' : 'response_lost_after_dispatch',
-        decision,
-      },
-      {},
-    );
+    const licence = {
+      reason: neverSent ? 'connection_not_established' : 'response_lost_after_dispatch',
+      decision,
+    } as const;
+    const refused = await gateRefusal(a, params, view, licence);
+    if (refused) return refused;
+    const result = await attempt(a, params, view, licence, {});
     const c = result.classification;
     if (c.category === 'succeeded')
       await resolve(
@@ -999,6 +1071,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (keyValid) {
       const reloaded = (await load(operationId))!;
       const a = action as unknown as ActionDefinition<unknown, unknown>;
+      const refused = await gateRefusal(a, params, reloaded, {
+        reason: 'response_lost_after_dispatch',
+        decision: 'reconciled_absent_key_valid',
+      });
+      if (refused) return refused;
       const result = await attempt(
         a,
         params,
@@ -1102,6 +1179,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       const params = await paramsOf(view.operation_id);
       const reloaded = (await load(view.operation_id))!;
       const a = action as unknown as ActionDefinition<unknown, unknown>;
+      const refused = await gateRefusal(a, params, reloaded, {
+        reason: 'response_lost_after_dispatch',
+        decision: 'reconciled_absent_key_valid',
+      });
+      if (refused) return refused;
       const result = await attempt(
         a,
         params,

@@ -1,0 +1,20 @@
+// The approver port: how a gate asks a person. Adapters: scripted (tests), terminal (TTY prompt),
+// console (queue directory + `candor approve`), MCP elicitation (the gateway's client).
+import type { ApprovalCard } from '../card.js';
+
+export type ApproverDecision = 'approved' | 'denied' | 'expired';
+
+export interface ApproverVerdict {
+  decision: ApproverDecision;
+  /** Who answered, as recorded in `approval_decided.approver` (e.g. `console:alice`, `tty`). */
+  by: string;
+}
+
+export interface Approver {
+  readonly name: string;
+  /**
+   * Shows the card to a person and resolves with their answer. `expired` when no answer came before
+   * `card.expires_at`. A failure to reach anyone is not an approval: adapters answer `denied`.
+   */
+  ask(card: ApprovalCard): Promise<ApproverVerdict>;
+}

@@ -1,0 +1,44 @@
+// The console approver: the gate puts the card in the approval queue (queue.ts) and polls for the
+// answer a person gives with `candor approve yes|no ID`, until the card expires.
+import { systemClock, type Clock } from '../../core/time.js';
+import type { Approver } from './approver.js';
+import { approvalQueue, type ApprovalQueue } from './queue.js';
+
+export interface ConsoleApproverOptions {
+  /** Queue directory; default `./.candor/approvals`. */
+  dir?: string;
+  queue?: ApprovalQueue;
+  clock?: Clock;
+  /** Injected so tests never sleep for real. */
+  sleep?: (ms: number) => Promise<void>;
+  poll_ms?: number;
+}
+
+export function consoleApprover(options: ConsoleApproverOptions = {}): Approver & {
+  readonly queue: ApprovalQueue;
+} {
+  const queue = options.queue ?? approvalQueue(options.dir);
+  const clock = options.clock ?? systemClock;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const pollMs = options.poll_ms ?? 250;
+  return {
+    name: 'console',
+    queue,
+    async ask(card) {
+      await queue.submit(card);
+      try {
+        for (;;) {
+          const d = await queue.decisionFor(card.approval_id);
+          if (d) return { decision: d.decision, by: d.by };
+          if (clock.now() > card.expires_at) {
+            const standing = await queue.expire(card.approval_id, clock.now());
+            return { decision: standing.decision, by: standing.by };
+          }
+          await sleep(pollMs);
+        }
+      } finally {
+        await queue.remove(card.approval_id);
+      }
+    },
+  };
+}

@@ -1,0 +1,183 @@
+// The approval queue shared by the gate's console approver and `candor approve`: a directory, by
+// default `./.candor/approvals/`, with one file per request and one per decision:
+//
+//   requests/<approval_id>.json    the card, written by the gate (temp file + rename: never torn)
+//   decisions/<approval_id>.json   { decision, by, at }, created exclusively (O_EXCL)
+//
+// One file per entry instead of one shared JSON list: the gate and the console write at the same
+// time, and exclusive creation makes "first decision wins" hold without any lock — a console `yes`
+// racing the gate's expiry gives exactly one recorded answer, never a lost update.
+import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ApprovalCard } from '../card.js';
+import { DEFAULT_APPROVALS_DIR, isCode } from '../lock.js';
+
+export interface QueueDecision {
+  decision: 'approved' | 'denied' | 'expired';
+  by: string;
+  at: number;
+}
+
+export type DecideFailureCode = 'not_found' | 'ambiguous' | 'already_decided' | 'expired';
+
+export type DecideResult =
+  | { ok: true; value: { approval_id: string; card: ApprovalCard }; failure?: never }
+  | { ok: false; failure: { code: DecideFailureCode; message: string }; value?: never };
+
+export interface ApprovalQueue {
+  readonly dir: string;
+  submit(card: ApprovalCard): Promise<void>;
+  /** Requests without a decision whose card has not expired at `now`, oldest first. */
+  pending(now: number): Promise<ApprovalCard[]>;
+  /** Finds a request by its full id or a unique prefix (at least 8 characters). */
+  find(idOrPrefix: string): Promise<{ card: ApprovalCard } | { failure: DecideFailureCode }>;
+  /** Records a person's answer; the first decision for a request wins. */
+  decide(
+    idOrPrefix: string,
+    decision: 'approved' | 'denied',
+    by: string,
+    now: number,
+  ): Promise<DecideResult>;
+  /** Records `expired` unless a decision exists; returns the decision that stands. */
+  expire(approvalId: string, now: number): Promise<QueueDecision>;
+  decisionFor(approvalId: string): Promise<QueueDecision | null>;
+  /** Forgets a finished request (the ledger keeps the record). */
+  remove(approvalId: string): Promise<void>;
+}
+
+const SAFE_ID = /^[A-Za-z0-9_-]{1,80}$/;
+
+export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueue {
+  const requests = join(dir, 'requests');
+  const decisions = join(dir, 'decisions');
+  const requestPath = (id: string): string => join(requests, `${id}.json`);
+  const decisionPath = (id: string): string => join(decisions, `${id}.json`);
+
+  async function readJson<T>(path: string): Promise<T | null> {
+    try {
+      return JSON.parse(await readFile(path, 'utf8')) as T;
+    } catch (err) {
+      if (isCode(err, 'ENOENT')) return null;
+      if (err instanceof SyntaxError) return null;
+      throw err;
+    }
+  }
+
+  async function ids(): Promise<string[]> {
+    try {
+      return (await readdir(requests))
+        .filter((f) => f.endsWith('.json'))
+        .map((f) => f.slice(0, -'.json'.length))
+        .sort();
+    } catch (err) {
+      if (isCode(err, 'ENOENT')) return [];
+      throw err;
+    }
+  }
+
+  /** Exclusive create: false when a decision already exists. */
+  async function writeDecision(id: string, d: QueueDecision): Promise<boolean> {
+    await mkdir(decisions, { recursive: true });
+    try {
+      await writeFile(decisionPath(id), `${JSON.stringify(d)}\n`, { flag: 'wx' });
+      return true;
+    } catch (err) {
+      if (isCode(err, 'EEXIST')) return false;
+      throw err;
+    }
+  }
+
+  const queue: ApprovalQueue = {
+    dir,
+    async submit(card) {
+      if (!SAFE_ID.test(card.approval_id)) throw new TypeError('approval id is not file-safe');
+      await mkdir(requests, { recursive: true });
+      const tmp = join(requests, `.${card.approval_id}.${process.pid}.tmp`);
+      await writeFile(tmp, `${JSON.stringify(card)}\n`);
+      await rename(tmp, requestPath(card.approval_id));
+    },
+
+    async pending(now) {
+      const out: ApprovalCard[] = [];
+      for (const id of await ids()) {
+        const card = await readJson<ApprovalCard>(requestPath(id));
+        if (!card || card.expires_at < now) continue;
+        if ((await queue.decisionFor(id)) !== null) continue;
+        out.push(card);
+      }
+      return out.sort((a, b) => a.requested_at - b.requested_at);
+    },
+
+    async find(idOrPrefix) {
+      const all = await ids();
+      const exact = all.includes(idOrPrefix) ? [idOrPrefix] : [];
+      const hits =
+        exact.length > 0
+          ? exact
+          : idOrPrefix.length >= 8
+            ? all.filter((id) => id.startsWith(idOrPrefix))
+            : [];
+      if (hits.length > 1) return { failure: 'ambiguous' };
+      const card = hits[0] ? await readJson<ApprovalCard>(requestPath(hits[0])) : null;
+      return card ? { card } : { failure: 'not_found' };
+    },
+
+    async decide(idOrPrefix, decision, by, now) {
+      const found = await queue.find(idOrPrefix);
+      if ('failure' in found) {
+        return {
+          ok: false,
+          failure: {
+            code: found.failure,
+            message:
+              found.failure === 'ambiguous'
+                ? `"${idOrPrefix}" matches more than one pending request; give more of the id`
+                : `no pending approval request "${idOrPrefix}"`,
+          },
+        };
+      }
+      const { card } = found;
+      const id = card.approval_id;
+      if (card.expires_at < now) {
+        await writeDecision(id, { decision: 'expired', by: 'ttl', at: now });
+        return {
+          ok: false,
+          failure: { code: 'expired', message: `request ${id} expired; nothing was approved` },
+        };
+      }
+      if (!(await writeDecision(id, { decision, by, at: now }))) {
+        const standing = await queue.decisionFor(id);
+        return {
+          ok: false,
+          failure: {
+            code: 'already_decided',
+            message: `request ${id} was already answered (${standing?.decision ?? 'unknown'})`,
+          },
+        };
+      }
+      return { ok: true, value: { approval_id: id, card } };
+    },
+
+    async expire(approvalId, now) {
+      if (await writeDecision(approvalId, { decision: 'expired', by: 'ttl', at: now }))
+        return { decision: 'expired', by: 'ttl', at: now };
+      return (await queue.decisionFor(approvalId)) ?? { decision: 'expired', by: 'ttl', at: now };
+    },
+
+    async decisionFor(approvalId) {
+      const d = await readJson<QueueDecision>(decisionPath(approvalId));
+      if (!d) return null;
+      const decision =
+        d.decision === 'approved' || d.decision === 'denied' || d.decision === 'expired'
+          ? d.decision
+          : 'denied'; // an unreadable answer is not an approval
+      return { decision, by: typeof d.by === 'string' ? d.by : 'unknown', at: Number(d.at) || 0 };
+    },
+
+    async remove(approvalId) {
+      await rm(requestPath(approvalId), { force: true });
+      await rm(decisionPath(approvalId), { force: true });
+    },
+  };
+  return queue;
+}

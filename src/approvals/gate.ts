@@ -1,0 +1,377 @@
+// The approval gate (DESIGN.md §2 "Approvals"), consulted by the engine before every attempt.
+//
+// Contracts:
+// - Locked ⇒ `gate_locked`, and nobody is asked. Every lock change the gate sees (or is told of)
+//   becomes one `gate_changed` ledger event.
+// - `auto` (reads by default) ⇒ approved without a prompt.
+// - `session` ⇒ one prompt per (session, action). The approval lives only in this gate's memory,
+//   under a random instance id written on the card: it is never persisted, so it is gone when the
+//   process ends. Approving `create_issue` says nothing about any other action.
+// - `per_call` ⇒ one prompt per call, bound to operation id + request fingerprint, valid until the
+//   card's `expires_at` (policy TTL). "Used" means an attempt that may have reached the destination:
+//   a retry whose previous attempt was `not_sent` reuses it; any other retry asks again.
+// - A denial ends that path: the same operation (per call) or the same (session, action) is denied
+//   from then on without asking again. An answer after `expires_at` is recorded as `expired` and
+//   approves nothing.
+// - Sensitive classes (policy.ts) retried after an attempt whose outcome is unknown need a fresh
+//   per-call approval, whatever session or per-call approval exists; its card shows the intent, the
+//   dispatch state so far and the planned recovery.
+// - Every prompt writes `approval_requested` (with the card) then `approval_decided`, both with the
+//   operation id; `prompts()` counts them, because approval fatigue is a defect too.
+import type { GateContext, GateDecision, Gate } from '../engine/ports.js';
+import { createIdFactory, type IdFactory } from '../core/ids.js';
+import { systemClock, systemRandom, type Clock, type Random } from '../core/time.js';
+import type { LedgerStore } from '../ledger/store.js';
+import { projectOperation, type OperationView } from '../ledger/projection.js';
+import {
+  questionFor,
+  type ApprovalCard,
+  type PlannedRecovery,
+  type PriorAttempt,
+  type PromptReason,
+} from './card.js';
+import type { Approver, ApproverVerdict } from './approvers/approver.js';
+import type { LockSource } from './lock.js';
+import { defaultPolicy, type ApprovalPolicy } from './policy.js';
+
+/**
+ * The engine's context plus what a richer engine may pass about the previous attempt and the
+ * planned retry (see the report on engine changes); without them the gate reads the ledger.
+ */
+export interface ApprovalContext extends GateContext {
+  prior_attempt?: { category: string; remote_effect: string; dispatch_state: string } | null;
+  retry?: { reason: string; decision: string } | null;
+}
+
+export interface ApprovalGateOptions {
+  ledger: LedgerStore;
+  approver: Approver;
+  policy?: ApprovalPolicy;
+  clock?: Clock;
+  ids?: IdFactory;
+  /** `true` when locked. A throwing check counts as locked (fail closed). */
+  lock?: (() => Promise<boolean>) | LockSource;
+  random?: Random;
+}
+
+export interface GateChangeInput {
+  locked: boolean;
+  by: string;
+  at?: number;
+}
+
+export interface ApprovalGate extends Gate {
+  /** Random id of this gate instance; session approvals belong to it alone. */
+  readonly instance_id: string;
+  check(ctx: ApprovalContext): Promise<GateDecision>;
+  /** Prompts shown, for one session or in total. */
+  prompts(sessionId?: string): number;
+  /** Records a lock transition reported by its source (e.g. the vault's `onGateChange`). */
+  recordGateChange(change: GateChangeInput): Promise<void>;
+  /** Synchronous form for callbacks; the write is awaited by `idle()`. */
+  onGateChange(change: GateChangeInput): void;
+  /** Resolves when every queued ledger write finished; rejects with the first failure. */
+  idle(): Promise<void>;
+}
+
+interface CallGrant {
+  approval_id: string;
+  request_fingerprint: string;
+  expires_at: number;
+}
+
+const APPROVED: GateDecision = { decision: 'approved' };
+const DENIED: GateDecision = { decision: 'denied' };
+const LOCKED: GateDecision = { decision: 'gate_locked' };
+
+export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
+  const { ledger, approver } = options;
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? createIdFactory(clock);
+  const policy = options.policy ?? defaultPolicy();
+  const lockSource: LockSource | null =
+    options.lock === undefined
+      ? null
+      : typeof options.lock === 'function'
+        ? { name: 'lock', isLocked: options.lock }
+        : options.lock;
+  const instanceId = Buffer.from((options.random ?? systemRandom).bytes(12)).toString('hex');
+
+  const sessionGranted = new Map<string, string>(); // (session, action) -> approval id
+  const sessionDenied = new Set<string>();
+  const sessionAsking = new Map<string, Promise<GateDecision>>();
+  const callGrants = new Map<string, CallGrant>(); // operation id -> grant
+  const callDenied = new Set<string>();
+  const promptCount = new Map<string, number>();
+  let lastLocked: boolean | null = null;
+  let lockChain: Promise<unknown> = Promise.resolve();
+  const queued: Array<Promise<void>> = [];
+
+  /** Serialises lock observations and reported changes so one transition gives one event. */
+  function serial<T>(fn: () => Promise<T>): Promise<T> {
+    const next = lockChain.then(fn, fn);
+    lockChain = next.catch(() => undefined);
+    return next;
+  }
+
+  async function writeGateChanged(locked: boolean, by: string, at: number): Promise<void> {
+    await ledger.append([
+      {
+        kind: 'gate_changed',
+        at,
+        session_id: null,
+        operation_id: null,
+        correlation_id: null,
+        data: { locked, by },
+      },
+    ]);
+  }
+
+  function observeLock(): Promise<boolean> {
+    if (!lockSource) return Promise.resolve(false);
+    return serial(async () => {
+      let locked: boolean;
+      try {
+        locked = await lockSource.isLocked();
+      } catch {
+        locked = true;
+      }
+      // The first observation is a change only when it finds the gate locked: an open gate is the
+      // state every process starts from.
+      const changed = lastLocked === null ? locked : locked !== lastLocked;
+      if (changed) {
+        const holder =
+          locked && lockSource.holder ? await lockSource.holder().catch(() => null) : null;
+        const by = holder ? `${lockSource.name}:${holder.by}` : `observed:${lockSource.name}`;
+        await writeGateChanged(locked, by, clock.now());
+      }
+      lastLocked = locked;
+      return locked;
+    });
+  }
+
+  const sessionKey = (ctx: GateContext): string => `${ctx.session_id}\u0000${ctx.action}`;
+
+  async function loadView(operationId: string): Promise<OperationView | null> {
+    return projectOperation(await ledger.query({ operation_id: operationId }));
+  }
+
+  async function prompt(
+    ctx: ApprovalContext,
+    scope: ApprovalCard['scope'],
+    reason: PromptReason,
+    view: OperationView | null,
+    retry: { prior: PriorAttempt; recovery: PlannedRecovery } | null,
+  ): Promise<{ verdict: ApproverVerdict; card: ApprovalCard }> {
+    const approvalId = ids.mint('apr');
+    const now = clock.now();
+    const base = {
+      approval_id: approvalId,
+      scope,
+      reason,
+      session_id: ctx.session_id,
+      operation_id: ctx.operation_id,
+      action: ctx.action,
+      action_class: ctx.action_class,
+      intent: { ...ctx.intent },
+      request_fingerprint: ctx.request_fingerprint,
+      instance_id: instanceId,
+      requested_at: now,
+      expires_at: now + policy.per_call_ttl_ms,
+      dispatch_state: retry?.prior.dispatch_state ?? null,
+      prior_attempt: retry?.prior ?? null,
+      planned_recovery: retry?.recovery ?? null,
+    };
+    const card: ApprovalCard = { ...base, question: questionFor(base) };
+    const meta = {
+      session_id: ctx.session_id || null,
+      operation_id: ctx.operation_id,
+      correlation_id: view?.correlation_id ?? null,
+    };
+    await ledger.append([
+      {
+        kind: 'approval_requested',
+        at: now,
+        ...meta,
+        data: {
+          approval_id: approvalId,
+          scope,
+          request_fingerprint: scope === 'per_call' ? ctx.request_fingerprint || null : null,
+          card: { ...card },
+        },
+      },
+    ]);
+    promptCount.set(ctx.session_id, (promptCount.get(ctx.session_id) ?? 0) + 1);
+    let verdict: ApproverVerdict;
+    try {
+      verdict = await approver.ask(card);
+    } catch {
+      // Nobody could be asked: not an approval.
+      verdict = { decision: 'denied', by: `${approver.name}:unreachable` };
+    }
+    if (verdict.decision === 'approved' && clock.now() > card.expires_at)
+      verdict = { decision: 'expired', by: verdict.by };
+    await ledger.append([
+      {
+        kind: 'approval_decided',
+        at: clock.now(),
+        ...meta,
+        data: { approval_id: approvalId, decision: verdict.decision, approver: verdict.by },
+      },
+    ]);
+    return { verdict, card };
+  }
+
+  /** After a person approved, a lock that closed meanwhile still wins. */
+  async function afterApproval(): Promise<GateDecision> {
+    return (await observeLock()) ? LOCKED : APPROVED;
+  }
+
+  async function perCall(
+    ctx: ApprovalContext,
+    reason: PromptReason,
+    view: OperationView | null,
+    retry: { prior: PriorAttempt; recovery: PlannedRecovery } | null,
+  ): Promise<GateDecision> {
+    const { verdict, card } = await prompt(ctx, 'per_call', reason, view, retry);
+    if (verdict.decision === 'denied') {
+      callDenied.add(ctx.operation_id);
+      return DENIED;
+    }
+    if (verdict.decision === 'expired') return DENIED;
+    callGrants.set(ctx.operation_id, {
+      approval_id: card.approval_id,
+      request_fingerprint: ctx.request_fingerprint,
+      expires_at: card.expires_at,
+    });
+    return afterApproval();
+  }
+
+  async function session(ctx: ApprovalContext): Promise<GateDecision> {
+    const key = sessionKey(ctx);
+    if (sessionDenied.has(key)) return DENIED;
+    if (sessionGranted.has(key)) return APPROVED;
+    const asking = sessionAsking.get(key);
+    if (asking) return asking;
+    const ask = (async (): Promise<GateDecision> => {
+      const view = await loadView(ctx.operation_id);
+      const { verdict, card } = await prompt(ctx, 'session', 'session_policy', view, null);
+      if (verdict.decision === 'denied') sessionDenied.add(key);
+      if (verdict.decision !== 'approved') return DENIED;
+      sessionGranted.set(key, card.approval_id);
+      return afterApproval();
+    })();
+    sessionAsking.set(key, ask);
+    try {
+      return await ask;
+    } finally {
+      sessionAsking.delete(key);
+    }
+  }
+
+  const gate: ApprovalGate = {
+    instance_id: instanceId,
+
+    async check(ctx) {
+      if (await observeLock()) return LOCKED;
+      const scope = policy.scopeFor(ctx.action, ctx.action_class);
+      if (policy.isSensitive(ctx.action_class)) {
+        const view = await loadView(ctx.operation_id);
+        const retry = retryAfterUnknown(ctx, view);
+        if (retry) {
+          if (callDenied.has(ctx.operation_id)) return DENIED;
+          callGrants.delete(ctx.operation_id);
+          return perCall(ctx, 'retry_after_unknown', view, retry);
+        }
+      }
+      if (scope === 'auto') return APPROVED;
+      if (scope === 'session') return session(ctx);
+      if (callDenied.has(ctx.operation_id)) return DENIED;
+      const grant = callGrants.get(ctx.operation_id);
+      if (grant) {
+        callGrants.delete(ctx.operation_id);
+        const unused = ctx.prior_dispatch_state === 'not_sent';
+        if (
+          unused &&
+          grant.request_fingerprint === ctx.request_fingerprint &&
+          clock.now() <= grant.expires_at
+        ) {
+          callGrants.set(ctx.operation_id, grant);
+          return APPROVED;
+        }
+      }
+      return perCall(ctx, 'per_call_policy', await loadView(ctx.operation_id), null);
+    },
+
+    prompts(sessionId) {
+      if (sessionId !== undefined) return promptCount.get(sessionId) ?? 0;
+      let n = 0;
+      for (const v of promptCount.values()) n += v;
+      return n;
+    },
+
+    recordGateChange(change) {
+      return serial(async () => {
+        await writeGateChanged(change.locked, change.by, change.at ?? clock.now());
+        lastLocked = change.locked;
+      });
+    },
+
+    onGateChange(change) {
+      queued.push(gate.recordGateChange(change));
+    },
+
+    async idle() {
+      const all = queued.splice(0);
+      await Promise.all(all);
+    },
+  };
+  return gate;
+}
+
+/**
+ * For a retry: what is known of the previous attempt and the planned recovery, when its outcome is
+ * unknown (sent without a usable response, our own failure after dispatch, a response that left the
+ * effect unknown, or started and never finished). Null for first attempts and known outcomes.
+ */
+function retryAfterUnknown(
+  ctx: ApprovalContext,
+  view: OperationView | null,
+): { prior: PriorAttempt; recovery: PlannedRecovery } | null {
+  const last = view?.attempts.at(-1) ?? null;
+  const finish = last?.finish ?? null;
+  const dispatch =
+    ctx.prior_dispatch_state ??
+    (last === null ? null : (finish?.dispatch_state ?? 'sent_no_response'));
+  if (dispatch === null || dispatch === 'not_sent') return null;
+  const remoteEffect = ctx.prior_attempt?.remote_effect ?? finish?.remote_effect ?? 'unknown';
+  const unknown =
+    dispatch === 'sent_no_response' || dispatch === 'execution_error' || remoteEffect === 'unknown';
+  if (!unknown) return null;
+  const prior: PriorAttempt = {
+    number: last?.number ?? null,
+    dispatch_state: dispatch,
+    category: ctx.prior_attempt?.category ?? finish?.category ?? null,
+    remote_effect: remoteEffect,
+  };
+  const fingerprint = ctx.request_fingerprint || last?.request_fingerprint || '';
+  const key = view?.idempotency_key ?? null;
+  const reason =
+    ctx.retry?.reason ??
+    (finish?.rule.startsWith('http_5xx') ? 'destination_5xx' : 'response_lost_after_dispatch');
+  const summary =
+    key !== null
+      ? `Resend the identical request (${fingerprint}) under idempotency key ${key}; a destination that honours the key returns the first result instead of acting again.`
+      : `Resend the identical request (${fingerprint}) without an idempotency key; if the first attempt took effect, this repeats it.`;
+  return {
+    prior,
+    recovery: {
+      action: 'retry_same_request',
+      retry_reason: reason,
+      retry_decision: ctx.retry?.decision ?? null,
+      request_fingerprint: fingerprint,
+      idempotency_key: key,
+      summary,
+    },
+  };
+}

@@ -1,0 +1,60 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { openMemoryLedger } from '../ledger/memory/store.js';
+import { scriptedApprover } from './approvers/scripted.js';
+import { createApprovalGate } from './gate.js';
+import { lockFile, vaultLock } from './lock.js';
+
+const dir = mkdtempSync(join(tmpdir(), 'candor-lock-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+describe('lock sources', () => {
+  it('lock file: lock, holder, unlock; a gate records who locked it', async () => {
+    const lf = lockFile(join(dir, 'a'));
+    expect(await lf.isLocked()).toBe(false);
+    expect(await lf.lock('console:alice', 1)).toEqual({ changed: true });
+    expect(await lf.lock('console:bob', 2)).toEqual({ changed: false });
+    expect(await lf.holder()).toEqual({ by: 'console:alice', at: 1 });
+    const ledger = openMemoryLedger();
+    const gate = createApprovalGate({ ledger, approver: scriptedApprover(), lock: lf });
+    const ctx = {
+      session_id: 's',
+      operation_id: 'op_1',
+      action: 'read_issue',
+      action_class: 'read',
+      request_fingerprint: 'f',
+      prior_dispatch_state: null,
+      intent: {},
+    };
+    expect(await gate.check(ctx)).toEqual({ decision: 'gate_locked' });
+    expect(await lf.unlock()).toEqual({ changed: true, by: 'console:alice' });
+    expect(await gate.check(ctx)).toEqual({ decision: 'approved' });
+    const changes = (await ledger.read()).map((e) => e.kind === 'gate_changed' && e.data);
+    expect(changes).toEqual([
+      { locked: true, by: 'lock_file:console:alice' },
+      { locked: false, by: 'observed:lock_file' },
+    ]);
+  });
+
+  it('lock file: an unreadable lock file still locks', async () => {
+    const lf = lockFile(join(dir, 'b'));
+    await lf.lock('x', 1);
+    writeFileSync(lf.path, 'not json');
+    expect(await lf.isLocked()).toBe(true);
+  });
+
+  it('vault: only the vault saying "locked" counts as locked', async () => {
+    const answer = (code: string | null) =>
+      vaultLock({
+        checkGate: () =>
+          Promise.resolve(
+            code === null ? { ok: true as const } : { ok: false as const, failure: { code } },
+          ),
+      });
+    expect(await answer('locked').isLocked()).toBe(true);
+    expect(await answer(null).isLocked()).toBe(false);
+    expect(await answer('vault_unavailable').isLocked()).toBe(false);
+  });
+});

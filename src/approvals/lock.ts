@@ -1,0 +1,92 @@
+// Lock sources for the gate. The gate asks `isLocked()` before every attempt and records each
+// change it observes as a `gate_changed` ledger event (see gate.ts).
+//
+// Two sources:
+// - the vault (preferred when a vault is configured): `candor vault lock|unlock` flips the vault's
+//   gate; `vaultLock(vault)` reads it through `checkGate()`, which re-reads the file, so a lock from
+//   another process takes effect on the next check. Only the vault's `locked` answer counts as
+//   locked; other vault failures surface as credential failures with their own category.
+// - a lock file (no vault): `<dir>/LOCKED` exists ⇒ locked. `candor approve lock|unlock` writes and
+//   removes it. Anything but "file absent" (e.g. a permission error) counts as locked: fail closed.
+import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
+
+export interface LockSource {
+  /** Names the source in `gate_changed.by` for observed transitions, e.g. `vault`. */
+  readonly name: string;
+  isLocked(): Promise<boolean>;
+  /** Who set the current lock, when the source knows (recorded in `gate_changed.by`). */
+  holder?(): Promise<{ by: string } | null>;
+}
+
+/** Structural subset of the vault used here (keeps approvals independent of vault internals). */
+export interface VaultGate {
+  checkGate(): Promise<{ ok: true } | { ok: false; failure: { code: string } }>;
+}
+
+export function vaultLock(vault: VaultGate): LockSource {
+  return {
+    name: 'vault',
+    async isLocked() {
+      const r = await vault.checkGate();
+      return !r.ok && r.failure.code === 'locked';
+    },
+  };
+}
+
+export const DEFAULT_APPROVALS_DIR = '.candor/approvals';
+export const LOCK_FILE_NAME = 'LOCKED';
+
+export interface LockFile extends LockSource {
+  readonly path: string;
+  /** Creates the lock file; `changed` is false when it was already locked. */
+  lock(by: string, at: number): Promise<{ changed: boolean }>;
+  unlock(): Promise<{ changed: boolean; by: string | null }>;
+  /** Who locked it and when, or null when unlocked. */
+  holder(): Promise<{ by: string; at: number } | null>;
+}
+
+export function lockFile(dir: string = DEFAULT_APPROVALS_DIR): LockFile {
+  const path = join(dir, LOCK_FILE_NAME);
+  const holder = async (): Promise<{ by: string; at: number } | null> => {
+    try {
+      const parsed = JSON.parse(await readFile(path, 'utf8')) as { by?: unknown; at?: unknown };
+      return {
+        by: typeof parsed.by === 'string' ? parsed.by : 'unknown',
+        at: typeof parsed.at === 'number' ? parsed.at : 0,
+      };
+    } catch (err) {
+      if (isCode(err, 'ENOENT')) return null;
+      // Present but unreadable or not JSON: still a lock.
+      return { by: 'unknown', at: 0 };
+    }
+  };
+  return {
+    name: 'lock_file',
+    path,
+    holder,
+    async isLocked() {
+      return (await holder()) !== null;
+    },
+    async lock(by, at) {
+      await mkdir(dirname(path), { recursive: true });
+      try {
+        await writeFile(path, `${JSON.stringify({ by, at })}\n`, { flag: 'wx', mode: 0o644 });
+        return { changed: true };
+      } catch (err) {
+        if (isCode(err, 'EEXIST')) return { changed: false };
+        throw err;
+      }
+    },
+    async unlock() {
+      const h = await holder();
+      if (h === null) return { changed: false, by: null };
+      await rm(path, { force: true });
+      return { changed: true, by: h.by };
+    },
+  };
+}
+
+export function isCode(err: unknown, code: string): boolean {
+  return typeof err === 'object' && err !== null && (err as { code?: unknown }).code === code;
+}
