@@ -158,6 +158,23 @@ export const configSchema = z.strictObject({
     destinationSchema,
   ),
   actions: z.array(actionConfigSchema).min(1, 'at least one action is needed'),
+  approvals: z
+    .strictObject({
+      /**
+       * Who answers: MCP elicitation when the client supports it (else the console), the
+       * `candor approve` console, or a terminal prompt on the gateway's own TTY.
+       */
+      approver: z.enum(['elicitation', 'console', 'terminal']).default('elicitation'),
+      /** Scope per action class: auto, session or per_call (sensitive classes can never be auto). */
+      classes: z.record(z.string(), z.enum(['auto', 'session', 'per_call'])).optional(),
+      /** Scope per action name; wins over the class. */
+      actions: z.record(z.string(), z.enum(['auto', 'session', 'per_call'])).optional(),
+      per_call_ttl_ms: z.number().int().positive().optional(),
+      /** Queue directory of the console approver (default ./.candor/approvals). */
+      dir: z.string().min(1).optional(),
+    })
+    .optional()
+    .describe('human approvals before actions run; absent: every action runs without a prompt'),
 });
 
 export type GatewayConfig = z.output<typeof configSchema>;

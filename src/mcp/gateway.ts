@@ -38,6 +38,8 @@ export interface GatewayOptions {
   log?: (line: string) => void;
   /** Redacts text before it is logged. */
   redact?: (text: string) => string;
+  /** Told about every MCP server created (e.g. to ask its client for approvals by elicitation). */
+  onServer?: (server: Server) => void;
 }
 
 export interface Gateway {
@@ -232,6 +234,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
         callTool(request.params.name, request.params.arguments ?? {}, extra.signal),
       );
+      options.onServer?.(server);
       return server;
     },
     async idle() {

@@ -9,6 +9,20 @@ import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { createRedactor, openVault, type Redactor, type Vault } from '../vault/index.js';
+import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import {
+  answerFromElicitation,
+  consoleApprover,
+  createApprovalGate,
+  createPolicy,
+  elicitationApprover,
+  elicitationRequest,
+  lockFile,
+  terminalApprover,
+  vaultLock,
+  type Approver,
+} from '../approvals/index.js';
+import type { Gate } from '../engine/ports.js';
 import { createGateway, type Gateway } from './gateway.js';
 import { serveHttp } from './http.js';
 
@@ -41,11 +55,14 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
     ...(options.env ? { env: options.env } : {}),
     onSecret: (s) => void redactor.addSecret(s),
   });
+  let latestServer: Server | null = null;
+  const gate = approvalGate(options, () => latestServer);
   const runtime = createRuntime({
     ledger: options.ledger,
     credentials,
     redactor,
     agent: 'mcp-gateway',
+    ...(gate ? { gate } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: options.loaded.actions.map((a) => a.definition),
   });
@@ -56,8 +73,52 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
     version: options.version ?? '0.0.0',
     ...(options.log ? { log: options.log } : {}),
     redact: (s) => redactor.redactString(s),
+    onServer: (server) => {
+      latestServer = server;
+    },
   });
   return { gateway, runtime };
+}
+
+/** The approval gate from the `approvals:` section; none when the section is absent. */
+function approvalGate(options: ComposeOptions, server: () => Server | null): Gate | null {
+  const spec = options.loaded.config.approvals;
+  if (!spec) return null;
+  const policy = createPolicy({
+    ...(spec.classes ? { classes: spec.classes as never } : {}),
+    ...(spec.actions
+      ? {
+          actions: Object.fromEntries(
+            Object.entries(spec.actions).map(([k, scope]) => [k, { scope }]),
+          ),
+        }
+      : {}),
+    ...(spec.per_call_ttl_ms !== undefined ? { per_call_ttl_ms: spec.per_call_ttl_ms } : {}),
+  });
+  if (!policy.ok) throw new Error(`approvals: ${policy.failure.map((p) => p.message).join('; ')}`);
+  const fallback =
+    spec.approver === 'terminal'
+      ? terminalApprover()
+      : consoleApprover(spec.dir ? { dir: spec.dir } : {});
+  const elicit = elicitationApprover(async (card) => {
+    const s = server();
+    const result = await s!.elicitInput(elicitationRequest(card));
+    return answerFromElicitation(result);
+  });
+  const approver: Approver =
+    spec.approver === 'elicitation'
+      ? {
+          name: 'elicitation_or_console',
+          ask: (card) =>
+            server()?.getClientCapabilities()?.elicitation ? elicit.ask(card) : fallback.ask(card),
+        }
+      : fallback;
+  return createApprovalGate({
+    ledger: options.ledger,
+    approver,
+    policy: policy.value,
+    lock: options.vault ? vaultLock(options.vault) : lockFile(spec.dir),
+  });
 }
 
 export type StartFailure = { code: 'ledger' | 'vault' | 'listen'; message: string };
