@@ -703,7 +703,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       input: I,
       opts: RunOptions = {},
     ): Promise<string> {
-      actions.set(action.name, action as unknown as AnyAction);
+      actions.set(action.name, action);
       const parsed = action.input.safeParse(input);
       if (!parsed.success) {
         const issue = parsed.error.issues[0];
@@ -826,6 +826,29 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     return opened?.kind === 'operation_opened' ? opened.data.params : undefined;
   }
 
+  /**
+   * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the gate
+   * is consulted, the licence recorded on the attempt, and the operation resolved when settled.
+   */
+  async function licensedAttempt(
+    action: AnyAction,
+    params: unknown,
+    view: OperationView,
+    licence: { reason: RetryReason; decision: RetryDecision },
+    by: 'recovery' | 'reconciliation',
+  ): Promise<Envelope> {
+    const a = action as unknown as ActionDefinition<unknown, unknown>;
+    const refused = await gateRefusal(a, params, view, licence);
+    if (refused) return refused;
+    const result = await attempt(a, params, view, licence, {});
+    const c = result.classification;
+    const refs = result.remoteRef ? [result.remoteRef] : [];
+    if (c.category === 'succeeded') await resolve(view, 'succeeded', c.category, by, refs);
+    else if (c.remote_effect === 'none' && by === 'recovery')
+      await resolve(view, 'failed', c.category, by, []);
+    return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
+  }
+
   async function driveRecovery(
     action: AnyAction,
     view: OperationView,
@@ -842,20 +865,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       reason: neverSent ? 'connection_not_established' : 'response_lost_after_dispatch',
       decision,
     } as const;
-    const refused = await gateRefusal(a, params, view, licence);
-    if (refused) return refused;
-    const result = await attempt(a, params, view, licence, {});
-    const c = result.classification;
-    if (c.category === 'succeeded')
-      await resolve(
-        view,
-        'succeeded',
-        c.category,
-        'recovery',
-        result.remoteRef ? [result.remoteRef] : [],
-      );
-    else if (c.remote_effect === 'none') await resolve(view, 'failed', c.category, 'recovery', []);
-    return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
+    return licensedAttempt(a, params, view, licence, 'recovery');
   }
 
   function envelopeFromView(
@@ -1069,30 +1079,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       );
     }
     if (keyValid) {
-      const reloaded = (await load(operationId))!;
-      const a = action as unknown as ActionDefinition<unknown, unknown>;
-      const refused = await gateRefusal(a, params, reloaded, {
+      const licence = {
         reason: 'response_lost_after_dispatch',
         decision: 'reconciled_absent_key_valid',
-      });
-      if (refused) return refused;
-      const result = await attempt(
-        a,
-        params,
-        reloaded,
-        { reason: 'response_lost_after_dispatch', decision: 'reconciled_absent_key_valid' },
-        {},
-      );
-      const c = result.classification;
-      if (c.category === 'succeeded')
-        await resolve(
-          reloaded,
-          'succeeded',
-          c.category,
-          'reconciliation',
-          result.remoteRef ? [result.remoteRef] : [],
-        );
-      return envelopeOf(a, reloaded, c, result.data, result.diagnosticsRef);
+      } as const;
+      return licensedAttempt(action, params, (await load(operationId))!, licence, 'reconciliation');
     }
     return envelopeOf(
       action,
@@ -1177,24 +1168,17 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     }
     if (m.state === 'absent') {
       const params = await paramsOf(view.operation_id);
-      const reloaded = (await load(view.operation_id))!;
-      const a = action as unknown as ActionDefinition<unknown, unknown>;
-      const refused = await gateRefusal(a, params, reloaded, {
+      const licence = {
         reason: 'response_lost_after_dispatch',
         decision: 'reconciled_absent_key_valid',
-      });
-      if (refused) return refused;
-      const result = await attempt(
-        a,
+      } as const;
+      return licensedAttempt(
+        action,
         params,
-        reloaded,
-        { reason: 'response_lost_after_dispatch', decision: 'reconciled_absent_key_valid' },
-        {},
+        (await load(view.operation_id))!,
+        licence,
+        'reconciliation',
       );
-      const rc = result.classification;
-      if (rc.category === 'succeeded')
-        await resolve(reloaded, 'succeeded', rc.category, 'reconciliation', []);
-      return envelopeOf(a, reloaded, rc, result.data, result.diagnosticsRef);
     }
     const alive = m.state === 'started' && m.process === 'alive';
     return envelopeOf(
