@@ -212,7 +212,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       idempotency_key: null,
     });
     const params = redactor.redactValue(input);
-    await append([
+    const opened = await append([
       {
         kind: 'operation_opened',
         at: clock.now(),
@@ -253,8 +253,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
       ]);
     }
-    const view = await load(operationId);
-    if (!view) throw new Error(`operation ${operationId} vanished right after it was opened`);
+    // The operation's whole history is the event just stored: project it instead of reading back.
+    const view = projectOperation(opened);
+    if (!view)
+      throw new Error(`operation ${operationId} could not be projected right after it was opened`);
     return view;
   }
 
