@@ -1,5 +1,7 @@
-// The reference matrix through the real runtime against the fake service (real sockets), and proof
-// that the matrix has teeth: a deliberately wrong classification fails the rows it should.
+// The reference matrix through the real runtime against the fake service (real sockets) and a real
+// OpenSSH server on loopback, and proof that the matrix has teeth: a deliberately wrong
+// classification fails the rows it should. Without sshd the SSH rows are skipped with the reason
+// (outside CI); under CI=true they fail instead (test/matrix-ssh.test.ts checks both).
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { classify } from '../src/core/classify.js';
@@ -26,14 +28,48 @@ async function run(
   return result.value;
 }
 
+/** What the SSH rows must show beyond their expectations (they ran against a real sshd). */
+function sshRowChecks(report: MatrixReport): void {
+  const ssh = report.rows.filter((r) => r.condition.startsWith('ssh:'));
+  expect(ssh.length).toBeGreaterThanOrEqual(13);
+  // Never two executions, whatever the condition or the agent's follow-up.
+  for (const r of ssh)
+    expect((r.assertions.remote_state.actual as { executions: number }).executions).toBeLessThan(2);
+  const at = (id: string, source: string, event: string): number => {
+    const row = report.rows.find((r) => r.id === id)!;
+    const hit = row.timeline.find((t) => t.source === source && t.event === event);
+    if (!hit) throw new Error(`${id}: no ${source} ${event} in the timeline`);
+    return hit.at;
+  };
+  // Cut after the start marker: the tool answered before the command completed, then the
+  // reconciliation read the completion from the marker.
+  const cut = 'ssh-restart-service-cut-after-start';
+  expect(at(cut, 'fake', 'start')).toBeLessThanOrEqual(at(cut, 'ledger', 'attempt_finished'));
+  expect(at(cut, 'ledger', 'attempt_finished')).toBeLessThan(at(cut, 'fake', 'done'));
+  expect(at(cut, 'fake', 'done')).toBeLessThan(at(cut, 'ledger', 'observation_recorded'));
+  // Killed remotely: reconciliation sees "started, process gone" and escalates.
+  const killed = report.rows.find((r) => r.id === 'ssh-restart-service-remote-killed')!;
+  expect(killed.final).toMatchObject({ category: 'outcome_unknown', retry: 'escalate' });
+  expect(at(killed.id, 'fake', 'remote_killed')).toBeLessThan(
+    at(killed.id, 'ledger', 'observation_recorded'),
+  );
+  // Before exec: nothing ran on the first call; the agent's retry ran the command exactly once.
+  const before = report.rows.find((r) => r.id === 'ssh-restart-service-cut-before-exec')!;
+  expect(before.timeline.some((t) => t.event === 'handshake_held')).toBe(true);
+  expect(before.final?.category).toBe('succeeded');
+}
+
 describe('reference matrix', () => {
   it('holds on every row: four assertions, oracle, no secret', { timeout: 240_000 }, async () => {
     const report = await run();
+    const skipped = report.rows.filter((r) => r.skipped !== undefined);
+    if (skipped.length > 0)
+      console.warn(`skipped ${skipped.length} SSH rows: ${skipped[0]!.skipped ?? ''}`);
     const failed = report.rows
-      .filter((r) => !r.passed)
+      .filter((r) => !r.passed && r.skipped === undefined)
       .map((r) => `${r.id}: ${JSON.stringify(r.assertions)} ${r.oracle.detail} ${r.error ?? ''}`);
     expect(failed).toEqual([]);
-    expect(report.summary.rows).toBeGreaterThanOrEqual(60);
+    expect(report.summary.rows).toBeGreaterThanOrEqual(90);
     expect(report.summary.unsafe).toBe(0);
     expect(report.summary.secret_leaks).toBe(0);
     // Imprecision is allowed, but only where the tool could not know (nothing was committed).
@@ -59,6 +95,7 @@ describe('reference matrix', () => {
     expect(committed.at).toBeLessThan(gaveUp.at);
     expect(gaveUp.detail).toContain('sent_no_response');
     expect(delayed.final?.category).toBe('succeeded');
+    if (skipped.length === 0) sshRowChecks(report);
     // Honoured keys: the engine's own retries never made a second record.
     for (const r of report.rows.filter(
       (x) => x.operation === 'create_release' && x.condition !== 'before_bytes:refused',

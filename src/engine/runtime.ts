@@ -1102,9 +1102,75 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   }
 
   /** SSH: the remote marker is the evidence. Absent -> safe to run under the same operation id. */
+  async function convergenceCheck(
+    action: AnyAction,
+    view: OperationView,
+    decl: NonNullable<AnyAction['destination']['ssh']>,
+    checkedAt: number,
+  ): Promise<Envelope> {
+    const unknown = {
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      retry_after_ms: null,
+    } as const;
+    if (!decl.check) return envelopeOf(action, view, { ...unknown, retry: 'escalate' }, null, null);
+    const params = await paramsOf(view.operation_id);
+    const checkCommand = decl.check(params);
+    const sent = await dispatchSsh(
+      options.ssh,
+      { host_ref: decl.host_ref, deadline_ms: decl.deadline_ms },
+      checkCommand,
+      'read',
+      view.operation_id,
+      params,
+      undefined,
+      () => clock.now(),
+    );
+    const exit = sent.evidence.phase === 'response_complete' ? sent.evidence.exit_status : null;
+    if (exit === null || exit === undefined) {
+      return envelopeOf(action, view, { ...unknown, retry: 'reconcile_first' }, null, null);
+    }
+    const converged = exit === 0;
+    await append([
+      {
+        kind: 'observation_recorded',
+        at: checkedAt,
+        session_id: view.session_id,
+        operation_id: view.operation_id,
+        correlation_id: view.correlation_id,
+        data: {
+          observation_id: ids.mint('obs'),
+          source: 'post_write_check',
+          checked: `ssh ${decl.host_ref} convergence check`,
+          checked_at: checkedAt,
+          matches: converged ? 1 : 0,
+          remote_refs: [],
+          conclusion: converged
+            ? 'the desired state holds'
+            : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
+          state_after: converged ? 'succeeded' : 'unknown',
+        },
+      },
+    ]);
+    if (converged) {
+      await resolve(view, 'succeeded', 'succeeded', 'reconciliation', []);
+      return envelopeOf(
+        action,
+        view,
+        { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
+        { exit_status: 0, stdout: '' },
+        null,
+      );
+    }
+    return envelopeOf(action, view, { ...unknown, retry: 'escalate' }, null, null);
+  }
+
   async function reconcileSshOperation(action: AnyAction, view: OperationView): Promise<Envelope> {
     const decl = action.destination.ssh!;
     const checkedAt = clock.now();
+    // set_state runs without a marker (it converges): an absent marker proves nothing there, so
+    // the evidence is the convergence check, run as a read — never a second run of the command.
+    if (action.class === 'set_state') return convergenceCheck(action, view, decl, checkedAt);
     const found = await lookupSshMarker(options.ssh, decl, view.operation_id);
     if (!found.ok) {
       return envelopeOf(
@@ -1160,10 +1226,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     if (m.state === 'completed') {
       if (stateAfter !== 'unknown')
         await resolve(view, stateAfter, c.category, 'reconciliation', []);
+      // The marker is the final word: a completed run that failed is for a person, not another lookup.
       return envelopeOf(
         action,
         view,
-        c,
+        c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
         c.category === 'succeeded' ? { exit_status: m.exit_status, stdout: found.stdout } : null,
         null,
       );

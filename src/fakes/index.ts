@@ -37,3 +37,13 @@ export {
   type RawOptions,
   type RawResult,
 } from './raw-client.js';
+export {
+  startSshd,
+  startCutProxy,
+  closedPort,
+  sshdSkipReason,
+  sshdUnavailableReason,
+  SSHD_PATH,
+  type SshdFixture,
+  type CutProxy,
+} from './sshd.js';

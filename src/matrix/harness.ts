@@ -1,12 +1,40 @@
-// Starts what a matrix run needs — the fake service with a canary token, and the ledger — and
-// tears it down again, whatever happens.
+// Starts what a matrix run needs — the fake service with a canary token, the ledger, and one real
+// sshd for the SSH rows — and tears it down again, whatever happens.
 import { randomBytes } from 'node:crypto';
 import { lookupRefusingInvalid, startFakeService } from '../fakes/index.js';
+import { sshdUnavailableReason } from '../fakes/sshd.js';
 import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
-import { runMatrix, type MatrixReport, type MatrixRunOptions, type RowResult } from './runner.js';
+import {
+  isSshRow,
+  runMatrix,
+  type MatrixReport,
+  type MatrixRunOptions,
+  type RowResult,
+} from './runner.js';
 import type { Matrix } from './spec.js';
+import { startSshMatrixEnv, type SshMatrixEnv } from './ssh-reference.js';
+
+/**
+ * The SSH fixture when the selected rows need one. Without sshd the SSH rows are skipped with the
+ * reason, except under CI=true, where they fail: CI must never silently skip them.
+ */
+async function sshFor(
+  matrix: Matrix,
+  filter: MatrixRunOptions['filter'],
+): Promise<Pick<MatrixRunOptions, 'ssh' | 'sshUnavailable'>> {
+  if (!matrix.rows.some((r) => isSshRow(r) && (filter?.(r) ?? true))) return {};
+  const missing = sshdUnavailableReason();
+  if (missing !== undefined)
+    return { sshUnavailable: { reason: missing, fail: process.env.CI === 'true' } };
+  try {
+    return { ssh: await startSshMatrixEnv() };
+  } catch (e) {
+    const why = e instanceof Error ? e.message.split('\n')[0]! : String(e);
+    return { sshUnavailable: { reason: `sshd did not start: ${why}`, fail: true } };
+  }
+}
 
 export type HarnessResult =
   | { ok: true; value: MatrixReport; failure?: never }
@@ -41,8 +69,12 @@ export async function runMatrixWithFake(
     tokens: [{ name: 'reference', token: canary }],
     clock: () => performance.timeOrigin + performance.now(),
   });
+  let ssh: SshMatrixEnv | undefined;
   try {
+    const sshOptions = await sshFor(matrix, options.filter);
+    ssh = sshOptions.ssh;
     const report = await runMatrix(matrix, {
+      ...sshOptions,
       ledger,
       fake,
       canary,
@@ -53,6 +85,7 @@ export async function runMatrixWithFake(
     });
     return { ok: true, value: report };
   } finally {
+    await ssh?.close();
     await fake.close();
     await closeHttpPools();
     if (ownLedger) await ledger.close();

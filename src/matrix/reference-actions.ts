@@ -1,12 +1,25 @@
-// Reference actions against the fake service's reference API. Their declared contracts differ on
-// purpose (honoured keys, ignored keys, lookups, convergence checks, none) so that the matrix
-// covers what each contract licenses.
+// Reference actions against the fake service's reference API, and the HTTP side of the matrix
+// (arming a row's fault, the remote state and the oracle from the fake's ground truth). Their
+// declared contracts differ on purpose (honoured keys, ignored keys, lookups, convergence checks,
+// none) so that the matrix covers what each contract licenses.
 import { z } from 'zod';
+import type { Envelope } from '../core/envelope.js';
 import {
   defineAction,
   type ActionDefinition,
   type ReconciliationDeclaration,
 } from '../engine/action.js';
+import type { Runtime } from '../engine/runtime.js';
+import type { BeforeBytesVariant, FakeService, FaultSpec, TruthEvent } from '../fakes/index.js';
+import {
+  combineVerdicts,
+  fillVars,
+  type Check,
+  type MatrixRow,
+  type RowTarget,
+  type TimelineEntry,
+  type Verdict,
+} from './spec.js';
 
 const resource = z.looseObject({ id: z.string().min(1), state: z.string() });
 const listOf = <T extends z.ZodType>(item: T) => z.object({ items: z.array(item) });
@@ -234,4 +247,155 @@ export function referenceActions(origin: string): ActionDefinition[] {
     }),
   ] as unknown as ActionDefinition[];
   return actions;
+}
+
+const UNSAFE_WHEN_COMMITTED = new Set([
+  'confirmed_failure',
+  'local_failure',
+  'confirmed_rejection',
+  'authentication_failed',
+  'authorization_denied',
+  'rate_limited',
+]);
+
+/** An HTTP row: the fake service armed with the row's fault, its ground truth as the oracle. */
+export async function httpTarget(
+  row: MatrixRow,
+  cor: string,
+  base: ActionDefinition,
+  runtime: Runtime,
+  fake: FakeService,
+): Promise<RowTarget> {
+  const vars: Record<string, string> = { correlation_id: cor };
+  let setupId: string | null = null;
+  if (row.setup) {
+    const created = fake.resources.create(row.setup.kind, row.setup.fields as never, {
+      correlation_id: null,
+      request: 0,
+    });
+    setupId = created.id;
+    vars['setup.id'] = created.id;
+    for (let i = 0; i < row.setup.same_client_ref; i++) {
+      fake.resources.create(
+        row.setup.kind,
+        { ...(row.setup.fields as object), client_ref: cor },
+        { correlation_id: null, request: 0 },
+      );
+    }
+  }
+  const input = fillVars(row.input, vars) as Record<string, unknown>;
+  let action = base;
+  const c = row.condition;
+  // A warm-up call runs first (same route, its own operation); keep-alive races arm on it, so
+  // that its reply leaves a socket the measured call would reuse.
+  const armOn = row.warmup ? `${cor}.warmup` : cor;
+  if ('before_bytes' in c) {
+    action = {
+      ...base,
+      destination: {
+        ...base.destination,
+        origin: await fake.unreachableUrl(c.before_bytes as BeforeBytesVariant),
+      },
+    };
+  } else if (!('none' in c)) {
+    fake.arm({ ...(c as object), call_id: armOn } as FaultSpec);
+  }
+  // The fake's clock is performance-based: truth up to the first claim is what that claim is about.
+  let firstClaimAt = 0;
+  return {
+    action,
+    input,
+    ...(row.warmup ? { warmup: () => runtime.run(base, input, { correlationId: armOn }) } : {}),
+    afterFirstClaim: () => {
+      firstClaimAt = performance.timeOrigin + performance.now();
+      return Promise.resolve();
+    },
+    remote: () => remoteCheck(row, fake, cor, setupId),
+    oracle: (env, final) => {
+      const truth = fake.groundTruth(cor);
+      const first = oracle(
+        truth.filter((t) => t.at <= firstClaimAt),
+        env,
+      );
+      return final === env ? first : combineVerdicts(first, oracle(truth, final));
+    },
+    truthTimeline: () => truthTimeline(fake.groundTruth(cor)),
+    dispose: () => Promise.resolve(),
+  };
+}
+
+function remoteCheck(
+  row: MatrixRow,
+  fake: FakeService,
+  cor: string,
+  setupId: string | null,
+): Check {
+  const r = row.expect.remote;
+  if (!('kind' in r))
+    return { ok: false, expected: null, actual: null, detail: 'an HTTP row needs a resource kind' };
+  const expected: Record<string, unknown> = {};
+  const actual: Record<string, unknown> = {};
+  if (r.count !== undefined) {
+    expected.count = r.count;
+    actual.count = fake.resources.list(r.kind, { client_ref: cor }).length;
+  }
+  if (setupId !== null) {
+    const all = fake.resources.all(r.kind).find((x) => x.id === setupId);
+    if (r.setup_field !== undefined) {
+      expected[r.setup_field] = r.equals;
+      actual[r.setup_field] = all?.[r.setup_field];
+    }
+    if (r.setup_deleted !== undefined) {
+      expected.deleted = r.setup_deleted;
+      actual.deleted = all?.deleted === true;
+    }
+    if (r.child !== undefined) {
+      expected[`${r.child}_count`] = r.child_count;
+      actual[`${r.child}_count`] = fake.resources.children(r.kind, setupId, r.child)?.length ?? 0;
+    }
+  }
+  return {
+    ok: JSON.stringify(expected) === JSON.stringify(actual) && Object.keys(expected).length > 0,
+    expected,
+    actual,
+  };
+}
+
+function oracle(truth: TruthEvent[], env: Envelope): Verdict {
+  const committed = truth.some((t) => t.event === 'mutation_committed');
+  const received = truth.some((t) => t.event === 'received');
+  if (committed && (UNSAFE_WHEN_COMMITTED.has(env.category) || env.remote_effect === 'none')) {
+    return {
+      verdict: 'unsafe',
+      detail: `the fake committed the mutation but the tool said ${env.category} / remote_effect ${env.remote_effect}`,
+    };
+  }
+  if (env.category === 'outcome_unknown' && !committed) {
+    return {
+      verdict: 'imprecise',
+      detail: received
+        ? 'received but not committed; the tool could not know'
+        : 'never received; the tool could not know',
+    };
+  }
+  return {
+    verdict: 'consistent',
+    detail: committed ? 'committed' : received ? 'received, nothing committed' : 'nothing received',
+  };
+}
+
+function truthTimeline(truth: TruthEvent[]): TimelineEntry[] {
+  return truth.map((t) => {
+    const detail = [
+      t.method,
+      t.path,
+      t.status,
+      t.close_kind,
+      t.resource_id,
+      t.replayed ? 'replayed' : '',
+    ]
+      .filter((x) => x !== undefined && x !== '')
+      .join(' ');
+    return { at: t.at, source: 'fake' as const, event: t.event, detail };
+  });
 }

@@ -5,6 +5,7 @@ const mark = (ok: boolean): string => (ok ? 'ok' : 'FAIL');
 
 export function progressLine(r: RowResult, index: number, total: number): string {
   const n = String(index + 1).padStart(String(total).length);
+  if (r.skipped !== undefined) return `[${n}/${total}] skip  ${r.id.padEnd(44)} ${r.skipped}`;
   const got = r.envelope ? `${r.envelope.category}/${r.envelope.retry}` : (r.error ?? 'error');
   const final = r.final && r.final !== r.envelope ? ` -> ${r.final.category}` : '';
   return `[${n}/${total}] ${r.passed ? 'pass' : 'FAIL'}  ${r.id.padEnd(44)} ${got}${final}${r.oracle.verdict === 'imprecise' ? '  (imprecise)' : ''}`;
@@ -12,7 +13,8 @@ export function progressLine(r: RowResult, index: number, total: number): string
 
 export function summaryLine(report: MatrixReport): string {
   const s = report.summary;
-  return `${s.rows} rows, ${s.passed} passed, ${s.failed} failed, ${s.imprecise} imprecise, ${s.unsafe} unsafe claims, ${s.secret_leaks} secret leaks`;
+  const skipped = s.skipped > 0 ? `, ${s.skipped} skipped` : '';
+  return `${s.rows} rows, ${s.passed} passed, ${s.failed} failed${skipped}, ${s.imprecise} imprecise, ${s.unsafe} unsafe claims, ${s.secret_leaks} secret leaks`;
 }
 
 export function tableText(report: MatrixReport): string {
@@ -29,19 +31,22 @@ export function tableText(report: MatrixReport): string {
     '4 trail',
     'oracle',
   ];
-  const rows = report.rows.map((r) => [
-    r.id,
-    r.condition,
-    r.envelope?.category ?? '-',
-    r.envelope?.retry ?? '-',
-    r.envelope?.remote_effect ?? '-',
-    r.remote_effect_known ? 'yes' : 'no',
-    mark(r.assertions.category_and_retry.ok),
-    mark(r.assertions.agent_next_action.ok),
-    mark(r.assertions.remote_state.ok),
-    mark(r.assertions.event_trail.ok),
-    r.oracle.verdict,
-  ]);
+  const rows = report.rows.map((r) => {
+    const m = (ok: boolean): string => (r.skipped !== undefined ? 'skip' : mark(ok));
+    return [
+      r.id,
+      r.condition,
+      r.envelope?.category ?? '-',
+      r.envelope?.retry ?? '-',
+      r.envelope?.remote_effect ?? '-',
+      r.remote_effect_known ? 'yes' : 'no',
+      m(r.assertions.category_and_retry.ok),
+      m(r.assertions.agent_next_action.ok),
+      m(r.assertions.remote_state.ok),
+      m(r.assertions.event_trail.ok),
+      r.skipped !== undefined ? '-' : r.oracle.verdict,
+    ];
+  });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
   const line = (cells: string[]): string =>
     cells
@@ -88,13 +93,15 @@ export function toJunit(report: MatrixReport): string {
   const cases = report.rows.map((r) => {
     const body = r.passed
       ? ''
-      : `<failure message="${esc(failureText(r).split('\n')[1]?.trim() ?? 'failed')}">${esc(failureText(r))}</failure>`;
+      : r.skipped !== undefined
+        ? `<skipped message="${esc(r.skipped)}"/>`
+        : `<failure message="${esc(failureText(r).split('\n')[1]?.trim() ?? 'failed')}">${esc(failureText(r))}</failure>`;
     return `    <testcase classname="candor.matrix.${esc(report.matrix)}" name="${esc(r.id)}">${body}</testcase>`;
   });
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',
-    `<testsuites tests="${report.summary.rows}" failures="${report.summary.failed}">`,
-    `  <testsuite name="${esc(report.matrix)}" tests="${report.summary.rows}" failures="${report.summary.failed}">`,
+    `<testsuites tests="${report.summary.rows}" failures="${report.summary.failed}" skipped="${report.summary.skipped}">`,
+    `  <testsuite name="${esc(report.matrix)}" tests="${report.summary.rows}" failures="${report.summary.failed}" skipped="${report.summary.skipped}">`,
     ...cases,
     '  </testsuite>',
     '</testsuites>',

@@ -1,5 +1,6 @@
-// Runs each matrix row against the fake service through the real runtime and checks four
-// assertions per row, the oracle, and that no secret reached any result (DESIGN.md §4).
+// Runs each matrix row through the real runtime — against the fake service (HTTP rows) or the real
+// OpenSSH fixture (SSH rows) — and checks four assertions per row, the oracle, and that no secret
+// reached any result (DESIGN.md §4).
 import { randomBytes } from 'node:crypto';
 import type { LookupFunction } from 'node:net';
 import { checkTranscript } from '../agent/rules.js';
@@ -10,20 +11,14 @@ import type { Envelope } from '../core/envelope.js';
 import type { ActionDefinition } from '../engine/action.js';
 import { staticCredentials } from '../engine/ports.js';
 import { createRuntime, type Runtime } from '../engine/runtime.js';
-import type { FakeService, FaultSpec, TruthEvent } from '../fakes/index.js';
+import type { FakeService } from '../fakes/index.js';
 import type { StoredEvent } from '../ledger/events.js';
 import type { LedgerStore } from '../ledger/store.js';
-import { REFERENCE_AUTHORITY, referenceActions } from './reference-actions.js';
-import type { Matrix, MatrixRow } from './spec.js';
+import { httpTarget, REFERENCE_AUTHORITY, referenceActions } from './reference-actions.js';
+import type { Check, Matrix, MatrixRow, OracleVerdict, RowTarget, TimelineEntry } from './spec.js';
+import { sshTarget, type SshMatrixEnv } from './ssh-reference.js';
 
-export interface Check {
-  ok: boolean;
-  expected: unknown;
-  actual: unknown;
-  detail?: string;
-}
-
-export type OracleVerdict = 'consistent' | 'imprecise' | 'unsafe';
+export type { Check, OracleVerdict } from './spec.js';
 
 export interface RowResult {
   id: string;
@@ -43,9 +38,11 @@ export interface RowResult {
   oracle: { verdict: OracleVerdict; detail: string };
   secret_in_result: boolean;
   passed: boolean;
+  /** Why the row did not run (SSH rows without sshd, outside CI); a skipped row is not failed. */
+  skipped?: string;
   error: string | null;
-  /** Client (ledger) and fake (ground truth) events of this row, merged by time. */
-  timeline: Array<{ at: number; source: 'ledger' | 'fake'; event: string; detail: string }>;
+  /** Client (ledger) and fake or remote (ground truth) events of this row, merged by time. */
+  timeline: TimelineEntry[];
 }
 
 export interface MatrixRunOptions {
@@ -58,6 +55,10 @@ export interface MatrixRunOptions {
   onRow?: (result: RowResult, index: number, total: number) => void;
   /** Only rows whose id matches. */
   filter?: (row: MatrixRow) => boolean;
+  /** The SSH fixture for SSH rows (the harness starts one sshd for the whole run). */
+  ssh?: SshMatrixEnv;
+  /** Why SSH rows cannot run; `fail` (under CI=true) fails them instead of skipping them. */
+  sshUnavailable?: { reason: string; fail: boolean };
 }
 
 export interface MatrixReport {
@@ -70,21 +71,17 @@ export interface MatrixReport {
     imprecise: number;
     unsafe: number;
     secret_leaks: number;
+    skipped: number;
   };
 }
 
-const UNSAFE_WHEN_COMMITTED = new Set([
-  'confirmed_failure',
-  'local_failure',
-  'confirmed_rejection',
-  'authentication_failed',
-  'authorization_denied',
-  'rate_limited',
-]);
+export const isSshRow = (row: MatrixRow): boolean => 'ssh' in row.condition;
 
 export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Promise<MatrixReport> {
   const { fake, ledger } = options;
-  const actions = new Map(referenceActions(fake.url).map((a) => [a.name, a]));
+  const actions = new Map(
+    [...referenceActions(fake.url), ...(options.ssh?.actions ?? [])].map((a) => [a.name, a]),
+  );
   const runtime = createRuntime({
     ledger,
     credentials: staticCredentials({
@@ -94,6 +91,7 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
     backoff_ms: () => 5,
     ...(options.lookup ? { lookup: options.lookup } : {}),
     ...(options.classify ? { classify: options.classify } : {}),
+    ...(options.ssh ? { ssh: options.ssh.runtime } : {}),
     agent: 'candor-matrix',
   });
   const runTag = randomBytes(3).toString('hex');
@@ -108,10 +106,11 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
   const summary = {
     rows: results.length,
     passed: results.filter((r) => r.passed).length,
-    failed: results.filter((r) => !r.passed).length,
+    failed: results.filter((r) => !r.passed && r.skipped === undefined).length,
     imprecise: results.filter((r) => r.oracle.verdict === 'imprecise').length,
     unsafe: results.filter((r) => r.oracle.verdict === 'unsafe').length,
     secret_leaks: results.filter((r) => r.secret_in_result).length,
+    skipped: results.filter((r) => r.skipped !== undefined).length,
   };
   return { matrix: matrix.matrix, rows: results, summary };
 }
@@ -122,31 +121,16 @@ function conditionLabel(c: MatrixRow['condition']): string {
     typeof v === 'string' || typeof v === 'number' ? String(v) : '';
   if (f.before_bytes !== undefined) return `before_bytes:${text(f.before_bytes)}`;
   if (f.none !== undefined) return 'none';
+  if (f.ssh !== undefined) return `ssh:${text(f.ssh)}`;
   const detail = text(f.action ?? f.variant ?? f.status ?? f.mode);
   const delay = f.delay_ms !== undefined ? `+${text(f.delay_ms)}ms` : '';
   const at = f.at_byte !== undefined ? `@${text(f.at_byte)}` : '';
   return `${text(f.phase)}${detail === '' ? '' : `:${detail}`}${delay}${at}`;
 }
 
-function fill(value: unknown, vars: Record<string, string>): unknown {
-  if (typeof value === 'string')
-    return value.replace(/\{\{(\w+(?:\.\w+)?)\}\}/g, (m, k: string) => vars[k] ?? m);
-  if (Array.isArray(value)) return value.map((v) => fill(v, vars));
-  if (value && typeof value === 'object')
-    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fill(v, vars)]));
-  return value;
-}
-
-async function runRow(
-  row: MatrixRow,
-  cor: string,
-  runtime: Runtime,
-  actions: Map<string, ActionDefinition>,
-  options: MatrixRunOptions,
-): Promise<RowResult> {
-  const { fake, ledger, canary } = options;
+function unranRow(row: MatrixRow, cor: string): RowResult {
   const fail = (detail: string): Check => ({ ok: false, expected: null, actual: null, detail });
-  const result: RowResult = {
+  return {
     id: row.id,
     operation: row.operation,
     condition: conditionLabel(row.condition),
@@ -167,50 +151,38 @@ async function runRow(
     error: null,
     timeline: [],
   };
+}
+
+async function runRow(
+  row: MatrixRow,
+  cor: string,
+  runtime: Runtime,
+  actions: Map<string, ActionDefinition>,
+  options: MatrixRunOptions,
+): Promise<RowResult> {
+  const { fake, ledger, canary } = options;
+  const result = unranRow(row, cor);
+  const ssh = isSshRow(row);
+  if (ssh && !options.ssh) {
+    const why = options.sshUnavailable ?? { reason: 'no SSH fixture was started', fail: true };
+    if (why.fail) result.error = `SSH rows cannot run: ${why.reason}`;
+    else result.skipped = why.reason;
+    return result;
+  }
   const base = actions.get(row.operation);
   if (!base) {
     result.error = `unknown operation "${row.operation}" (reference actions: ${[...actions.keys()].join(', ')})`;
     return result;
   }
   const recorder = createRecorder();
+  let target: RowTarget | null = null;
   try {
-    const vars: Record<string, string> = { correlation_id: cor };
-    let setupId: string | null = null;
-    if (row.setup) {
-      const created = fake.resources.create(row.setup.kind, row.setup.fields as never, {
-        correlation_id: null,
-        request: 0,
-      });
-      setupId = created.id;
-      vars['setup.id'] = created.id;
-      for (let i = 0; i < row.setup.same_client_ref; i++) {
-        fake.resources.create(
-          row.setup.kind,
-          { ...(row.setup.fields as object), client_ref: cor },
-          { correlation_id: null, request: 0 },
-        );
-      }
-    }
-    const input = fill(row.input, vars) as Record<string, unknown>;
-    let action = base;
-    const c = row.condition;
-    // A warm-up call runs first (same route, its own operation); keep-alive races arm on it, so
-    // that its reply leaves a socket the measured call would reuse.
-    const armOn = row.warmup ? `${cor}.warmup` : cor;
-    if ('before_bytes' in c) {
-      action = {
-        ...base,
-        destination: {
-          ...base.destination,
-          origin: await fake.unreachableUrl(
-            c.before_bytes as 'refused' | 'unresolvable' | 'blackhole',
-          ),
-        },
-      };
-    } else if (!('none' in c)) {
-      fake.arm({ ...(c as object), call_id: armOn } as FaultSpec);
-    }
-    if (row.warmup) await runtime.run(base, input, { correlationId: armOn });
+    target =
+      ssh && options.ssh
+        ? sshTarget(row, cor, options.ssh)
+        : await httpTarget(row, cor, base, runtime, fake);
+    const { action, input } = target;
+    if (target.warmup) await target.warmup();
     const call = async (
       tool: string,
       args: Record<string, unknown>,
@@ -222,12 +194,14 @@ async function runRow(
       return env;
     };
     const env = await call(row.operation, input, () =>
-      runtime.run(action, input, { correlationId: cor }),
+      runtime.run(action, input, {
+        correlationId: cor,
+        ...(target?.signal ? { signal: target.signal } : {}),
+      }),
     );
     result.envelope = env;
     result.operation_id = env.operation_id;
-    // The fake's clock is performance-based: truth up to here is what the first claim is about.
-    const firstClaimAt = performance.timeOrigin + performance.now();
+    await target.afterFirstClaim(env);
 
     // (1) category and retry directive.
     const e = row.expect;
@@ -270,8 +244,8 @@ async function runRow(
       ...(violations.length ? { detail: violations.map((v) => v.explanation).join('; ') } : {}),
     };
 
-    // (3) the remote state, from the fake's own store.
-    result.assertions.remote_state = remoteCheck(row, fake, cor, setupId);
+    // (3) the remote state, from the fake's own store or the remote job's record.
+    result.assertions.remote_state = target.remote();
     if (final.remote_effect === 'unknown' && !e.unknown_reason) {
       result.assertions.remote_state = {
         ...result.assertions.remote_state,
@@ -285,18 +259,11 @@ async function runRow(
     const events = await ledger.query({ correlation_id: cor });
     result.assertions.event_trail = trailCheck(events, cor, env, final);
 
-    // Oracle: the fake's ground truth against the tool's claim.
-    const truth = fake.groundTruth(cor);
-    const first = oracle(
-      truth.filter((t) => t.at <= firstClaimAt),
-      env,
+    // Oracle: the ground truth against the tool's claim.
+    result.oracle = target.oracle(env, final);
+    result.timeline = [...ledgerTimeline(events), ...target.truthTimeline()].sort(
+      (a, b) => a.at - b.at,
     );
-    const after = final === env ? first : oracle(truth, final);
-    result.oracle =
-      first.verdict === 'unsafe' || after.verdict !== 'unsafe'
-        ? first
-        : { ...after, detail: `after the follow-up: ${after.detail}` };
-    result.timeline = mergeTimeline(events, truth);
 
     // No secret in the envelope, transcript, event trail or timeline.
     const haystack = [
@@ -310,9 +277,12 @@ async function runRow(
       canary,
       Buffer.from(canary).toString('base64'),
       encodeURIComponent(canary),
+      ...(options.ssh?.secrets ?? []),
     ].some((s) => haystack.includes(s));
   } catch (error) {
     result.error = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  } finally {
+    await target?.dispose();
   }
   result.passed =
     result.error === null &&
@@ -320,41 +290,6 @@ async function runRow(
     result.oracle.verdict !== 'unsafe' &&
     !result.secret_in_result;
   return result;
-}
-
-function remoteCheck(
-  row: MatrixRow,
-  fake: FakeService,
-  cor: string,
-  setupId: string | null,
-): Check {
-  const r = row.expect.remote;
-  const expected: Record<string, unknown> = {};
-  const actual: Record<string, unknown> = {};
-  if (r.count !== undefined) {
-    expected.count = r.count;
-    actual.count = fake.resources.list(r.kind, { client_ref: cor }).length;
-  }
-  if (setupId !== null) {
-    const all = fake.resources.all(r.kind).find((x) => x.id === setupId);
-    if (r.setup_field !== undefined) {
-      expected[r.setup_field] = r.equals;
-      actual[r.setup_field] = all?.[r.setup_field];
-    }
-    if (r.setup_deleted !== undefined) {
-      expected.deleted = r.setup_deleted;
-      actual.deleted = all?.deleted === true;
-    }
-    if (r.child !== undefined) {
-      expected[`${r.child}_count`] = r.child_count;
-      actual[`${r.child}_count`] = fake.resources.children(r.kind, setupId, r.child)?.length ?? 0;
-    }
-  }
-  return {
-    ok: JSON.stringify(expected) === JSON.stringify(actual) && Object.keys(expected).length > 0,
-    expected,
-    actual,
-  };
 }
 
 function trailCheck(events: StoredEvent[], cor: string, env: Envelope, final: Envelope): Check {
@@ -388,32 +323,8 @@ function trailCheck(events: StoredEvent[], cor: string, env: Envelope, final: En
   };
 }
 
-function oracle(truth: TruthEvent[], env: Envelope): { verdict: OracleVerdict; detail: string } {
-  const committed = truth.some((t) => t.event === 'mutation_committed');
-  const received = truth.some((t) => t.event === 'received');
-  if (committed && (UNSAFE_WHEN_COMMITTED.has(env.category) || env.remote_effect === 'none')) {
-    return {
-      verdict: 'unsafe',
-      detail: `the fake committed the mutation but the tool said ${env.category} / remote_effect ${env.remote_effect}`,
-    };
-  }
-  if (env.category === 'outcome_unknown' && !committed) {
-    return {
-      verdict: 'imprecise',
-      detail: received
-        ? 'received but not committed; the tool could not know'
-        : 'never received; the tool could not know',
-    };
-  }
-  return {
-    verdict: 'consistent',
-    detail: committed ? 'committed' : received ? 'received, nothing committed' : 'nothing received',
-  };
-}
-
-function mergeTimeline(events: StoredEvent[], truth: TruthEvent[]): RowResult['timeline'] {
-  const out: RowResult['timeline'] = [];
-  for (const e of events) {
+function ledgerTimeline(events: StoredEvent[]): TimelineEntry[] {
+  return events.map((e) => {
     const d = e.data as Record<string, unknown>;
     const detail =
       e.kind === 'attempt_finished'
@@ -421,20 +332,6 @@ function mergeTimeline(events: StoredEvent[], truth: TruthEvent[]): RowResult['t
         : e.kind === 'observation_recorded'
           ? `${String(d.matches)} match(es): ${String(d.conclusion)}`
           : '';
-    out.push({ at: e.at, source: 'ledger', event: e.kind, detail });
-  }
-  for (const t of truth) {
-    const detail = [
-      t.method,
-      t.path,
-      t.status,
-      t.close_kind,
-      t.resource_id,
-      t.replayed ? 'replayed' : '',
-    ]
-      .filter((x) => x !== undefined && x !== '')
-      .join(' ');
-    out.push({ at: t.at, source: 'fake', event: t.event, detail });
-  }
-  return out.sort((a, b) => a.at - b.at);
+    return { at: e.at, source: 'ledger' as const, event: e.kind, detail };
+  });
 }

@@ -1,6 +1,8 @@
 // The matrix file format: each row = operation x injected condition x "remote effect known?" x
 // expectations (DESIGN.md §4). `candor schema matrix` prints its JSON Schema.
 import { z } from 'zod';
+import type { Envelope } from '../core/envelope.js';
+import type { ActionDefinition } from '../engine/action.js';
 import { Category, RemoteEffect, Retry, valuesOf } from '../core/vocabulary.js';
 
 const nextAction = z.enum([
@@ -12,16 +14,42 @@ const nextAction = z.enum([
   'escalate',
 ]);
 
-/** Injected condition: a fault spec for the fake service (its own schema), or a before-bytes variant. */
+/**
+ * SSH conditions, injected through the runtime against the real OpenSSH fixture (see
+ * src/matrix/ssh-reference.ts): host inventory variants (closed port, a key the server does not
+ * accept, a wrong pinned host key, a cut relay), an AbortSignal fired at a precise remote step, a
+ * remote kill, or the remote command's own exit status.
+ */
+export const SSH_CONDITIONS = [
+  'none',
+  'connect_refused',
+  'auth_rejected',
+  'host_key_mismatch',
+  'cut_before_exec',
+  'cut_after_start',
+  'transport_lost_after_start',
+  'remote_killed_after_start',
+  'cut_after_completion',
+  'nonzero_exit',
+  'exit_255',
+  'already_converged',
+] as const;
+export type SshCondition = (typeof SSH_CONDITIONS)[number];
+
+/**
+ * Injected condition: a fault spec for the fake service (its own schema), a before-bytes variant,
+ * or an SSH condition.
+ */
 export const conditionSchema = z.union([
   z.strictObject({ before_bytes: z.enum(['refused', 'unresolvable', 'blackhole']) }),
   z.strictObject({ none: z.literal(true) }),
+  z.strictObject({ ssh: z.enum(SSH_CONDITIONS) }),
   z
     .looseObject({ phase: z.string() })
     .describe('a fault for the fake service; see src/fakes/faults.ts'),
 ]);
 
-const remoteSchema = z.strictObject({
+const httpRemoteSchema = z.strictObject({
   kind: z.string().describe('resource kind in the fake service, e.g. deployments'),
   /** Live resources of `kind` whose client_ref is the row's correlation id. */
   count: z.number().int().nonnegative().optional(),
@@ -34,6 +62,15 @@ const remoteSchema = z.strictObject({
   child: z.string().optional(),
   child_count: z.number().int().nonnegative().optional(),
 });
+
+/** SSH rows: the remote job's own record (its log lines, how often it ran, the marker state). */
+const sshRemoteSchema = z.strictObject({
+  log: z.array(z.enum(['start', 'done'])).describe('lines the remote command wrote, in order'),
+  executions: z.number().int().nonnegative().describe('how many times the command body ran'),
+  marker: z.enum(['absent', 'claimed', 'started', 'completed']).optional(),
+});
+
+const remoteSchema = z.union([httpRemoteSchema, sshRemoteSchema]);
 
 export const rowSchema = z.strictObject({
   id: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'lowercase letters, digits, . _ -'),
@@ -90,4 +127,59 @@ export function matrixJsonSchema(): Record<string, unknown> {
     title: 'Candor failure matrix',
     ...z.toJSONSchema(matrixSchema, { target: 'draft-2020-12', io: 'input' }),
   };
+}
+
+// What the runner and the row targets (fake service, SSH fixture) share.
+
+export interface Check {
+  ok: boolean;
+  expected: unknown;
+  actual: unknown;
+  detail?: string;
+}
+
+export type OracleVerdict = 'consistent' | 'imprecise' | 'unsafe';
+
+export interface TimelineEntry {
+  at: number;
+  /** `ledger`: the client's record; `fake`: the ground-truth side (fake service or SSH fixture). */
+  source: 'ledger' | 'fake';
+  event: string;
+  detail: string;
+}
+
+/** What one row is run against: the fake service or the SSH fixture. */
+export interface RowTarget {
+  action: ActionDefinition;
+  input: Record<string, unknown>;
+  signal?: AbortSignal;
+  /** Runs before the measured call (keep-alive races need a warm socket). */
+  warmup?: () => Promise<unknown>;
+  /** Right after the first claim, before the agent's follow-up. */
+  afterFirstClaim(env: Envelope): Promise<void>;
+  /** Assertion (3), once the follow-up ran. */
+  remote(): Check;
+  /** The oracle on the first claim and on the envelope after the follow-up. */
+  oracle(env: Envelope, final: Envelope): { verdict: OracleVerdict; detail: string };
+  truthTimeline(): TimelineEntry[];
+  dispose(): Promise<void>;
+}
+
+export type Verdict = { verdict: OracleVerdict; detail: string };
+
+/** The first claim's verdict, unless only the follow-up's was unsafe. */
+export function combineVerdicts(first: Verdict, after: Verdict): Verdict {
+  return first.verdict === 'unsafe' || after.verdict !== 'unsafe'
+    ? first
+    : { ...after, detail: `after the follow-up: ${after.detail}` };
+}
+
+/** `{{name}}` substitution in row inputs (`{{correlation_id}}`, `{{setup.id}}`). */
+export function fillVars(value: unknown, vars: Record<string, string>): unknown {
+  if (typeof value === 'string')
+    return value.replace(/\{\{(\w+(?:\.\w+)?)\}\}/g, (m, k: string) => vars[k] ?? m);
+  if (Array.isArray(value)) return value.map((v) => fillVars(v, vars));
+  if (value && typeof value === 'object')
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, fillVars(v, vars)]));
+  return value;
 }

@@ -63,7 +63,10 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
   }
   const report = result.value;
   io.out(`\n${tableText(report)}\n`);
-  for (const r of report.rows) if (!r.passed) io.out(`${failureText(r)}\n`);
+  for (const r of report.rows)
+    if (!r.passed && r.skipped === undefined) io.out(`${failureText(r)}\n`);
+  const skipped = report.rows.find((r) => r.skipped !== undefined)?.skipped;
+  if (skipped !== undefined) io.out(`${report.summary.skipped} SSH rows skipped: ${skipped}\n`);
   if (typeof flags.json === 'string') await writeFile(flags.json, toJson(report));
   if (typeof flags.junit === 'string') await writeFile(flags.junit, toJunit(report));
   io.out(`${summaryLine(report)}\n`);

@@ -1,0 +1,274 @@
+// The SSH fixture (DESIGN.md §4, published with the fakes as `candor/testing`): a real OpenSSH
+// server on loopback with a private config, generated host and user keys, and a foreground process
+// owned by its caller; plus a TCP relay that can cut or hold its connections. Outside CI a missing
+// sshd skips the SSH suites and matrix rows with a printed reason; under CI=true it is an error.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, connect, type Socket } from 'node:net';
+import { tmpdir, userInfo } from 'node:os';
+import { join } from 'node:path';
+import { hostKeyFingerprint, type HostEntry } from '../ssh/inventory.js';
+
+/** The OpenSSH server binary; `CANDOR_SSHD` points elsewhere (another install, or a missing one). */
+export const SSHD_PATH = process.env.CANDOR_SSHD ?? '/usr/sbin/sshd';
+const KEYGEN = 'ssh-keygen';
+
+export interface SshdFixture {
+  host: string;
+  port: number;
+  user: string;
+  /** OpenSSH-format private key accepted by the server. */
+  privateKey: Buffer;
+  hostKeyFingerprint: string;
+  /** Private temp directory (config, keys, logs); tests may put their work files under it. */
+  dir: string;
+  /** An inventory entry for this server; the key is referenced as `file:<path>`. */
+  entry: (overrides?: Partial<HostEntry>) => HostEntry;
+  /** Resolves the entry's `file:` key ref (the only ref these tests use). */
+  resolveKey: (ref: string) => Promise<Buffer>;
+  /**
+   * A freshly generated key the server does not accept, as a `file:` key ref that `resolveKey`
+   * resolves (for "authentication rejected").
+   */
+  strangerKeyRef: (name: string) => string;
+  /** sshd's own log so far (stderr, `-e`). */
+  log: () => string;
+  stop: () => Promise<void>;
+}
+
+/** Undefined when sshd can run here; otherwise why not (never throws). */
+export function sshdUnavailableReason(): string | undefined {
+  return !existsSync(SSHD_PATH)
+    ? `${SSHD_PATH} not found (apt-get install openssh-server openssh-client)`
+    : spawnSync(KEYGEN, ['-?']).error
+      ? `${KEYGEN} not found (apt-get install openssh-client)`
+      : undefined;
+}
+
+/**
+ * For test suites: undefined when sshd can run here; otherwise why not. Under CI=true a missing
+ * server throws, so a CI run can never silently skip the suites.
+ */
+export function sshdSkipReason(): string | undefined {
+  const missing = sshdUnavailableReason();
+  if (missing === undefined) return undefined;
+  if (process.env.CI === 'true')
+    throw new Error(`CI=true but the sshd suites cannot run: ${missing}`);
+  return missing;
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const addr = srv.address();
+      const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+      srv.close(() => resolve(port));
+    });
+  });
+}
+
+/** A loopback port nobody listens on (for "connection refused"). */
+export const closedPort = freePort;
+
+/** OpenSSH >= 9.8 penalises sources that fail auth or drop connections; the tests do both. */
+function supportsPerSourcePenalties(): boolean {
+  const v = spawnSync('ssh', ['-V'], { encoding: 'utf8' });
+  const m = /OpenSSH_(\d+)\.(\d+)/.exec(`${v.stderr}${v.stdout}`);
+  if (!m) return false;
+  const major = Number(m[1]);
+  const minor = Number(m[2]);
+  return major > 9 || (major === 9 && minor >= 8);
+}
+
+function keygen(path: string): void {
+  const r = spawnSync(KEYGEN, ['-q', '-t', 'ed25519', '-N', '', '-C', 'candor-test', '-f', path]);
+  if (r.status !== 0) throw new Error(`ssh-keygen failed: ${r.stderr.toString()}`);
+}
+
+/** The public key blob of an OpenSSH `.pub` line (`type base64 comment`). */
+function pubBlob(pubLine: string): Buffer {
+  const b64 = pubLine.trim().split(/\s+/)[1];
+  if (b64 === undefined) throw new Error('malformed public key file');
+  return Buffer.from(b64, 'base64');
+}
+
+export async function startSshd(): Promise<SshdFixture> {
+  const dir = mkdtempSync(join(tmpdir(), 'candor-sshd-'));
+  const user = userInfo().username;
+  keygen(join(dir, 'host_ed25519'));
+  keygen(join(dir, 'user_ed25519'));
+  writeFileSync(join(dir, 'authorized_keys'), readFileSync(join(dir, 'user_ed25519.pub')), {
+    mode: 0o600,
+  });
+  const fingerprint = hostKeyFingerprint(
+    pubBlob(readFileSync(join(dir, 'host_ed25519.pub'), 'utf8')),
+  );
+  // Privilege separation directory (root only; an unprivileged sshd does not use it).
+  if (process.getuid?.() === 0 && !existsSync('/run/sshd'))
+    mkdirSync('/run/sshd', { mode: 0o755, recursive: true });
+
+  let lastLog = '';
+  for (let tries = 0; tries < 3; tries++) {
+    const port = await freePort();
+    const config = [
+      `Port ${port}`,
+      'ListenAddress 127.0.0.1',
+      `HostKey ${join(dir, 'host_ed25519')}`,
+      `PidFile ${join(dir, 'sshd.pid')}`,
+      `AuthorizedKeysFile ${join(dir, 'authorized_keys')}`,
+      'StrictModes no',
+      'UsePAM no',
+      'PubkeyAuthentication yes',
+      'PasswordAuthentication no',
+      'KbdInteractiveAuthentication no',
+      'PermitRootLogin prohibit-password',
+      'PrintMotd no',
+      'UseDNS no',
+      'MaxStartups 200',
+      'MaxSessions 50',
+      'LogLevel VERBOSE',
+      ...(supportsPerSourcePenalties() ? ['PerSourcePenalties no'] : []),
+    ].join('\n');
+    writeFileSync(join(dir, 'sshd_config'), `${config}\n`);
+    const child = spawn(SSHD_PATH, ['-D', '-e', '-f', join(dir, 'sshd_config')], {
+      stdio: ['ignore', 'ignore', 'pipe'],
+    });
+    let log = '';
+    child.stderr?.on('data', (d: Buffer) => {
+      log += d.toString();
+    });
+    const ready = await waitListening(child, port, () => log);
+    lastLog = log;
+    if (!ready) continue;
+    const keyPath = join(dir, 'user_ed25519');
+    const fixture: SshdFixture = {
+      host: '127.0.0.1',
+      port,
+      user,
+      privateKey: readFileSync(keyPath),
+      hostKeyFingerprint: fingerprint,
+      dir,
+      entry: (overrides = {}) => ({
+        host: '127.0.0.1',
+        port,
+        user,
+        key_ref: `file:${keyPath}`,
+        host_key: { policy: 'pinned', fingerprint },
+        marker_dir: join(dir, 'ops'),
+        ...overrides,
+      }),
+      resolveKey: (ref) =>
+        ref.startsWith('file:')
+          ? Promise.resolve(readFileSync(ref.slice('file:'.length)))
+          : Promise.reject(new Error('unknown key ref')),
+      strangerKeyRef: (name) => {
+        const path = join(dir, `stranger_${name.replace(/[^A-Za-z0-9_-]/g, '_')}`);
+        if (!existsSync(path)) keygen(path);
+        return `file:${path}`;
+      },
+      log: () => log,
+      stop: () => stopChild(child).then(() => rmSync(dir, { recursive: true, force: true })),
+    };
+    return fixture;
+  }
+  rmSync(dir, { recursive: true, force: true });
+  throw new Error(`sshd did not start:\n${lastLog}`);
+}
+
+/** True once sshd answers with an SSH banner; false if it exited (e.g. port taken). */
+async function waitListening(
+  child: ChildProcess,
+  port: number,
+  log: () => string,
+): Promise<boolean> {
+  for (let i = 0; i < 200; i++) {
+    if (child.exitCode !== null || child.signalCode !== null) return false;
+    if (log().includes('Server listening') && (await banner(port))) return true;
+    await new Promise((r) => setTimeout(r, 25));
+  }
+  await stopChild(child);
+  return false;
+}
+
+function banner(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect(port, '127.0.0.1');
+    const done = (ok: boolean) => {
+      s.destroy();
+      resolve(ok);
+    };
+    s.once('data', (d: Buffer) => done(d.toString().startsWith('SSH-2.0-')));
+    s.once('error', () => done(false));
+    s.setTimeout(1000, () => done(false));
+  });
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/**
+ * A loopback TCP relay in front of sshd whose live connections can be cut on demand: a real
+ * transport loss (the client sees its socket close), not a local abort.
+ */
+export interface CutProxy {
+  port: number;
+  /** Destroys every relayed connection (both sides) and drops a pending `holdNext`. */
+  cutAll(): void;
+  /**
+   * The next connection relays the client's bytes but holds the server's (its banner never reaches
+   * the client, so the SSH handshake cannot finish). Resolves once the server's first bytes were
+   * held; the connection stays open until the client gives up or `cutAll`.
+   */
+  holdNext(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export async function startCutProxy(targetPort: number): Promise<CutProxy> {
+  const live = new Set<Socket>();
+  let hold: (() => void) | null = null;
+  const srv = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    live.add(client);
+    live.add(upstream);
+    client.pipe(upstream);
+    const held = hold;
+    hold = null;
+    if (held) upstream.once('data', () => held());
+    else upstream.pipe(client);
+    const drop = () => {
+      client.destroy();
+      upstream.destroy();
+      live.delete(client);
+      live.delete(upstream);
+    };
+    client.on('error', drop).on('close', drop);
+    upstream.on('error', drop).on('close', drop);
+  });
+  await new Promise<void>((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const addr = srv.address();
+  const port = typeof addr === 'object' && addr !== null ? addr.port : 0;
+  return {
+    port,
+    cutAll: () => {
+      hold = null;
+      for (const s of [...live]) s.destroy();
+      live.clear();
+    },
+    holdNext: () =>
+      new Promise<void>((resolve) => {
+        hold = resolve;
+      }),
+    close: () =>
+      new Promise((resolve) => {
+        for (const s of live) s.destroy();
+        srv.close(() => resolve());
+      }),
+  };
+}
