@@ -85,7 +85,7 @@ function approvalGate(options: ComposeOptions, server: () => Server | null): Gat
   const spec = options.loaded.config.approvals;
   if (!spec) return null;
   const policy = createPolicy({
-    ...(spec.classes ? { classes: spec.classes as never } : {}),
+    ...(spec.classes ? { classes: spec.classes } : {}),
     ...(spec.actions
       ? {
           actions: Object.fromEntries(
