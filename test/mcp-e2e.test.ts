@@ -60,6 +60,8 @@ interface Run {
   dir: string;
   recorder: TranscriptRecorder;
   call: ToolCaller;
+  /** Every raw tools/call result (structured content and text blocks), for the leak check. */
+  raw: string[];
 }
 
 async function start(): Promise<Run> {
@@ -83,15 +85,17 @@ async function start(): Promise<Run> {
     dir,
   );
   const recorder = createRecorder();
+  const raw: string[] = [];
   const call: ToolCaller = async (tool, args) => {
     const at = Date.now();
     const r = await gw.client.callTool({ name: tool, arguments: args });
+    raw.push(JSON.stringify(r));
     const env = envelopeSchema.parse(r.structuredContent);
     expect(r.isError).toBe(!env.ok);
     recorder.record({ at, tool, args, result: env });
     return env;
   };
-  return { gw, ledgerPath, dir, recorder, call };
+  return { gw, ledgerPath, dir, recorder, call, raw };
 }
 
 function transcriptCheckExit(dir: string, recorder: TranscriptRecorder): number | null {
@@ -145,6 +149,22 @@ describe('create, read back, attach a note — reply lost after the commit', () 
     }
     const opened = await openLedger(`sqlite:${run.ledgerPath}`, { mustExist: true });
     if (!opened.ok) throw new Error(opened.failure.message);
+    // Zero leaks: the canary credential is in no envelope, text block, log line, transcript or
+    // clear ledger field, in plain, base64 or URL-encoded form.
+    const everything = [
+      ...run.raw,
+      run.gw.stderr(),
+      run.recorder.toJsonl(),
+      JSON.stringify(await opened.value.read()),
+    ].join('\n');
+    for (const form of [
+      TEST_TOKEN,
+      Buffer.from(TEST_TOKEN).toString('base64'),
+      encodeURIComponent(TEST_TOKEN),
+    ]) {
+      expect(everything).not.toContain(form);
+    }
+    expect(run.raw.length).toBeGreaterThanOrEqual(4);
     const creates = (await opened.value.read()).filter(
       (e) => e.kind === 'operation_opened' && e.data.action === 'create_record',
     );
