@@ -217,7 +217,7 @@ export function buildActions(config: GatewayConfig): ConfiguredAction[] {
     const destination: Destination = {
       origin: dest.origin,
       authority_ref: authorityRefOf(config, a.destination),
-      route_template: `${method} ${route}`,
+      route_template: route,
       five_xx: dest.five_xx,
     };
     if (dest.idempotency) destination.idempotency = { ...dest.idempotency };

@@ -74,7 +74,7 @@ describe('parseConfig', () => {
     expect(() => get!.definition.request({ id: '..' }, ctx)).toThrow(/dot segment/);
     const dest = create!.definition.destination;
     expect(dest.authority_ref).toBe('env:FAKE_TOKEN');
-    expect(dest.route_template).toBe('POST /v1/records');
+    expect(dest.route_template).toBe('/v1/records');
     expect(dest.reconciliation!.lookup(ctx, {}).path).toBe('/v1/records?client_ref=op_01ABC');
     expect(dest.reconciliation!.matches({ items: [{ id: 'rec_1' }, { id: 2 }] }, {})).toEqual([
       { ref: 'rec_1', record: { id: 'rec_1' } },

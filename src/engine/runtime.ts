@@ -230,8 +230,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           },
           destination: {
             method: spec.method.toUpperCase(),
-            route_template:
-              dest.route_template ?? `${spec.method.toUpperCase()} ${spec.path.split('?')[0]}`,
+            // The path template only: the method is its own field.
+            route_template: dest.route_template ?? spec.path.split('?')[0]!,
             authority_ref: dest.authority_ref,
           },
           idempotency_key: dest.idempotency ? idempotencyKeyFor(operationId) : null,

@@ -55,7 +55,7 @@ export function defineSshAction<I>(
     destination: {
       origin: `ssh://${spec.host_ref}`,
       authority_ref: `ssh:${spec.host_ref}`,
-      route_template: `SSH ${spec.host_ref} ${spec.name}`,
+      route_template: `${spec.host_ref}:${spec.name}`,
       ssh,
     },
     ...(spec.attempt_budget !== undefined ? { attempt_budget: spec.attempt_budget } : {}),
