@@ -29,8 +29,18 @@ import {
   type Gate,
   type Redactor,
 } from './ports.js';
+import type { Checkpointer } from '../ledger/chain/checkpointer.js';
+import { sealPayloadBound } from '../ledger/seal.js';
 import { checkResponse } from './response-check.js';
 import { dispatchSsh, lookupSshMarker, type SshRuntimeOptions } from './ssh-action.js';
+
+const SENSITIVE: ReadonlySet<string> = new Set([
+  'financial',
+  'destructive',
+  'permission_change',
+  'credential_change',
+  'execute',
+]);
 
 export class UsageError extends Error {
   constructor(
@@ -58,6 +68,12 @@ export interface RuntimeOptions {
   agent?: string;
   /** Host name resolution for every request (tests resolve `.invalid` locally). */
   lookup?: LookupFunction;
+  /**
+   * Audit: seal protected diagnostics to the auditor's public key (the gateway cannot read them
+   * back), and issue signed checkpoints every N records, at session end and before a sensitive
+   * action is dispatched.
+   */
+  audit?: { sealTo?: Uint8Array; checkpoints?: Checkpointer };
   /** SSH host inventory and key resolution, for SSH actions. */
   ssh?: SshRuntimeOptions;
   /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
@@ -442,6 +458,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           })
         : null;
     const finishedAt = clock.now();
+    const sealTo = options.audit?.sealTo;
+    const stored =
+      diagnostics && sealTo
+        ? (sealPayloadBound(
+            sealTo,
+            JSON.stringify(diagnostics),
+            `attempt=${attemptId}`,
+          ) as unknown as Record<string, unknown>)
+        : diagnostics;
     await append([
       {
         kind: 'attempt_finished',
@@ -479,7 +504,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
               : null,
           duration_ms: finishedAt - started,
           diagnostics_ref: diagnosticsRef,
-          diagnostics,
+          diagnostics: stored,
         },
       },
     ]);
@@ -617,6 +642,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     for (;;) {
       const refused = await gateRefusal(action, input, view, retry);
       if (refused) return refused;
+      // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
+      if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();
       const result = await attempt(action, input, view, retry, opts);
       const c = result.classification;
       if (c.category === 'succeeded') {
@@ -697,7 +724,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       } else {
         view = await openOperation(action as ActionDefinition<I, unknown>, parsed.data, opts);
       }
-      return drive(action, parsed.data, view, opts);
+      const envelope = await drive(action, parsed.data, view, opts);
+      await options.audit?.checkpoints?.maybe();
+      return envelope;
     },
 
     async open<I>(
@@ -718,7 +747,9 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
 
     async reconcile(operationId, opts = {}) {
-      return reconcileOperation(operationId, opts.signal);
+      const envelope = await reconcileOperation(operationId, opts.signal);
+      await options.audit?.checkpoints?.maybe();
+      return envelope;
     },
 
     async recover() {
@@ -819,6 +850,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
         },
       ]);
       session = null;
+      await options.audit?.checkpoints?.checkpoint();
     },
   };
 

@@ -290,20 +290,56 @@ export function isSealedPayload(v: unknown): v is SealedPayload {
   );
 }
 
-/** Opens a payload found in the record with seq `seq`; a payload bound elsewhere does not open. */
+/**
+ * Seals a payload bound to an id of the record it will be stored in (`attempt=att_…`,
+ * `operation=op_…`), for writers that seal before the store assigns the seq. The AAD has the same
+ * shape as the seq binding: `candor-seal-v1|<bind>`.
+ */
+export function sealPayloadBound(
+  recipientPublicKey: Bytes,
+  plaintext: Bytes | string,
+  bind: `attempt=${string}` | `operation=${string}`,
+): SealedPayload {
+  const pt = typeof plaintext === 'string' ? Buffer.from(plaintext, 'utf8') : plaintext;
+  const { enc, ciphertext } = seal(recipientPublicKey, pt, Buffer.from(`candor-seal-v1|${bind}`));
+  return {
+    sealed: 'candor-seal-v1',
+    bind,
+    enc: enc.toString('base64'),
+    ct: ciphertext.toString('base64'),
+  };
+}
+
+/** The ids a stored record offers for id-bound payloads. */
+export interface RecordIds {
+  operation_id?: unknown;
+  data?: unknown;
+}
+
+/**
+ * Opens a payload found in the record with seq `seq`; a payload bound elsewhere does not open.
+ * Id-bound payloads open only inside the record carrying that operation or attempt id.
+ */
 export function openPayload(
   recipientPrivateKey: Bytes,
   payload: SealedPayload,
   seq: number,
+  record: RecordIds = {},
 ): Result<Buffer> {
-  if (payload.bind !== `seq=${seq}`) {
+  const attemptId = (record.data as { attempt_id?: unknown } | null | undefined)?.attempt_id;
+  const matches =
+    payload.bind === `seq=${seq}` ||
+    (typeof attemptId === 'string' && payload.bind === `attempt=${attemptId}`) ||
+    (typeof record.operation_id === 'string' &&
+      payload.bind === `operation=${record.operation_id}`);
+  if (!matches) {
     return { ok: false, failure: `payload is bound to ${payload.bind}, found in seq=${seq}` };
   }
   return open(
     recipientPrivateKey,
     Buffer.from(payload.enc, 'base64'),
     Buffer.from(payload.ct, 'base64'),
-    sealAad(seq),
+    Buffer.from(`candor-seal-v1|${payload.bind}`),
   );
 }
 

@@ -199,7 +199,7 @@ async function decrypt(args: string[], io: CommandIo): Promise<number> {
   if (!check.ok) io.err(`warning: the bundle does not verify (${check.code}): ${check.message}\n`);
   let failed = 0;
   for (const bytes of bundle.records) {
-    let rec: { seq?: unknown; data?: unknown };
+    let rec: { seq?: unknown; data?: unknown; operation_id?: unknown };
     try {
       rec = JSON.parse(bytes.toString('utf8')) as typeof rec;
     } catch {
@@ -209,7 +209,12 @@ async function decrypt(args: string[], io: CommandIo): Promise<number> {
     const found: { path: string; payload: unknown }[] = [];
     findSealed(rec.data, '/data', found);
     for (const f of found) {
-      const opened = openPayload(sk.value, f.payload as Parameters<typeof openPayload>[1], rec.seq);
+      const opened = openPayload(
+        sk.value,
+        f.payload as Parameters<typeof openPayload>[1],
+        rec.seq,
+        rec,
+      );
       if (!opened.ok) failed++;
       const line = opened.ok
         ? { seq: rec.seq, path: f.path, ok: true, plaintext: opened.value.toString('utf8') }
