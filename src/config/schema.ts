@@ -175,6 +175,17 @@ export const configSchema = z.strictObject({
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
+  audit: z
+    .strictObject({
+      /** The auditor's public key (`candor audit keygen --kind seal` prints it): diagnostics are sealed to it. */
+      seal_to: z.string().startsWith('candor-seal-pk-v1:').optional(),
+      /** File holding the log's signing key (`candor audit keygen --kind log`): enables checkpoints. */
+      log_key_file: z.string().min(1).optional(),
+      /** Checkpoint after this many records (also at session end and before sensitive actions). */
+      checkpoint_every: z.number().int().positive().default(1000),
+    })
+    .optional()
+    .describe('tamper evidence: sealed diagnostics and signed checkpoints'),
 });
 
 export type GatewayConfig = z.output<typeof configSchema>;

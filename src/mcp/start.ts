@@ -4,7 +4,11 @@
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { configCredentials } from '../config/credentials.js';
 import type { LoadedConfig } from '../config/load.js';
-import { createRuntime, type Runtime } from '../engine/runtime.js';
+import { readFileSync } from 'node:fs';
+import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
+import { createCheckpointer } from '../ledger/chain/checkpointer.js';
+import { parseSignerKey } from '../ledger/chain/note.js';
+import { decodeSealPublicKey } from '../ledger/seal.js';
 import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -57,12 +61,14 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
   });
   let latestServer: Server | null = null;
   const gate = approvalGate(options, () => latestServer);
+  const audit = auditOptions(options);
   const runtime = createRuntime({
     ledger: options.ledger,
     credentials,
     redactor,
     agent: 'mcp-gateway',
     ...(gate ? { gate } : {}),
+    ...(audit ? { audit } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: options.loaded.actions.map((a) => a.definition),
   });
@@ -78,6 +84,29 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
     },
   });
   return { gateway, runtime };
+}
+
+/** Sealing and checkpoints from the `audit:` section. Bad keys stop the gateway at start. */
+function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
+  const spec = options.loaded.config.audit;
+  if (!spec) return null;
+  const out: NonNullable<RuntimeOptions['audit']> = {};
+  if (spec.seal_to) {
+    const pk = decodeSealPublicKey(spec.seal_to);
+    if (!pk.ok) throw new Error(`audit.seal_to: ${pk.failure}`);
+    out.sealTo = pk.value;
+  }
+  if (spec.log_key_file) {
+    const signer = parseSignerKey(readFileSync(spec.log_key_file, 'utf8').trim());
+    if (!signer.ok) throw new Error(`audit.log_key_file ${spec.log_key_file}: ${signer.failure}`);
+    out.checkpoints = createCheckpointer({
+      ledger: options.ledger,
+      signer: signer.value,
+      origin: signer.value.name,
+      every: spec.checkpoint_every,
+    });
+  }
+  return out;
 }
 
 /** The approval gate from the `approvals:` section; none when the section is absent. */
@@ -121,7 +150,7 @@ function approvalGate(options: ComposeOptions, server: () => Server | null): Gat
   });
 }
 
-export type StartFailure = { code: 'ledger' | 'vault' | 'listen'; message: string };
+export type StartFailure = { code: 'ledger' | 'vault' | 'listen' | 'config'; message: string };
 
 export interface RunningGateway {
   readonly gateway: Gateway;
@@ -159,15 +188,25 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     }
     vault = v.value;
   }
-  const { gateway, runtime } = composeGateway({
-    loaded: options.loaded,
-    ledger,
-    ...(vault ? { vault } : {}),
-    ...(options.env ? { env: options.env } : {}),
-    version: options.version ?? '0.0.0',
-    log,
-    redactor,
-  });
+  let composed: ReturnType<typeof composeGateway>;
+  try {
+    composed = composeGateway({
+      loaded: options.loaded,
+      ledger,
+      ...(vault ? { vault } : {}),
+      ...(options.env ? { env: options.env } : {}),
+      version: options.version ?? '0.0.0',
+      log,
+      redactor,
+    });
+  } catch (error) {
+    await ledger.close();
+    return {
+      ok: false,
+      failure: { code: 'config', message: error instanceof Error ? error.message : String(error) },
+    };
+  }
+  const { gateway, runtime } = composed;
 
   let resolveClosed!: () => void;
   const closed = new Promise<void>((r) => (resolveClosed = r));
