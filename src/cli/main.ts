@@ -34,8 +34,10 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./commands/recover.js'),
   },
   matrix: {
-    usage: 'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
-    summary: 'run a failure matrix against the fake service; exit 1 if any row fails',
+    usage:
+      'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] | matrix generate --openapi SPEC [--out FILE]',
+    summary:
+      'run a failure matrix against the fake service (exit 1 if any row fails), or generate one from an OpenAPI 3 document',
     load: () => import('./commands/matrix.js'),
   },
   fake: {
@@ -63,7 +65,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   audit: {
     usage:
-      'candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen',
+      'candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen --kind seal|log|witness --name NAME --out FILE',
     summary: 'verify (offline, no key), export and decrypt the tamper-evident ledger',
     load: () => import('./commands/audit.js'),
   },
@@ -86,8 +88,14 @@ const COMMANDS: Record<string, CommandEntry> = {
 };
 
 export function helpText(): string {
-  const width = Math.max(...Object.values(COMMANDS).map((c) => c.usage.length));
-  const lines = Object.values(COMMANDS).map((c) => `  ${c.usage.padEnd(width)}  ${c.summary}`);
+  // Alternatives of one command are written `a | b`; each gets its own line, fully spelled out.
+  const spell = (name: string, u: string): string =>
+    u.startsWith('candor ') ? u : u.startsWith(`${name} `) ? `candor ${u}` : `candor ${name} ${u}`;
+  const lines = Object.entries(COMMANDS).flatMap(([name, c]) => [
+    ...c.usage.split(' | ').map((u) => `  ${spell(name, u)}`),
+    `      ${c.summary}`,
+  ]);
+
   return [
     'candor — make agent tools tell the truth after a failure',
     '',
@@ -101,7 +109,7 @@ export function helpText(): string {
     '  --version, -v  print the version',
     '',
     'Exit codes: 0 ok, 1 a check failed, 2 usage error, 3 environment problem.',
-    'Ledger URLs: sqlite:PATH (default sqlite:./.candor/ledger.db) or postgres://…',
+    'Ledger URLs: sqlite:PATH (default sqlite:./.candor/ledger.db), memory:, or postgres://…',
     '',
   ].join('\n');
 }
