@@ -1,0 +1,218 @@
+// One attempt: the write-ahead attempt_started record, then the dispatch (HTTP or SSH), the
+// classification of what came back, and the attempt_finished record with its diagnostics.
+import { classify, type Classification } from '../core/classify.js';
+import type { Evidence } from '../core/evidence.js';
+import { sha256Hex } from '../core/fingerprint.js';
+import type { OperationView } from '../ledger/projection.js';
+import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome } from '../http/transport.js';
+import { sealPayloadBound } from '../ledger/seal.js';
+import { contractOf, type ActionDefinition } from './action.js';
+import { UsageError, type EngineContext, type Licence, type RunOptions } from './context.js';
+import { evidenceOf, prepare, withoutSecretHeaders } from './request.js';
+import { checkResponse } from './response-check.js';
+import { dispatchSsh } from './ssh-action.js';
+
+export interface AttemptResult {
+  classification: Classification;
+  data: unknown;
+  remoteRef: string | null;
+  diagnosticsRef: string | null;
+  attemptId: string;
+}
+
+export async function attempt<I, O>(
+  ctx: EngineContext,
+  action: ActionDefinition<I, O>,
+  input: I,
+  view: OperationView,
+  retry: Licence | null,
+  opts: RunOptions,
+): Promise<AttemptResult> {
+  const { options, ids, clock, redactor, owner, append } = ctx;
+  const { spec, headers, body, fingerprint } = prepare(action, input, view);
+  const dest = action.destination;
+  const prior = view.attempts.at(-1) ?? null;
+  if (prior && prior.request_fingerprint !== fingerprint) {
+    throw new UsageError(
+      'fingerprint_changed',
+      `the request for operation ${view.operation_id} changed; a changed request is a new operation (use supersede), not a retry`,
+    );
+  }
+  const attemptId = ids.mint('att');
+  const budget = (action.attempt_budget ?? 3) - view.attempts.length - 1;
+  const sid = view.session_id;
+  await append([
+    {
+      kind: 'attempt_started',
+      at: clock.now(),
+      session_id: sid,
+      operation_id: view.operation_id,
+      correlation_id: view.correlation_id,
+      data: {
+        attempt_id: attemptId,
+        number: view.attempts.length + 1,
+        worker: opts.worker ?? owner,
+        retry_of_attempt_id: prior?.attempt_id ?? null,
+        retry_reason: retry?.reason ?? null,
+        retry_decision: retry?.decision ?? null,
+        attempt_budget_remaining: Math.max(0, budget),
+        request_fingerprint: fingerprint,
+        prior_request_fingerprint: prior?.request_fingerprint ?? null,
+        credential_ref: dest.authority_ref,
+        destination: {
+          method: spec.method.toUpperCase(),
+          authority_ref: dest.authority_ref,
+          route_template: dest.route_template ?? spec.path.split('?')[0]!,
+        },
+      },
+    },
+  ]);
+  // The attempt is on record (durably): only now may bytes leave.
+  const started = clock.now();
+  const contract = contractOf(action);
+  let evidence: Evidence;
+  let outcome: HttpOutcome | null = null;
+  let sshDiagnostics: Record<string, unknown> | null = null;
+  let sshData: unknown = null;
+  const cred = dest.ssh
+    ? ({ ok: true, headers: {}, secrets: [] } as const)
+    : await options.credentials.resolve(dest.authority_ref, {
+        origin: dest.origin,
+        path: spec.path,
+      });
+  if (!cred.ok) {
+    evidence =
+      cred.failure.code === 'locked'
+        ? { phase: 'not_sent', blocked: 'gate_locked' }
+        : {
+            phase: 'not_sent',
+            local_error: 'credential_unavailable',
+            error_code: cred.failure.code,
+          };
+  } else if (dest.ssh) {
+    const sent = await dispatchSsh(
+      options.ssh,
+      dest.ssh,
+      spec.path,
+      action.class,
+      view.operation_id,
+      input,
+      opts.signal,
+      () => clock.now(),
+    );
+    evidence = sent.evidence;
+    sshData = sent.data;
+    sshDiagnostics = { evidence, ...sent.diagnostics };
+  } else {
+    for (const s of cred.secrets) redactor.addSecret(s);
+    const sendHeaders = { ...headers, ...cred.headers };
+    outcome = await sendHttp(
+      {
+        origin: dest.origin,
+        method: spec.method.toUpperCase(),
+        path: spec.path,
+        headers: sendHeaders,
+        ...(body !== undefined ? { body } : {}),
+        attemptId,
+        timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
+        ...(opts.signal ? { signal: opts.signal } : {}),
+        reuseConnection: action.class === 'read',
+        ...(options.lookup ? { lookup: options.lookup } : {}),
+      },
+      () => clock.now(),
+    );
+    evidence = evidenceOf(outcome, clock.now());
+    if (evidence.status === 409 && prior && dest.idempotency && view.idempotency_key) {
+      // A retry under the same key met the first request still running (IETF draft: 409).
+      evidence.idempotency_in_progress = true;
+    }
+  }
+  let data: unknown = sshData;
+  let problem: string | null = null;
+  if (
+    outcome?.phase === 'response_complete' &&
+    outcome.status !== undefined &&
+    !outcome.misframed
+  ) {
+    const check = checkResponse(
+      outcome.status,
+      outcome.headers ?? {},
+      outcome.body ?? Buffer.alloc(0),
+      outcome.framing,
+      action.response,
+      dest.failure_body,
+    );
+    evidence.contract_check = check.check;
+    data = check.data;
+    problem = check.problem;
+  }
+  const classification = (options.classify ?? classify)(evidence, contract);
+  const ok = classification.category === 'succeeded';
+  const remoteRef = ok && action.remoteRef ? action.remoteRef(data as O) : null;
+  const diagnosticsRef = outcome || problem || sshDiagnostics ? ids.mint('diag') : null;
+  const diagnostics = sshDiagnostics
+    ? redactor.redactValue(sshDiagnostics)
+    : diagnosticsRef
+      ? redactor.redactValue({
+          evidence,
+          problem,
+          status: outcome?.status ?? null,
+          headers: outcome?.headers ? withoutSecretHeaders(outcome.headers) : null,
+          framing: outcome?.framing ?? null,
+          body_excerpt: outcome?.body ? outcome.body.subarray(0, 2048).toString('utf8') : null,
+          error_code: outcome?.error_code ?? null,
+        })
+      : null;
+  const finishedAt = clock.now();
+  const sealTo = options.audit?.sealTo;
+  const stored =
+    diagnostics && sealTo
+      ? (sealPayloadBound(
+          sealTo,
+          JSON.stringify(diagnostics),
+          `attempt=${attemptId}`,
+        ) as unknown as Record<string, unknown>)
+      : diagnostics;
+  await append([
+    {
+      kind: 'attempt_finished',
+      at: finishedAt,
+      session_id: sid,
+      operation_id: view.operation_id,
+      correlation_id: view.correlation_id,
+      data: {
+        attempt_id: attemptId,
+        dispatch_state: classification.dispatch_state,
+        category: classification.category,
+        retry: classification.retry,
+        remote_effect: classification.remote_effect,
+        rule: classification.rule,
+        phases: outcome
+          ? {
+              started_at: outcome.phases.started_at,
+              ...(outcome.phases.request_sent_at !== undefined
+                ? { request_sent_at: outcome.phases.request_sent_at }
+                : {}),
+              ...(outcome.phases.headers_at !== undefined
+                ? { headers_at: outcome.phases.headers_at }
+                : {}),
+              finished_at: outcome.phases.finished_at,
+            }
+          : { started_at: started, finished_at: finishedAt },
+        response:
+          outcome?.status !== undefined
+            ? {
+                status: outcome.status,
+                fingerprint: outcome.body ? `sha256:${sha256Hex(outcome.body)}` : null,
+                remote_ref: remoteRef,
+                replay: evidence.idempotent_replay === true,
+              }
+            : null,
+        duration_ms: finishedAt - started,
+        diagnostics_ref: diagnosticsRef,
+        diagnostics: stored,
+      },
+    },
+  ]);
+  return { classification, data: ok ? data : null, remoteRef, diagnosticsRef, attemptId };
+}

@@ -1,0 +1,193 @@
+// The engine's shared state, built once per runtime: options with their defaults, the ledger and
+// the few helpers every engine module needs (append, load, resolve, envelopeOf, paramsOf). The
+// modules take it explicitly instead of closing over createRuntime's locals.
+import type { LookupFunction } from 'node:net';
+import { hostname } from 'node:os';
+import type { classify, Classification } from '../core/classify.js';
+import type { Envelope } from '../core/envelope.js';
+import { createIdFactory, type IdFactory } from '../core/ids.js';
+import { messageFor } from '../core/messages.js';
+import { systemClock, type Clock } from '../core/time.js';
+import type { OperationState, RetryDecision, RetryReason } from '../core/vocabulary.js';
+import type { NewEvent, StoredEvent } from '../ledger/events.js';
+import { projectOperation, type OperationView } from '../ledger/projection.js';
+import type { LedgerStore } from '../ledger/store.js';
+import type { Checkpointer } from '../ledger/chain/checkpointer.js';
+import type { ActionDefinition } from './action.js';
+import {
+  openGate,
+  simpleRedactor,
+  type CredentialProvider,
+  type Gate,
+  type Redactor,
+} from './ports.js';
+import type { SshRuntimeOptions } from './ssh-action.js';
+
+export class UsageError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface RuntimeOptions {
+  ledger: LedgerStore;
+  credentials: CredentialProvider;
+  clock?: Clock;
+  ids?: IdFactory;
+  /** The one process allowed to start attempts for operations it opens. */
+  owner?: string;
+  actions?: ReadonlyArray<ActionDefinition<never, never> | ActionDefinition>;
+  gate?: Gate;
+  redactor?: Redactor;
+  /** Waits between automatic retries (injected so tests never sleep for real). */
+  sleep?: (ms: number) => Promise<void>;
+  /** Backoff before retrying a connection that was never established. */
+  backoff_ms?: (attemptNumber: number) => number;
+  agent?: string;
+  /** Host name resolution for every request (tests resolve `.invalid` locally). */
+  lookup?: LookupFunction;
+  /**
+   * Audit: seal protected diagnostics to the auditor's public key (the gateway cannot read them
+   * back), and issue signed checkpoints every N records, at session end and before a sensitive
+   * action is dispatched.
+   */
+  audit?: { sealTo?: Uint8Array; checkpoints?: Checkpointer };
+  /** SSH host inventory and key resolution, for SSH actions. */
+  ssh?: SshRuntimeOptions;
+  /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
+  classify?: typeof classify;
+}
+
+export interface RunOptions {
+  sessionId?: string;
+  correlationId?: string;
+  signal?: AbortSignal;
+  /** Continue an existing operation (a retry the caller was licensed to make). */
+  operationId?: string;
+  /** A delegated worker making exactly one attempt for the owner. */
+  worker?: string;
+  supersedes?: string;
+}
+
+export type AnyAction = ActionDefinition<never, never> | ActionDefinition;
+
+/** A retry licence: the closed reason and decision recorded on the attempt it licenses. */
+export interface Licence {
+  reason: RetryReason;
+  decision: RetryDecision;
+}
+
+export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
+
+export interface EngineContext {
+  readonly options: RuntimeOptions;
+  readonly ledger: LedgerStore;
+  readonly clock: Clock;
+  readonly ids: IdFactory;
+  readonly gate: Gate;
+  readonly redactor: Redactor;
+  readonly sleep: (ms: number) => Promise<void>;
+  readonly backoff: (attemptNumber: number) => number;
+  readonly owner: string;
+  /** Actions by name: configured ones plus every action the runtime has been asked to run. */
+  readonly actions: Map<string, AnyAction>;
+  // Function-valued fields, not methods: modules destructure them, and none depends on `this`.
+  readonly append: (events: NewEvent[]) => Promise<StoredEvent[]>;
+  readonly load: (operationId: string) => Promise<OperationView | null>;
+  /** The (redacted) input recorded when the operation was opened. */
+  readonly paramsOf: (operationId: string) => Promise<unknown>;
+  readonly envelopeOf: (
+    action: { name: string; subject: string },
+    view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
+    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'>,
+    data: unknown,
+    diagnosticsRef: string | null,
+    variant?: 'retry_declined',
+  ) => Envelope;
+  readonly resolve: (
+    view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
+    state: OperationState,
+    category: Classification['category'],
+    by: ResolvedBy,
+    remoteRefs: string[],
+  ) => Promise<void>;
+}
+
+export function createEngineContext(options: RuntimeOptions): EngineContext {
+  // Order matters: a default owner mints an id, and injected id factories are deterministic.
+  const clock = options.clock ?? systemClock;
+  const ids = options.ids ?? createIdFactory(clock);
+  const ledger = options.ledger;
+  const gate = options.gate ?? openGate;
+  const redactor = options.redactor ?? simpleRedactor();
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const backoff = options.backoff_ms ?? ((n: number) => Math.min(2_000, 100 * 2 ** (n - 1)));
+  const owner = options.owner ?? `${hostname()}:${process.pid}:${ids.mint('ses').slice(4, 14)}`;
+  const actions = new Map<string, AnyAction>();
+  for (const a of options.actions ?? []) actions.set(a.name, a);
+
+  const append = (events: NewEvent[]): Promise<StoredEvent[]> => ledger.append(events);
+
+  return {
+    options,
+    ledger,
+    clock,
+    ids,
+    gate,
+    redactor,
+    sleep,
+    backoff,
+    owner,
+    actions,
+    append,
+
+    load: async (operationId) =>
+      projectOperation(await ledger.query({ operation_id: operationId })),
+
+    paramsOf: async (operationId) => {
+      const events = await ledger.query({ operation_id: operationId });
+      const opened = events.find((e) => e.kind === 'operation_opened');
+      return opened?.kind === 'operation_opened' ? opened.data.params : undefined;
+    },
+
+    envelopeOf: (action, view, c, data, diagnosticsRef, variant) => {
+      const env: Envelope = {
+        ok: c.category === 'succeeded',
+        category: c.category,
+        operation: action.name,
+        operation_id: view.operation_id,
+        retry: c.retry,
+        remote_effect: c.remote_effect,
+        correlation_id: view.correlation_id,
+        message: messageFor(c.category, {
+          subject: action.subject,
+          retry_after_ms: c.retry_after_ms,
+          ...(variant === 'retry_declined' && c.remote_effect !== 'none'
+            ? { retry_declined: { remote_effect: c.remote_effect } }
+            : {}),
+        }),
+        data: data === undefined ? null : redactor.redactValue(data),
+        diagnostics_ref: diagnosticsRef,
+      };
+      if (c.retry === 'after_delay' && c.retry_after_ms !== null)
+        env.retry_after_ms = c.retry_after_ms;
+      return env;
+    },
+
+    resolve: async (view, state, category, by, remoteRefs) => {
+      await append([
+        {
+          kind: 'operation_resolved',
+          at: clock.now(),
+          session_id: view.session_id,
+          operation_id: view.operation_id,
+          correlation_id: view.correlation_id,
+          data: { state, category, by, remote_refs: remoteRefs },
+        },
+      ]);
+    },
+  };
+}

@@ -1,0 +1,219 @@
+// Driving an operation: which retries the evidence licenses, the gate before every attempt, and
+// the loop that attempts, retries within the licence and budget, and resolves what is settled.
+import { classify, type Classification } from '../core/classify.js';
+import type { Envelope } from '../core/envelope.js';
+import type { RetryReason } from '../core/vocabulary.js';
+import type { OperationView } from '../ledger/projection.js';
+import { contractOf, type ActionDefinition } from './action.js';
+import { attempt } from './attempt.js';
+import type { AnyAction, EngineContext, Licence, RunOptions } from './context.js';
+import { prepare } from './request.js';
+
+const SENSITIVE: ReadonlySet<string> = new Set([
+  'financial',
+  'destructive',
+  'permission_change',
+  'credential_change',
+  'execute',
+]);
+
+/**
+ * Which retry, if any, the evidence licenses (closed reasons and decisions).
+ *
+ * `automatic`: the engine retrying on its own within one run. Rate limits are never waited out
+ * automatically — the agent gets `after_delay` and decides — but a caller continuing the same
+ * operation after the delay is licensed.
+ */
+function licence(action: AnyAction, c: Classification, automatic: boolean): Licence | null {
+  if (
+    c.retry === 'after_delay' &&
+    c.category === 'outcome_unknown' &&
+    action.destination.idempotency?.honoured
+  ) {
+    return {
+      reason: 'response_lost_after_dispatch',
+      decision: 'destination_idempotency_confirmed',
+    };
+  }
+  if (c.retry === 'after_delay' && c.remote_effect === 'none' && !automatic) {
+    return { reason: 'rate_limited', decision: 'destination_refused_not_applied' };
+  }
+  if (c.retry !== 'allowed') return null;
+  if (c.dispatch_state === 'not_sent')
+    return { reason: 'connection_not_established', decision: 'not_sent' };
+  if (c.category !== 'outcome_unknown') return null;
+  const reason: RetryReason = c.rule.startsWith('http_5xx')
+    ? 'destination_5xx'
+    : 'response_lost_after_dispatch';
+  if (action.class === 'read') return { reason, decision: 'read_only' };
+  if (action.destination.idempotency?.honoured)
+    return { reason, decision: 'destination_idempotency_confirmed' };
+  return null;
+}
+
+/**
+ * Consults the gate before an attempt. Returns null when approved, else the refusal envelope —
+ * which never claims "nothing happened" when an earlier attempt may have applied the effect.
+ */
+export async function gateRefusal<I, O>(
+  ctx: EngineContext,
+  action: ActionDefinition<I, O>,
+  input: I,
+  view: OperationView,
+  retry: Licence | null,
+): Promise<Envelope | null> {
+  const { gate, resolve, envelopeOf } = ctx;
+  const last = view.attempts.at(-1);
+  const decision = await gate.check({
+    session_id: view.session_id ?? '',
+    operation_id: view.operation_id,
+    action: action.name,
+    action_class: action.class,
+    request_fingerprint: prepare(action, input, view).fingerprint,
+    prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
+    prior_attempt: last?.finish
+      ? {
+          category: last.finish.category,
+          remote_effect: last.finish.remote_effect,
+          dispatch_state: last.finish.dispatch_state,
+        }
+      : null,
+    retry,
+    correlation_id: view.correlation_id,
+    intent: { ...(view.intent ?? {}) },
+  });
+  if (decision.decision === 'approved') return null;
+  const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
+  const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
+  if (!last) {
+    await resolve(view, 'cancelled', category, 'operator', []);
+    return envelopeOf(action, view, c, null, null);
+  }
+  // A refused retry: this attempt was not made, but the earlier one may have taken effect.
+  const effect = last.finish?.remote_effect ?? 'unknown';
+  const retryNext =
+    effect === 'none'
+      ? c.retry
+      : contractOf(action).reconciliation
+        ? 'reconcile_first'
+        : 'escalate';
+  return envelopeOf(
+    action,
+    view,
+    { ...c, remote_effect: effect, retry: retryNext },
+    null,
+    last.finish?.diagnostics_ref ?? null,
+    effect === 'none' ? undefined : 'retry_declined',
+  );
+}
+
+export async function drive<I, O>(
+  ctx: EngineContext,
+  action: ActionDefinition<I, O>,
+  input: I,
+  view: OperationView,
+  opts: RunOptions,
+): Promise<Envelope> {
+  const { options, sleep, backoff, load, resolve, envelopeOf } = ctx;
+  let retry: Licence | null = null;
+  if (view.attempts.length > 0) {
+    const last = view.attempts.at(-1)!;
+    const lic = last.finish
+      ? licence(action, { ...last.finish, retry_after_ms: null }, false)
+      : null;
+    // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
+    if (!lic) {
+      const c = last.finish;
+      return envelopeOf(
+        action,
+        view,
+        c
+          ? {
+              category: c.category,
+              retry: c.retry === 'allowed' ? 'reconcile_first' : c.retry,
+              remote_effect: c.remote_effect,
+              retry_after_ms: null,
+            }
+          : {
+              category: 'outcome_unknown',
+              retry: contractOf(action).reconciliation ? 'reconcile_first' : 'escalate',
+              remote_effect: 'unknown',
+              retry_after_ms: null,
+            },
+        null,
+        c?.diagnostics_ref ?? null,
+      );
+    }
+    retry = lic;
+  }
+  for (;;) {
+    const refused = await gateRefusal(ctx, action, input, view, retry);
+    if (refused) return refused;
+    // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
+    if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();
+    const result = await attempt(ctx, action, input, view, retry, opts);
+    const c = result.classification;
+    if (c.category === 'succeeded') {
+      await resolve(
+        view,
+        'succeeded',
+        c.category,
+        'attempt',
+        result.remoteRef ? [result.remoteRef] : [],
+      );
+      return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
+    }
+    const next = opts.worker ? null : licence(action, c, true);
+    const budgetLeft = (action.attempt_budget ?? 3) - view.attempts.length - 1;
+    if (next && budgetLeft > 0 && !opts.signal?.aborted) {
+      if (next.reason === 'connection_not_established')
+        await sleep(backoff(view.attempts.length + 1));
+      else if (c.retry === 'after_delay' && c.retry_after_ms !== null)
+        await sleep(c.retry_after_ms);
+      const reloaded = await load(view.operation_id);
+      if (!reloaded) throw new Error(`operation ${view.operation_id} vanished`);
+      view = reloaded;
+      retry = next;
+      continue;
+    }
+    if (
+      c.remote_effect === 'none' &&
+      c.category !== 'gate_locked' &&
+      c.category !== 'approval_denied'
+    ) {
+      await resolve(view, 'failed', c.category, 'attempt', []);
+    } else if (c.category === 'gate_locked' || c.category === 'approval_denied') {
+      await resolve(view, 'cancelled', c.category, 'attempt', []);
+    }
+    const shown =
+      next && budgetLeft <= 0 && c.remote_effect !== 'none'
+        ? { ...c, retry: 'escalate' as const }
+        : c;
+    return envelopeOf(action, view, shown, null, result.diagnosticsRef);
+  }
+}
+
+/**
+ * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the gate
+ * is consulted, the licence recorded on the attempt, and the operation resolved when settled.
+ */
+export async function licensedAttempt(
+  ctx: EngineContext,
+  action: AnyAction,
+  params: unknown,
+  view: OperationView,
+  licence: Licence,
+  by: 'recovery' | 'reconciliation',
+): Promise<Envelope> {
+  const { resolve, envelopeOf } = ctx;
+  const a = action as unknown as ActionDefinition<unknown, unknown>;
+  const refused = await gateRefusal(ctx, a, params, view, licence);
+  if (refused) return refused;
+  const result = await attempt(ctx, a, params, view, licence, {});
+  const c = result.classification;
+  const refs = result.remoteRef ? [result.remoteRef] : [];
+  if (c.category === 'succeeded') await resolve(view, 'succeeded', c.category, by, refs);
+  else if (c.remote_effect === 'none' && by === 'recovery')
+    await resolve(view, 'failed', c.category, by, []);
+  return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
+}
