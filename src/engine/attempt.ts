@@ -18,6 +18,8 @@ export interface AttemptResult {
   remoteRef: string | null;
   diagnosticsRef: string | null;
   attemptId: string;
+  /** The operation was resolved together with this attempt. */
+  resolved: boolean;
 }
 
 export async function attempt<I, O>(
@@ -27,6 +29,8 @@ export async function attempt<I, O>(
   view: OperationView,
   retry: Licence | null,
   opts: RunOptions,
+  /** When set, a success is resolved in the same append as attempt_finished (one commit, not two). */
+  settledBy?: 'attempt' | 'recovery' | 'reconciliation',
 ): Promise<AttemptResult> {
   const { options, ids, clock, redactor, owner, append } = ctx;
   const { spec, headers, body, fingerprint } = prepare(action, input, view);
@@ -173,6 +177,7 @@ export async function attempt<I, O>(
           `attempt=${attemptId}`,
         ) as unknown as Record<string, unknown>)
       : diagnostics;
+  const settles = settledBy !== undefined && classification.category === 'succeeded';
   await append([
     {
       kind: 'attempt_finished',
@@ -213,6 +218,30 @@ export async function attempt<I, O>(
         diagnostics: stored,
       },
     },
+    ...(settles
+      ? [
+          {
+            kind: 'operation_resolved' as const,
+            at: finishedAt,
+            session_id: sid,
+            operation_id: view.operation_id,
+            correlation_id: view.correlation_id,
+            data: {
+              state: 'succeeded' as const,
+              category: classification.category,
+              by: settledBy,
+              remote_refs: remoteRef ? [remoteRef] : [],
+            },
+          },
+        ]
+      : []),
   ]);
-  return { classification, data: ok ? data : null, remoteRef, diagnosticsRef, attemptId };
+  return {
+    classification,
+    data: ok ? data : null,
+    remoteRef,
+    diagnosticsRef,
+    attemptId,
+    resolved: settles,
+  };
 }

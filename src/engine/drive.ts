@@ -151,18 +151,10 @@ export async function drive<I, O>(
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
     if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();
-    const result = await attempt(ctx, action, input, view, retry, opts);
+    const result = await attempt(ctx, action, input, view, retry, opts, 'attempt');
     const c = result.classification;
-    if (c.category === 'succeeded') {
-      await resolve(
-        view,
-        'succeeded',
-        c.category,
-        'attempt',
-        result.remoteRef ? [result.remoteRef] : [],
-      );
+    if (c.category === 'succeeded')
       return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
-    }
     const next = opts.worker ? null : licence(action, c, true);
     const budgetLeft = (action.attempt_budget ?? 3) - view.attempts.length - 1;
     if (next && budgetLeft > 0 && !opts.signal?.aborted) {
@@ -209,11 +201,11 @@ export async function licensedAttempt(
   const a = action as unknown as ActionDefinition<unknown, unknown>;
   const refused = await gateRefusal(ctx, a, params, view, licence);
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, licence, {});
+  const result = await attempt(ctx, a, params, view, licence, {}, by);
   const c = result.classification;
-  const refs = result.remoteRef ? [result.remoteRef] : [];
-  if (c.category === 'succeeded') await resolve(view, 'succeeded', c.category, by, refs);
-  else if (c.remote_effect === 'none' && by === 'recovery')
+  if (c.category === 'succeeded' && !result.resolved) {
+    await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
+  } else if (c.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
   return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
 }
