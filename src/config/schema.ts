@@ -183,6 +183,8 @@ export const configSchema = z.strictObject({
       log_key_file: z.string().min(1).optional(),
       /** Checkpoint after this many records (also at session end and before sensitive actions). */
       checkpoint_every: z.number().int().positive().default(1000),
+      /** A `candor witness serve` URL that cosigns each checkpoint (needs log_key_file). */
+      witness_url: z.url().optional(),
     })
     .optional()
     .describe('tamper evidence: sealed diagnostics and signed checkpoints'),

@@ -131,7 +131,7 @@ export interface EventPayloads {
   };
   operation_superseded: { superseded_by: string; reason: string };
   gate_changed: { locked: boolean; by: string };
-  checkpoint: { size: number; root_hash: string; note: string };
+  checkpoint: { size: number; root_hash: string; note: string; witnessed?: boolean };
 }
 
 /** An event as the writer hands it to the store. */

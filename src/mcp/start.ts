@@ -104,6 +104,7 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
       signer: signer.value,
       origin: signer.value.name,
       every: spec.checkpoint_every,
+      ...(spec.witness_url ? { witness: { url: spec.witness_url } } : {}),
     });
   }
   return out;

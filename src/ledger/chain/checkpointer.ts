@@ -6,6 +6,7 @@ import { systemClock } from '../../core/time.js';
 import type { StoredEvent } from '../events.js';
 import type { LedgerStore } from '../store.js';
 import { signCheckpoint } from './checkpoint.js';
+import { requestCosignature } from './witness.js';
 import { storedBytes } from './export.js';
 import { leafHash } from './merkle.js';
 import { MerkleLog } from './merkle-log.js';
@@ -19,6 +20,12 @@ export interface CheckpointerOptions {
   /** Issue a checkpoint once this many records arrived since the last one (default 1000). */
   every?: number;
   clock?: Clock;
+  /**
+   * A C2SP tlog-witness (`candor witness serve`) that must cosign each checkpoint; its cosignature
+   * lines are added to the note before the checkpoint is stored. A witness that does not answer
+   * leaves the checkpoint signed by the log alone (`witnessed: false` on the event).
+   */
+  witness?: { url: string };
 }
 
 export interface Checkpointer {
@@ -34,6 +41,28 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
   const clock = options.clock ?? systemClock;
   const log = new MerkleLog();
   let lastSize = 0;
+  let witnessedSize = 0;
+
+  /** Cosignature lines from the witness, proving consistency with what it saw last; null on failure. */
+  async function cosign(url: string, size: number, note: string): Promise<string | null> {
+    try {
+      let old = witnessedSize;
+      for (let tries = 0; tries < 2; tries++) {
+        const proof = old > 0 && old < size ? log.consistencyProof(old, size) : [];
+        const r = await requestCosignature(url, old, proof, note);
+        if (r.ok) return r.cosignatures;
+        // The witness knows a different size (e.g. this writer restarted): prove from there.
+        if (r.status === 409 && r.size !== undefined && r.size <= size) {
+          old = r.size;
+          continue;
+        }
+        return null;
+      }
+      return null;
+    } catch {
+      return null;
+    }
+  }
   let chain: Promise<unknown> = Promise.resolve();
 
   async function sync(): Promise<void> {
@@ -51,6 +80,16 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
     const root = log.root(size);
     const signed = signCheckpoint({ origin, size, root, extensions: [] }, signer);
     if (!signed.ok) throw new Error(`checkpoint: ${signed.failure}`);
+    let note = signed.value;
+    let witnessed = false;
+    if (options.witness) {
+      const cosigned = await cosign(options.witness.url, size, note);
+      if (cosigned !== null) {
+        note += cosigned;
+        witnessed = true;
+        witnessedSize = size;
+      }
+    }
     const [stored] = await ledger.append([
       {
         kind: 'checkpoint',
@@ -58,7 +97,12 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
         session_id: null,
         operation_id: null,
         correlation_id: null,
-        data: { size, root_hash: root.toString('hex'), note: signed.value },
+        data: {
+          size,
+          root_hash: root.toString('hex'),
+          note,
+          ...(options.witness ? { witnessed } : {}),
+        },
       },
     ]);
     lastSize = size;
