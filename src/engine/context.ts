@@ -8,7 +8,7 @@ import type { Envelope } from '../core/envelope.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
-import type { OperationState, RetryDecision, RetryReason } from '../core/vocabulary.js';
+import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
 import type { NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -190,4 +190,14 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
       ]);
     },
   };
+}
+
+/** A claim that stays `outcome_unknown` (the remote effect is not known), with the given next step. */
+export function unknownOutcome(retry: Retry): {
+  category: 'outcome_unknown';
+  retry: Retry;
+  remote_effect: 'unknown';
+  retry_after_ms: null;
+} {
+  return { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null };
 }

@@ -5,7 +5,7 @@ import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import type { ActionDefinition } from './action.js';
-import { UsageError, type EngineContext, type RunOptions } from './context.js';
+import { UsageError, type EngineContext, type RunOptions, unknownOutcome } from './context.js';
 
 /** `sessionId` is only called when the caller names no session (it may open one). */
 export async function openOperation<I>(
@@ -119,18 +119,7 @@ export function envelopeFromView(
     return envelopeOf(action, view, { ...last, retry_after_ms: null }, null, last.diagnostics_ref);
   if (view.attempts.length > 0) {
     // Started, never finished: the bytes may have left.
-    return envelopeOf(
-      action,
-      view,
-      {
-        category: 'outcome_unknown',
-        retry: 'reconcile_first',
-        remote_effect: 'unknown',
-        retry_after_ms: null,
-      },
-      null,
-      null,
-    );
+    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   }
   const cat = view.resolution?.category ?? 'local_failure';
   return envelopeOf(

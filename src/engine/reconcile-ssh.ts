@@ -1,3 +1,4 @@
+import { unknownOutcome } from './context.js';
 // SSH reconciliation: the remote marker is the evidence of whether the command ran, and for
 // set_state actions (which run without a marker) a convergence check run as a read.
 import { classify } from '../core/classify.js';
@@ -88,18 +89,7 @@ export async function reconcileSshOperation(
   if (action.class === 'set_state') return convergenceCheck(ctx, action, view, decl, checkedAt);
   const found = await lookupSshMarker(options.ssh, decl, view.operation_id);
   if (!found.ok) {
-    return envelopeOf(
-      action,
-      view,
-      {
-        category: 'outcome_unknown',
-        retry: 'reconcile_first',
-        remote_effect: 'unknown',
-        retry_after_ms: null,
-      },
-      null,
-      null,
-    );
+    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   }
   const m = found.marker;
   const c = classify(found.evidence, contractOf(action));
@@ -168,12 +158,7 @@ export async function reconcileSshOperation(
   return envelopeOf(
     action,
     view,
-    {
-      category: 'outcome_unknown',
-      retry: alive ? 'reconcile_first' : 'escalate',
-      remote_effect: 'unknown',
-      retry_after_ms: null,
-    },
+    unknownOutcome(alive ? 'reconcile_first' : 'escalate'),
     null,
     null,
   );

@@ -5,7 +5,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { DEFAULT_TIMEOUTS, sendHttp } from '../http/transport.js';
 import type { RequestContext } from './action.js';
-import { UsageError, type EngineContext } from './context.js';
+import { UsageError, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
 
@@ -25,18 +25,7 @@ export async function reconcileOperation(
   if (action.destination.ssh) return reconcileSshOperation(ctx, action, view);
   const lookup = action.destination.reconciliation;
   if (!lookup) {
-    return envelopeOf(
-      action,
-      view,
-      {
-        category: 'outcome_unknown',
-        retry: 'escalate',
-        remote_effect: 'unknown',
-        retry_after_ms: null,
-      },
-      null,
-      null,
-    );
+    return envelopeOf(action, view, unknownOutcome('escalate'), null, null);
   }
   const requestCtx: RequestContext = {
     operation_id: view.operation_id,
@@ -91,18 +80,7 @@ export async function reconcileOperation(
   }
   if (matches === null) {
     // The lookup itself failed: nothing learned, state unchanged.
-    return envelopeOf(
-      action,
-      view,
-      {
-        category: 'outcome_unknown',
-        retry: 'reconcile_first',
-        remote_effect: 'unknown',
-        retry_after_ms: null,
-      },
-      null,
-      null,
-    );
+    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   }
   const refs = matches.map((m) => m.ref);
   const keyValid =
@@ -177,16 +155,5 @@ export async function reconcileOperation(
       'reconciliation',
     );
   }
-  return envelopeOf(
-    action,
-    view,
-    {
-      category: 'outcome_unknown',
-      retry: 'escalate',
-      remote_effect: 'unknown',
-      retry_after_ms: null,
-    },
-    null,
-    null,
-  );
+  return envelopeOf(action, view, unknownOutcome('escalate'), null, null);
 }

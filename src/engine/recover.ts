@@ -1,3 +1,4 @@
+import { unknownOutcome } from './context.js';
 // Recovery after a restart: every unresolved operation is reconciled where the destination offers
 // a lookup, retried where a retry cannot duplicate an effect, and otherwise handed to a person.
 import type { Envelope } from '../core/envelope.js';
@@ -62,12 +63,7 @@ export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
       envelope: envelopeOf(
         action,
         view,
-        {
-          category: 'outcome_unknown',
-          retry: 'escalate',
-          remote_effect: 'unknown',
-          retry_after_ms: null,
-        },
+        unknownOutcome('escalate'),
         null,
         last?.finish?.diagnostics_ref ?? null,
       ),
