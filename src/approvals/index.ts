@@ -25,6 +25,7 @@ export {
   type ApprovalGateOptions,
   type GateChangeInput,
 } from './gate.js';
+export { createLockGate } from './lock-gate.js';
 export {
   DEFAULT_APPROVALS_DIR,
   lockFile,

@@ -18,6 +18,7 @@ import {
   answerFromElicitation,
   consoleApprover,
   createApprovalGate,
+  createLockGate,
   createPolicy,
   elicitationApprover,
   elicitationRequest,
@@ -110,10 +111,12 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
   return out;
 }
 
-/** The approval gate from the `approvals:` section; none when the section is absent. */
+/** The approval gate from the `approvals:` section; without it, a gate that only watches the lock. */
 function approvalGate(options: ComposeOptions, server: () => Server | null): Gate | null {
   const spec = options.loaded.config.approvals;
-  if (!spec) return null;
+  const lock = options.vault ? vaultLock(options.vault) : lockFile(spec?.dir);
+  // Without approvals the gate still watches the lock: gate_locked, and transitions on record.
+  if (!spec) return createLockGate({ ledger: options.ledger, lock });
   const policy = createPolicy({
     ...(spec.classes ? { classes: spec.classes } : {}),
     ...(spec.actions
@@ -147,7 +150,7 @@ function approvalGate(options: ComposeOptions, server: () => Server | null): Gat
     ledger: options.ledger,
     approver,
     policy: policy.value,
-    lock: options.vault ? vaultLock(options.vault) : lockFile(spec.dir),
+    lock,
   });
 }
 
