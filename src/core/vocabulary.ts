@@ -72,7 +72,10 @@ export const RetryDecision = closedSet(
   'reconciled_absent_key_valid',
   'converged_state_check',
   'operator_approved',
-  /** The destination explicitly refused without applying (429, or 503 under a not-applied contract). */
+  /**
+   * The destination explicitly refused or failed without applying (429, a 5xx under a not-applied
+   * contract, a documented failure body).
+   */
   'destination_refused_not_applied',
   'budget_exhausted',
   'reconcile_required',

@@ -39,6 +39,14 @@ function licence(action: AnyAction, c: Classification, automatic: boolean): Lice
     return { reason: 'rate_limited', decision: 'destination_refused_not_applied' };
   }
   if (c.retry !== 'allowed') return null;
+  // The destination said it did not do the work: the caller (never the engine on its own) may try
+  // the same request again.
+  if (c.category === 'confirmed_failure' && c.remote_effect === 'none' && !automatic) {
+    const why: RetryReason = c.rule.startsWith('http_5xx')
+      ? 'destination_5xx'
+      : 'operator_requested';
+    return { reason: why, decision: 'destination_refused_not_applied' };
+  }
   if (c.dispatch_state === 'not_sent')
     return { reason: 'connection_not_established', decision: 'not_sent' };
   if (c.category !== 'outcome_unknown') return null;
