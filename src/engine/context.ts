@@ -9,7 +9,7 @@ import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
-import type { NewEvent, StoredEvent } from '../ledger/events.js';
+import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
@@ -107,6 +107,11 @@ export interface EngineContext {
     diagnosticsRef: string | null,
     variant?: 'retry_declined',
   ) => Envelope;
+  /** Records later evidence about an operation (never an attempt). */
+  readonly observe: (
+    view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
+    data: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
+  ) => Promise<void>;
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     state: OperationState,
@@ -175,6 +180,19 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
       if (c.retry === 'after_delay' && c.retry_after_ms !== null)
         env.retry_after_ms = c.retry_after_ms;
       return env;
+    },
+
+    observe: async (view, data) => {
+      await append([
+        {
+          kind: 'observation_recorded',
+          at: data.checked_at,
+          session_id: view.session_id,
+          operation_id: view.operation_id,
+          correlation_id: view.correlation_id,
+          data: { observation_id: ids.mint('obs'), ...data },
+        },
+      ]);
     },
 
     resolve: async (view, state, category, by, remoteRefs) => {

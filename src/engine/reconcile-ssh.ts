@@ -18,7 +18,7 @@ async function convergenceCheck(
   decl: NonNullable<AnyAction['destination']['ssh']>,
   checkedAt: number,
 ): Promise<Envelope> {
-  const { options, clock, ids, append, paramsOf, resolve, envelopeOf } = ctx;
+  const { options, clock, observe, paramsOf, resolve, envelopeOf } = ctx;
   const unknown = {
     category: 'outcome_unknown',
     remote_effect: 'unknown',
@@ -42,27 +42,17 @@ async function convergenceCheck(
     return envelopeOf(action, view, { ...unknown, retry: 'reconcile_first' }, null, null);
   }
   const converged = exit === 0;
-  await append([
-    {
-      kind: 'observation_recorded',
-      at: checkedAt,
-      session_id: view.session_id,
-      operation_id: view.operation_id,
-      correlation_id: view.correlation_id,
-      data: {
-        observation_id: ids.mint('obs'),
-        source: 'post_write_check',
-        checked: `ssh ${decl.host_ref} convergence check`,
-        checked_at: checkedAt,
-        matches: converged ? 1 : 0,
-        remote_refs: [],
-        conclusion: converged
-          ? 'the desired state holds'
-          : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
-        state_after: converged ? 'succeeded' : 'unknown',
-      },
-    },
-  ]);
+  await observe(view, {
+    source: 'post_write_check',
+    checked: `ssh ${decl.host_ref} convergence check`,
+    checked_at: checkedAt,
+    matches: converged ? 1 : 0,
+    remote_refs: [],
+    conclusion: converged
+      ? 'the desired state holds'
+      : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
+    state_after: converged ? 'succeeded' : 'unknown',
+  });
   if (converged) {
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', []);
     return envelopeOf(
@@ -81,7 +71,7 @@ export async function reconcileSshOperation(
   action: AnyAction,
   view: OperationView,
 ): Promise<Envelope> {
-  const { options, clock, ids, append, load, paramsOf, resolve, envelopeOf } = ctx;
+  const { options, clock, observe, load, paramsOf, resolve, envelopeOf } = ctx;
   const decl = action.destination.ssh!;
   const checkedAt = clock.now();
   // set_state runs without a marker (it converges): an absent marker proves nothing there, so
@@ -109,25 +99,15 @@ export async function reconcileSshOperation(
         : m.state === 'started'
           ? `the marker records a start without completion; the process is ${m.process}`
           : 'the marker was claimed but the command did not start';
-  await append([
-    {
-      kind: 'observation_recorded',
-      at: checkedAt,
-      session_id: view.session_id,
-      operation_id: view.operation_id,
-      correlation_id: view.correlation_id,
-      data: {
-        observation_id: ids.mint('obs'),
-        source: 'marker',
-        checked: `ssh ${decl.host_ref} marker ${view.operation_id}`,
-        checked_at: checkedAt,
-        matches: m.state === 'absent' ? 0 : 1,
-        remote_refs: [],
-        conclusion,
-        state_after: stateAfter,
-      },
-    },
-  ]);
+  await observe(view, {
+    source: 'marker',
+    checked: `ssh ${decl.host_ref} marker ${view.operation_id}`,
+    checked_at: checkedAt,
+    matches: m.state === 'absent' ? 0 : 1,
+    remote_refs: [],
+    conclusion,
+    state_after: stateAfter,
+  });
   if (m.state === 'completed') {
     if (stateAfter !== 'unknown') await resolve(view, stateAfter, c.category, 'reconciliation', []);
     // The marker is the final word: a completed run that failed is for a person, not another lookup.

@@ -14,7 +14,7 @@ export async function reconcileOperation(
   operationId: string,
   signal?: AbortSignal,
 ): Promise<Envelope> {
-  const { options, clock, ids, redactor, actions, append, load, paramsOf, resolve, envelopeOf } =
+  const { options, clock, ids, redactor, actions, observe, load, paramsOf, resolve, envelopeOf } =
     ctx;
   const view = await load(operationId);
   if (!view?.action)
@@ -97,25 +97,15 @@ export async function reconcileOperation(
         : keyValid
           ? 'no matching record; the idempotency key is still honoured, so a retry under the same key is safe'
           : 'no matching record; without an honoured idempotency key a retry could duplicate a late effect, so a person decides';
-  await append([
-    {
-      kind: 'observation_recorded',
-      at: checkedAt,
-      session_id: view.session_id,
-      operation_id: view.operation_id,
-      correlation_id: view.correlation_id,
-      data: {
-        observation_id: ids.mint('obs'),
-        source: 'lookup',
-        checked,
-        checked_at: checkedAt,
-        matches: refs.length,
-        remote_refs: refs,
-        conclusion,
-        state_after: stateAfter,
-      },
-    },
-  ]);
+  await observe(view, {
+    source: 'lookup',
+    checked,
+    checked_at: checkedAt,
+    matches: refs.length,
+    remote_refs: refs,
+    conclusion,
+    state_after: stateAfter,
+  });
   if (refs.length === 1) {
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
     return envelopeOf(

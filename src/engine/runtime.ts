@@ -75,14 +75,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       opts: RunOptions = {},
     ): Promise<Envelope> {
       actions.set(action.name, action);
-      const parsed = action.input.safeParse(input);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        throw new UsageError(
-          'invalid_input',
-          `input for ${action.name}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
-        );
-      }
+      const data = validInput(action, input);
       let view: OperationView | null;
       if (opts.operationId !== undefined) {
         view = await load(opts.operationId);
@@ -102,11 +95,11 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           ctx,
           sessionId,
           action as ActionDefinition<I, unknown>,
-          parsed.data,
+          data,
           opts,
         );
       }
-      const envelope = await drive(ctx, action, parsed.data, view, opts);
+      const envelope = await drive(ctx, action, data, view, opts);
       await options.audit?.checkpoints?.maybe();
       return envelope;
     },
@@ -117,15 +110,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
       opts: RunOptions = {},
     ): Promise<string> {
       actions.set(action.name, action);
-      const parsed = action.input.safeParse(input);
-      if (!parsed.success) {
-        const issue = parsed.error.issues[0];
-        throw new UsageError(
-          'invalid_input',
-          `input for ${action.name}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
-        );
-      }
-      return (await openOperation(ctx, sessionId, action, parsed.data, opts)).operation_id;
+      const data = validInput(action, input);
+      return (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
     },
 
     async reconcile(operationId, opts = {}) {
@@ -180,4 +166,15 @@ export function createRuntime(options: RuntimeOptions): Runtime {
   };
 
   return runtime;
+}
+
+/** The action's input as its schema parses it; misuse (bad input) is a UsageError naming the field. */
+function validInput<I>(action: ActionDefinition<I, unknown>, input: I): I {
+  const parsed = action.input.safeParse(input);
+  if (parsed.success) return parsed.data;
+  const issue = parsed.error.issues[0];
+  throw new UsageError(
+    'invalid_input',
+    `input for ${action.name}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+  );
 }
