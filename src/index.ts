@@ -48,10 +48,10 @@ export { defineAction, type ActionDefinition, type Destination } from './engine/
 export { defineSshAction } from './engine/ssh-action.js';
 export {
   staticCredentials,
-  simpleRedactor,
   type CredentialProvider,
   type Gate,
   type Redactor,
 } from './engine/ports.js';
 export { openLedger, DEFAULT_LEDGER_URL } from './ledger/open.js';
 export { projectOperation, type OperationView } from './ledger/projection.js';
+export { createRedactor } from './vault/redact.js';

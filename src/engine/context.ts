@@ -11,16 +11,11 @@ import { systemClock, type Clock } from '../core/time.js';
 import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
+import { createRedactor } from '../vault/redact.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { ActionDefinition } from './action.js';
-import {
-  openGate,
-  simpleRedactor,
-  type CredentialProvider,
-  type Gate,
-  type Redactor,
-} from './ports.js';
+import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
 import type { SshRuntimeOptions } from './ssh-action.js';
 
 export class UsageError extends Error {
@@ -127,7 +122,9 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
   const ids = options.ids ?? createIdFactory(clock);
   const ledger = options.ledger;
   const gate = options.gate ?? openGate;
-  const redactor = options.redactor ?? simpleRedactor();
+  // The one redaction layer (src/vault/redact.ts): exact secrets in every encoding, auth headers,
+  // PEM blocks and token shapes.
+  const redactor = options.redactor ?? createRedactor();
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const backoff = options.backoff_ms ?? ((n: number) => Math.min(2_000, 100 * 2 ** (n - 1)));
   const owner = options.owner ?? `${hostname()}:${process.pid}:${ids.mint('ses').slice(4, 14)}`;

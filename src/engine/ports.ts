@@ -72,35 +72,3 @@ export interface Redactor {
   redactValue<T>(value: T): T;
   redactString(value: string): string;
 }
-
-/** Exact-value redaction (and base64 / URL-encoded forms); the vault's redactor can replace it. */
-export function simpleRedactor(): Redactor {
-  const forms = new Set<string>();
-  const redactString = (value: string): string => {
-    let out = value;
-    for (const f of [...forms].sort((a, b) => b.length - a.length))
-      out = out.split(f).join('[REDACTED]');
-    return out;
-  };
-  const redactValue = <T>(value: T): T => {
-    if (typeof value === 'string') return redactString(value) as T;
-    if (Array.isArray(value)) return value.map((v: unknown) => redactValue(v)) as T;
-    if (value !== null && typeof value === 'object') {
-      const out: Record<string, unknown> = {};
-      for (const [k, v] of Object.entries(value)) out[k] = redactValue(v);
-      return out as T;
-    }
-    return value;
-  };
-  return {
-    addSecret(secret) {
-      if (secret.length < 4) return;
-      forms.add(secret);
-      forms.add(Buffer.from(secret).toString('base64'));
-      forms.add(Buffer.from(secret).toString('base64url'));
-      forms.add(encodeURIComponent(secret));
-    },
-    redactString,
-    redactValue,
-  };
-}
