@@ -38,10 +38,8 @@ export function messageFor(category: Category, context: MessageContext): string 
         ? 'A person declined the retry'
         : 'The gate is locked, so the retry was not made';
     return declined.remote_effect === 'applied'
-      ? `${who}; the earlier attempt did apply ${c(context.subject)}.`
-      : `${who}; whether the earlier attempt applied ${c(context.subject)} is unknown.`;
+      ? `${who}; the earlier attempt did apply ${context.subject}.`
+      : `${who}; whether the earlier attempt applied ${context.subject} is unknown.`;
   }
   return TEMPLATES[category](context);
 }
-
-const c = (subject: string): string => subject;
