@@ -1,7 +1,7 @@
 // argv -> library calls -> exit code. No logic lives here: each command is a module, loaded lazily
 // so that `candor --help` loads no database or SSH driver.
-import { readFileSync } from 'node:fs';
 import { Exit, UsageError, type Command, type CommandIo } from './io.js';
+import { version } from './version.js';
 
 interface CommandEntry {
   usage: string;
@@ -114,12 +114,7 @@ export function helpText(): string {
   ].join('\n');
 }
 
-export function version(): string {
-  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as {
-    version: string;
-  };
-  return pkg.version;
-}
+export { version };
 
 const defaultIo: CommandIo = {
   out: (s) => void process.stdout.write(s),

@@ -1,21 +1,10 @@
 // candor serve --config FILE [--http PORT] [--ledger URL]: the MCP gateway (stdio by default).
 // In stdio mode stdout carries only MCP messages; everything for people goes to stderr.
-import { readFileSync } from 'node:fs';
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { startGateway } from '../../mcp/start.js';
 import { Exit, parseFlags, UsageError } from '../io.js';
-
-function packageVersion(): string {
-  try {
-    const pkg = JSON.parse(
-      readFileSync(new URL('../../../package.json', import.meta.url), 'utf8'),
-    ) as { version?: string };
-    return pkg.version ?? '0.0.0';
-  } catch {
-    return '0.0.0';
-  }
-}
+import { version } from '../version.js';
 
 export async function run(
   args: string[],
@@ -48,7 +37,7 @@ export async function run(
     loaded: loaded.value,
     ...(typeof flags['ledger'] === 'string' ? { ledgerUrl: flags['ledger'] } : {}),
     ...(httpPort !== undefined ? { httpPort } : {}),
-    version: packageVersion(),
+    version: version(),
     log: (line) => io.err(`${line}\n`),
   });
   if (!started.ok) {
