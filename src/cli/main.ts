@@ -80,6 +80,12 @@ const COMMANDS: Record<string, CommandEntry> = {
       'check an agent transcript (JSONL) against the allowed transitions; exit 1 on a violation',
     load: () => import('./commands/transcript.js'),
   },
+  ui: {
+    usage: 'candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]',
+    summary:
+      'read-only investigation view in the browser: operations, timelines, sessions, audit, matrix report, live (127.0.0.1, prints a URL with a fresh token)',
+    load: () => import('./commands/ui.js'),
+  },
   schema: {
     usage: 'candor schema envelope|matrix|fixture|config',
     summary: 'print a JSON Schema (draft 2020-12)',

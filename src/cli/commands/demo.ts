@@ -20,6 +20,9 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       `  npx candor ops list --ledger ${ledger} --state unknown,open     operations a person or a lookup must settle`,
       `  npx candor ops show OP_ID --ledger ${ledger}                    one operation: intent, attempts, observations`,
       '',
+      'See it in the browser (timelines, sessions, audit; read-only, 127.0.0.1):',
+      `  npx candor ui --ledger ${ledger}`,
+      '',
     ].join('\n'),
   );
   return code;

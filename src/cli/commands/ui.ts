@@ -1,0 +1,88 @@
+// candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]
+// Serves the read-only investigation view and prints its URL with a fresh access token; runs until
+// interrupted (Ctrl-C).
+import { readFile } from 'node:fs/promises';
+import { DEFAULT_LEDGER_URL, openLedger } from '../../ledger/open.js';
+import { parseMatrixReport } from '../../web/pages/matrix.js';
+import { startUi } from '../../web/server.js';
+import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+
+const USAGE = 'usage: candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]';
+
+/** A ledger URL fit to print: no password. */
+const shown = (url: string): string => url.replace(/(\w+:\/\/[^:/@\s]+):[^@\s]*@/g, '$1:***@');
+
+export async function run(
+  args: string[],
+  io: CommandIo,
+  until: Promise<unknown> = interrupted(),
+): Promise<number> {
+  const { flags, positional } = parseFlags(args, {
+    ledger: 'string',
+    port: 'string',
+    host: 'string',
+    matrix: 'string',
+  });
+  if (positional.length > 0) throw new UsageError(`unexpected argument ${positional[0]}; ${USAGE}`);
+  const port = typeof flags.port === 'string' ? Number(flags.port) : 0;
+  if (!Number.isInteger(port) || port < 0 || port > 65_535)
+    throw new UsageError(`--port must be a port number (0-65535), got ${String(flags.port)}`);
+  const host = typeof flags.host === 'string' ? flags.host : '127.0.0.1';
+  const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
+  let matrix = null;
+  if (typeof flags.matrix === 'string') {
+    let text: string;
+    try {
+      text = await readFile(flags.matrix, 'utf8');
+    } catch {
+      throw new UsageError(`--matrix: cannot read ${JSON.stringify(flags.matrix)}`);
+    }
+    matrix = parseMatrixReport(text, flags.matrix);
+    if (!matrix.ok) throw new UsageError(`--matrix: ${matrix.failure}`);
+  }
+  const opened = await openLedger(url, { mustExist: true });
+  if (!opened.ok) {
+    if (opened.failure.code === 'BAD_URL') throw new UsageError(opened.failure.message);
+    io.err(`candor ui: cannot open ledger (${opened.failure.code}): ${opened.failure.message}\n`);
+    return Exit.environment;
+  }
+  const store = opened.value;
+  let started;
+  try {
+    started = await startUi({ store, ledger: shown(url), matrix, host, port });
+  } catch (err) {
+    await store.close();
+    const code = (err as NodeJS.ErrnoException).code;
+    io.err(
+      `candor ui: cannot serve on ${host}:${port} (${code ?? 'error'}): ${err instanceof Error ? err.message : String(err)}\n`,
+    );
+    return Exit.environment;
+  }
+  if (host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
+    io.err(`candor ui: warning: serving on ${host}, reachable beyond this machine (token required)\n`);
+  }
+  io.out(
+    [
+      `candor ui: ${started.ui.index.size} operation(s) from ${shown(url)}, read-only`,
+      `open ${started.urlWithToken}`,
+      '(the token is new each start; press Ctrl-C to stop)',
+      '',
+    ].join('\n'),
+  );
+  await until;
+  await started.close();
+  await store.close();
+  return Exit.ok;
+}
+
+function interrupted(): Promise<void> {
+  return new Promise((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+  });
+}

@@ -1,0 +1,304 @@
+// The operations table's in-memory index: one small summary per operation, folded from the ledger
+// in seq order with the same `nextState` the stores use. It is built by reading the ledger through
+// the LedgerStore port (so SQLite, PostgreSQL and memory behave alike) and kept current by tailing
+// `read(lastSeq + 1)`; a page of the table is then one pass over the summaries, never a query per
+// row. Only ids, names and a few flags are kept: the page of one operation reads its own events.
+import {
+  OperationState,
+  type ActionClass,
+  type EventKind,
+  type OperationState as State,
+} from '../core/vocabulary.js';
+import type { StoredEvent } from '../ledger/events.js';
+import { nextState, UNRESOLVED_STATES } from '../ledger/projection.js';
+import type { LedgerStore } from '../ledger/store.js';
+
+export interface OpSummary {
+  readonly id: string;
+  session: string | null;
+  correlation: string | null;
+  action: string | null;
+  cls: ActionClass | null;
+  state: State | null;
+  opened_at: number;
+  last_at: number;
+  last_seq: number;
+  attempts: number;
+  /** Attempts whose request may have reached the destination. */
+  delivered: number;
+  refs: readonly string[];
+  /** Two or more remote records seen (responses, lookups or the resolution). */
+  duplicate: boolean;
+}
+
+export interface OpFilter {
+  states?: readonly State[];
+  action?: string;
+  cls?: string;
+  session?: string;
+  /** Opened at or after / before (ms since the epoch). */
+  from?: number;
+  to?: number;
+  /** An operation id (or its prefix), a correlation id or a remote reference. */
+  q?: string;
+}
+
+export interface OpPage {
+  rows: OpSummary[];
+  /** Matches of the whole filter. */
+  total: number;
+  /** Matches of the filter without its state part, per state (the state chips). */
+  counts: Record<State, number>;
+}
+
+export interface CheckpointSummary {
+  seq: number;
+  at: number;
+  size: number;
+  root_hash: string;
+  witnessed: boolean | null;
+  /** Names on the signature lines of the note: the log first, then witness cosigners. */
+  signers: string[];
+}
+
+export interface LiveEvent {
+  seq: number;
+  at: number;
+  kind: EventKind;
+  operation_id: string | null;
+  session_id: string | null;
+}
+
+const NO_REFS: readonly string[] = [];
+
+/** Duplicates first, then unresolved operations, then the rest; newest first within each. */
+export function priority(o: OpSummary): 0 | 1 | 2 {
+  if (o.duplicate || o.state === OperationState.duplicate_effect_confirmed) return 0;
+  if (o.state !== null && UNRESOLVED_STATES.has(o.state)) return 1;
+  return 2;
+}
+
+export function emptyCounts(): Record<State, number> {
+  return {
+    open: 0,
+    succeeded: 0,
+    failed: 0,
+    unknown: 0,
+    cancelled: 0,
+    duplicate_effect_confirmed: 0,
+  };
+}
+
+export class OperationIndex {
+  /** In order of first appearance (so, of `operation_opened`): reversed, newest first. */
+  readonly #ops: OpSummary[] = [];
+  readonly #byId = new Map<string, OpSummary>();
+  /** Correlation ids and remote refs → operations (usually one). */
+  readonly #byKey = new Map<string, OpSummary | OpSummary[]>();
+  readonly #sessions = new Map<string, { first_at: number; ops: number; agent: string | null }>();
+  readonly #names = new Map<string, string>();
+  readonly #checkpoints: CheckpointSummary[] = [];
+  #lastSeq = 0;
+
+  get lastSeq(): number {
+    return this.#lastSeq;
+  }
+
+  get size(): number {
+    return this.#ops.length;
+  }
+
+  get(id: string): OpSummary | undefined {
+    return this.#byId.get(id);
+  }
+
+  /** Distinct actions and action classes seen (for the filter menus). */
+  facets(): { actions: string[]; classes: string[] } {
+    const actions = new Set<string>();
+    const classes = new Set<string>();
+    for (const [, v] of this.#names) {
+      if (v.startsWith('a:')) actions.add(v.slice(2));
+      else if (v.startsWith('c:')) classes.add(v.slice(2));
+    }
+    return { actions: [...actions].sort(), classes: [...classes].sort() };
+  }
+
+  checkpoints(): readonly CheckpointSummary[] {
+    return this.#checkpoints;
+  }
+
+  sessions(): { id: string; first_at: number; ops: number; agent: string | null }[] {
+    return [...this.#sessions].map(([id, s]) => ({ id, ...s })).sort((a, b) => b.first_at - a.first_at);
+  }
+
+  /** Reads everything after `lastSeq`; returns the new events in short form. */
+  async catchUp(store: LedgerStore, chunk = 5_000): Promise<LiveEvent[]> {
+    const out: LiveEvent[] = [];
+    for (;;) {
+      const events = await store.read(this.#lastSeq + 1, chunk);
+      for (const e of events) {
+        this.apply(e);
+        out.push({
+          seq: e.seq,
+          at: e.at,
+          kind: e.kind,
+          operation_id: e.operation_id,
+          session_id: e.session_id,
+        });
+      }
+      if (events.length < chunk) return out;
+    }
+  }
+
+  /** Interns repeated names (actions, classes, sessions) so a million rows share a few strings. */
+  #intern(prefix: string, s: string): string {
+    const key = `${prefix}:${s}`;
+    const known = this.#names.get(key);
+    if (known !== undefined) return known.slice(prefix.length + 1);
+    this.#names.set(key, key);
+    return s;
+  }
+
+  #key(k: string, o: OpSummary): void {
+    const seen = this.#byKey.get(k);
+    if (seen === undefined) this.#byKey.set(k, o);
+    else if (Array.isArray(seen)) {
+      if (!seen.includes(o)) seen.push(o);
+    } else if (seen !== o) this.#byKey.set(k, [seen, o]);
+  }
+
+  #addRefs(o: OpSummary, refs: readonly string[]): void {
+    const fresh = refs.filter((r) => !o.refs.includes(r));
+    if (fresh.length === 0) return;
+    o.refs = [...o.refs, ...fresh];
+    for (const r of fresh) this.#key(r, o);
+    if (o.refs.length > 1) o.duplicate = true;
+  }
+
+  apply(e: StoredEvent): void {
+    this.#lastSeq = Math.max(this.#lastSeq, e.seq);
+    if (e.kind === 'session_started' && e.session_id !== null) {
+      const s = this.#sessions.get(e.session_id);
+      if (s) s.agent = e.data.agent;
+      else this.#sessions.set(e.session_id, { first_at: e.at, ops: 0, agent: e.data.agent });
+    }
+    if (e.kind === 'checkpoint') {
+      this.#checkpoints.push({
+        seq: e.seq,
+        at: e.at,
+        size: e.data.size,
+        root_hash: e.data.root_hash,
+        witnessed: e.data.witnessed ?? null,
+        signers: e.data.note
+          .split('\n')
+          .filter((l) => l.startsWith('\u2014 '))
+          .map((l) => l.split(' ')[1] ?? '?'),
+      });
+    }
+    const id = e.operation_id;
+    if (id === null) return;
+    let o = this.#byId.get(id);
+    if (!o) {
+      o = {
+        id,
+        session: e.session_id === null ? null : this.#intern('s', e.session_id),
+        correlation: e.correlation_id,
+        action: null,
+        cls: null,
+        state: null,
+        opened_at: e.at,
+        last_at: e.at,
+        last_seq: e.seq,
+        attempts: 0,
+        delivered: 0,
+        refs: NO_REFS,
+        duplicate: false,
+      };
+      this.#ops.push(o);
+      this.#byId.set(id, o);
+      if (e.correlation_id !== null) this.#key(e.correlation_id, o);
+      if (o.session !== null) {
+        const s = this.#sessions.get(o.session);
+        if (s) s.ops += 1;
+        else this.#sessions.set(o.session, { first_at: e.at, ops: 1, agent: null });
+      }
+    }
+    o.state = nextState(o.state, e);
+    o.last_at = e.at;
+    o.last_seq = e.seq;
+    switch (e.kind) {
+      case 'operation_opened':
+        o.action = this.#intern('a', e.data.action);
+        o.cls = this.#intern('c', e.data.action_class) as ActionClass;
+        o.opened_at = e.at;
+        return;
+      case 'attempt_started':
+        o.attempts += 1;
+        return;
+      case 'attempt_finished':
+        if (e.data.dispatch_state !== 'not_sent') o.delivered += 1;
+        if (e.data.response?.remote_ref) this.#addRefs(o, [e.data.response.remote_ref]);
+        return;
+      case 'observation_recorded':
+        this.#addRefs(o, e.data.remote_refs);
+        if (e.data.matches > 1) o.duplicate = true;
+        return;
+      case 'operation_resolved':
+        this.#addRefs(o, e.data.remote_refs);
+        return;
+      default:
+        return;
+    }
+  }
+
+  /** One page of the table: a single pass over the summaries (or over the search hits). */
+  page(f: OpFilter, offset: number, limit: number): OpPage {
+    const counts = emptyCounts();
+    const states = f.states && f.states.length > 0 ? new Set(f.states) : null;
+    const end = offset + limit;
+    const buckets: [OpSummary[], OpSummary[], OpSummary[]] = [[], [], []];
+    const seen = [0, 0, 0];
+    let total = 0;
+    const consider = (o: OpSummary): void => {
+      if (f.action !== undefined && o.action !== f.action) return;
+      if (f.cls !== undefined && o.cls !== f.cls) return;
+      if (f.session !== undefined && o.session !== f.session) return;
+      if (f.from !== undefined && o.opened_at < f.from) return;
+      if (f.to !== undefined && o.opened_at > f.to) return;
+      if (o.state !== null) counts[o.state] += 1;
+      if (states !== null && (o.state === null || !states.has(o.state))) return;
+      total += 1;
+      const p = priority(o);
+      // Only the first `end` of each bucket can land on this page.
+      if (seen[p]! < end) buckets[p].push(o);
+      seen[p]! += 1;
+    };
+    const q = f.q?.trim();
+    if (q) {
+      for (const o of this.search(q)) consider(o);
+    } else {
+      for (let i = this.#ops.length - 1; i >= 0; i--) consider(this.#ops[i]!);
+    }
+    const rows = [...buckets[0], ...buckets[1], ...buckets[2]].slice(offset, end);
+    return { rows, total, counts };
+  }
+
+  /** Exact operation id, correlation id or remote ref; else operation ids with that prefix. */
+  search(q: string): OpSummary[] {
+    const hits = new Set<OpSummary>();
+    const exact = this.#byId.get(q);
+    if (exact) hits.add(exact);
+    const keyed = this.#byKey.get(q);
+    if (Array.isArray(keyed)) for (const o of keyed) hits.add(o);
+    else if (keyed) hits.add(keyed);
+    if (hits.size === 0 && q.length >= 6) {
+      for (const o of this.#ops) if (o.id.startsWith(q)) hits.add(o);
+    }
+    return [...hits].sort((a, b) => b.opened_at - a.opened_at);
+  }
+
+  /** Every operation of one session, oldest first. */
+  ofSession(session: string): OpSummary[] {
+    return this.#ops.filter((o) => o.session === session);
+  }
+}

@@ -1,0 +1,246 @@
+// `candor ui`: a read-only investigation view served by Candor itself (hono on node:http). Every
+// request must carry the access token (query once, then an HttpOnly SameSite=Strict cookie), name
+// an expected Host (no DNS rebinding) and, when it has an Origin, come from this origin. Only GET
+// and HEAD exist. The ledger is read through the LedgerStore port and tailed for live updates
+// (Server-Sent Events), so SQLite and PostgreSQL behave alike.
+import { randomBytes, timingSafeEqual } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { serve, type ServerType } from '@hono/node-server';
+import { Hono, type Context } from 'hono';
+import { getCookie, setCookie } from 'hono/cookie';
+import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import { verifyStore } from '../ledger/chain/export.js';
+import type { VerifyReport } from '../ledger/chain/verify.js';
+import { projectOperation } from '../ledger/projection.js';
+import type { LedgerStore } from '../ledger/store.js';
+import { APP_CSS, APP_JS } from './assets.js';
+import { html, type Html } from './html.js';
+import { page, type Section } from './layout.js';
+import { OperationIndex, type LiveEvent } from './op-index.js';
+import { auditBody } from './pages/audit.js';
+import { MATRIX_FILTERS, matrixBody, type MatrixFilter, type MatrixLoad } from './pages/matrix.js';
+import { operationBody } from './pages/operation.js';
+import { operationsBody, parseOpsQuery } from './pages/operations.js';
+import { SESSION_CALL_LIMIT, sessionBody, sessionsListBody } from './pages/sessions.js';
+
+export const TOKEN_COOKIE = 'candor_ui';
+
+export interface UiOptions {
+  store: LedgerStore;
+  /** The ledger URL as shown to people (no password), used in the commands the pages print. */
+  ledger: string;
+  /** The access token; a random one when omitted. */
+  token?: string;
+  matrix?: MatrixLoad | null;
+  /** How often the ledger is read for new events. Default 300 ms. */
+  pollMs?: number;
+  /** `host:port` values a request's Host may name; filled in by `startUi` once the port is known. */
+  hosts?: Iterable<string>;
+}
+
+export interface UiApp {
+  app: Hono;
+  index: OperationIndex;
+  token: string;
+  hosts: Set<string>;
+  /** Reads new ledger events into the index and pushes them to live pages. */
+  poll(): Promise<LiveEvent[]>;
+  close(): Promise<void>;
+}
+
+const SECURITY_HEADERS: Record<string, string> = {
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'x-frame-options': 'DENY',
+  'cache-control': 'no-store',
+  'cross-origin-resource-policy': 'same-origin',
+};
+
+function sameToken(given: string | undefined, token: string): boolean {
+  if (given === undefined) return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export async function createUi(options: UiOptions): Promise<UiApp> {
+  const { store, ledger } = options;
+  const token = options.token ?? randomBytes(24).toString('base64url');
+  const hosts = new Set(options.hosts ?? []);
+  const index = new OperationIndex();
+  await index.catchUp(store);
+  const listeners = new Set<(events: LiveEvent[]) => void>();
+  const streams = new Set<SSEStreamingApi>();
+  let audit: { seq: number; report: VerifyReport } | null = null;
+  let polling: Promise<LiveEvent[]> | null = null;
+  let closed = false;
+
+  const poll = (): Promise<LiveEvent[]> => {
+    // One read at a time: a slow ledger never stacks up overlapping reads.
+    polling ??= index
+      .catchUp(store)
+      .then((events) => {
+        if (events.length > 0) for (const l of listeners) l(events);
+        return events;
+      })
+      .finally(() => {
+        polling = null;
+      });
+    return polling;
+  };
+  const pollMs = options.pollMs ?? 300;
+  let timer: NodeJS.Timeout | null = null;
+  const tick = (): void => {
+    timer = setTimeout(() => {
+      poll()
+        .catch(() => [])
+        .finally(() => {
+          if (!closed) tick();
+        });
+    }, pollMs);
+    timer.unref();
+  };
+  tick();
+
+  const app = new Hono();
+  app.use('*', async (c, next) => {
+    for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
+    const host = c.req.header('host') ?? '';
+    if (!hosts.has(host)) return c.text('403: unexpected Host header\n', 403);
+    const origin = c.req.header('origin');
+    if (origin !== undefined && origin !== `http://${host}`) return c.text('403: cross-origin request refused\n', 403);
+    if (c.req.header('sec-fetch-site') === 'cross-site') return c.text('403: cross-site request refused\n', 403);
+    if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
+      c.header('allow', 'GET, HEAD');
+      return c.text('405: this view is read-only\n', 405);
+    }
+    const url = new URL(c.req.url);
+    const fromQuery = url.searchParams.get('token') ?? undefined;
+    if (fromQuery !== undefined) {
+      if (!sameToken(fromQuery, token)) return c.text('401: wrong access token\n', 401);
+      // Move the token into a cookie and out of the address bar (history, screenshots).
+      setCookie(c, TOKEN_COOKIE, token, { httpOnly: true, sameSite: 'Strict', path: '/' });
+      url.searchParams.delete('token');
+      return c.redirect(`${url.pathname}${url.search}`, 303);
+    }
+    if (!sameToken(getCookie(c, TOKEN_COOKIE), token)) {
+      return c.text('401: this view needs the access token printed by `candor ui`\n', 401);
+    }
+    return next();
+  });
+
+  const render = (c: Context, section: Section, title: string, body: Html, status: 200 | 404 = 200): Response =>
+    c.html(page({ title, section, ledger, body }).text, status);
+
+  app.get('/static/app.css', (c) => c.body(APP_CSS, 200, { 'content-type': 'text/css; charset=utf-8' }));
+  app.get('/static/app.js', (c) =>
+    c.body(APP_JS, 200, { 'content-type': 'text/javascript; charset=utf-8' }),
+  );
+  app.get('/', (c) => render(c, 'operations', 'Operations', operationsBody(index, parseOpsQuery(new URL(c.req.url)))));
+  app.get('/op/:id', async (c) => {
+    const id = c.req.param('id');
+    const events = await store.query({ operation_id: id });
+    const view = projectOperation(events);
+    if (!view)
+      return render(c, 'operations', 'Not found', html`<h1>No operation ${id}</h1><p><a href="/">← Operations</a></p>`, 404);
+    return render(c, 'operations', `Operation ${id}`, operationBody(view, events, ledger));
+  });
+  app.get('/sessions', (c) => render(c, 'sessions', 'Sessions', sessionsListBody(index)));
+  app.get('/sessions/:id', async (c) => {
+    const id = c.req.param('id');
+    const ops = index.ofSession(id);
+    const views = [];
+    for (const o of ops.slice(0, SESSION_CALL_LIMIT)) {
+      const v = projectOperation(await store.query({ operation_id: o.id }));
+      if (v) views.push(v);
+    }
+    return render(c, 'sessions', `Session ${id}`, sessionBody(id, views, ops.length > SESSION_CALL_LIMIT));
+  });
+  app.get('/audit', async (c) => {
+    if (audit === null || audit.seq !== index.lastSeq) {
+      const seq = index.lastSeq;
+      audit = { seq, report: await verifyStore(store, {}) };
+    }
+    return render(c, 'audit', 'Audit', auditBody(audit.report, index.checkpoints(), ledger));
+  });
+  app.get('/matrix', (c) => {
+    const show = c.req.query('show');
+    const filter: MatrixFilter = (MATRIX_FILTERS as readonly string[]).includes(show ?? '')
+      ? (show as MatrixFilter)
+      : 'all';
+    return render(c, 'matrix', 'Matrix report', matrixBody(options.matrix ?? null, filter, (id) => index.get(id) !== undefined));
+  });
+  app.get('/events', (c) =>
+    streamSSE(c, async (stream) => {
+      streams.add(stream);
+      const send = (events: LiveEvent[]): void => {
+        void stream.writeSSE({ event: 'ledger', data: JSON.stringify(events), id: String(events.at(-1)?.seq ?? 0) });
+      };
+      listeners.add(send);
+      stream.onAbort(() => {
+        listeners.delete(send);
+        streams.delete(stream);
+      });
+      await stream.writeSSE({ event: 'hello', data: JSON.stringify({ seq: index.lastSeq }) });
+      while (!stream.aborted && !closed) {
+        await stream.sleep(15_000);
+        if (!stream.aborted && !closed) await stream.writeSSE({ event: 'ping', data: '' });
+      }
+      listeners.delete(send);
+      streams.delete(stream);
+    }),
+  );
+  app.notFound((c) => render(c, 'operations', 'Not found', html`<h1>Not found</h1><p><a href="/">← Operations</a></p>`, 404));
+  app.onError((err, c) => c.text(`500: ${err.message.split('\n')[0] ?? 'error'}\n`, 500));
+
+  return {
+    app,
+    index,
+    token,
+    hosts,
+    poll,
+    async close() {
+      closed = true;
+      if (timer) clearTimeout(timer);
+      for (const s of streams) await s.close().catch(() => undefined);
+      await polling?.catch(() => undefined);
+    },
+  };
+}
+
+export interface StartedUi {
+  url: string;
+  /** The URL with the access token: what `candor ui` prints. */
+  urlWithToken: string;
+  ui: UiApp;
+  close(): Promise<void>;
+}
+
+/** Serves the view on `host:port` (port 0: any free one). */
+export async function startUi(options: UiOptions & { host?: string; port?: number }): Promise<StartedUi> {
+  const host = options.host ?? '127.0.0.1';
+  const ui = await createUi(options);
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: ui.app.fetch, hostname: host, port: options.port ?? 0 }, () => resolve(s));
+    s.once('error', reject);
+  });
+  const port = (server.address() as AddressInfo).port;
+  const shown = host.includes(':') ? `[${host}]` : host;
+  for (const h of [shown, ...(host === '127.0.0.1' || host === '::1' ? ['localhost', '127.0.0.1', '[::1]'] : [])])
+    ui.hosts.add(`${h}:${port}`);
+  const url = `http://${shown}:${port}/`;
+  return {
+    url,
+    urlWithToken: `${url}?token=${ui.token}`,
+    ui,
+    async close() {
+      await ui.close();
+      await new Promise<void>((resolve) => {
+        if ('closeAllConnections' in server) server.closeAllConnections();
+        server.close(() => resolve());
+      });
+    },
+  };
+}
