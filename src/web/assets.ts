@@ -35,6 +35,7 @@ form.filters label { display:flex; flex-direction:column; font-size:12px; color:
 form.filters input, form.filters select { font:inherit; padding:4px 6px; border:1px solid #b9c0cc; border-radius:4px; min-width:120px; background:#fff; color:var(--ink); }
 form.filters input[type=search] { min-width:280px; }
 fieldset.states { border:0; padding:0; margin:0; display:flex; gap:6px; flex-wrap:wrap; }
+fieldset.states input { min-width:0; margin:0; }
 fieldset.states legend { font-size:12px; color:var(--muted); margin-bottom:3px; padding:0; }
 fieldset.states label { flex-direction:row; align-items:center; gap:4px; color:var(--ink); background:#fff; border:1px solid var(--line); padding:2px 8px; border-radius:12px; }
 button, .button { font:inherit; padding:5px 12px; border-radius:4px; border:1px solid #2a5db0; background:#2a5db0; color:#fff; cursor:pointer; text-decoration:none; }
@@ -49,7 +50,7 @@ button, .button { font:inherit; padding:5px 12px; border-radius:4px; border:1px 
 dl.facts { display:grid; grid-template-columns: 170px 1fr; gap:4px 12px; margin:0; }
 dl.facts dt { color:var(--muted); }
 dl.facts dd { margin:0; overflow-wrap:anywhere; }
-.grid2 { display:grid; grid-template-columns: 1fr 1fr; gap:14px; }
+.grid2 { display:grid; grid-template-columns: 3fr 2fr; gap:14px; }
 @media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
 .timeline svg { width:100%; height:auto; display:block; }
 .timeline text { font: 12px system-ui,sans-serif; fill:#1d2330; }

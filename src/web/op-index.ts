@@ -15,6 +15,8 @@ import type { LedgerStore } from '../ledger/store.js';
 
 export interface OpSummary {
   readonly id: string;
+  /** Position in the index's columns. */
+  readonly idx: number;
   session: string | null;
   correlation: string | null;
   action: string | null;
@@ -71,6 +73,68 @@ export interface LiveEvent {
 
 const NO_REFS: readonly string[] = [];
 
+/** State codes of the `state` column (0: no state yet). */
+const STATE_CODES: readonly (State | null)[] = [
+  null,
+  'open',
+  'succeeded',
+  'failed',
+  'unknown',
+  'cancelled',
+  'duplicate_effect_confirmed',
+];
+const codeOf = (s: State | null): number => STATE_CODES.indexOf(s);
+
+/**
+ * Filterable fields as typed columns, so that a page is one tight loop over a million numbers
+ * instead of a million objects. Names (actions, classes, sessions) are numbered as first seen.
+ */
+class Columns {
+  n = 0;
+  state = new Uint8Array(1024);
+  prio = new Uint8Array(1024);
+  action = new Uint32Array(1024);
+  cls = new Uint32Array(1024);
+  session = new Uint32Array(1024);
+  opened = new Float64Array(1024);
+
+  add(): number {
+    if (this.n === this.state.length) {
+      const grow = <T extends Uint8Array | Uint32Array | Float64Array>(a: T): T => {
+        const b = new (a.constructor as new (n: number) => T)(a.length * 2);
+        b.set(a);
+        return b;
+      };
+      this.state = grow(this.state);
+      this.prio = grow(this.prio);
+      this.action = grow(this.action);
+      this.cls = grow(this.cls);
+      this.session = grow(this.session);
+      this.opened = grow(this.opened);
+    }
+    return this.n++;
+  }
+}
+
+class Names {
+  readonly ids = new Map<string, number>();
+  readonly names: string[] = [''];
+  /** 0 is "none". */
+  id(name: string | null): number {
+    if (name === null) return 0;
+    let id = this.ids.get(name);
+    if (id === undefined) {
+      id = this.names.length;
+      this.names.push(name);
+      this.ids.set(name, id);
+    }
+    return id;
+  }
+  name(id: number): string {
+    return this.names[id]!;
+  }
+}
+
 /** Duplicates first, then unresolved operations, then the rest; newest first within each. */
 export function priority(o: OpSummary): 0 | 1 | 2 {
   if (o.duplicate || o.state === OperationState.duplicate_effect_confirmed) return 0;
@@ -96,7 +160,10 @@ export class OperationIndex {
   /** Correlation ids and remote refs → operations (usually one). */
   readonly #byKey = new Map<string, OpSummary | OpSummary[]>();
   readonly #sessions = new Map<string, { first_at: number; ops: number; agent: string | null }>();
-  readonly #names = new Map<string, string>();
+  readonly #cols = new Columns();
+  readonly #actions = new Names();
+  readonly #classes = new Names();
+  readonly #sessionNames = new Names();
   readonly #checkpoints: CheckpointSummary[] = [];
   #lastSeq = 0;
 
@@ -114,13 +181,10 @@ export class OperationIndex {
 
   /** Distinct actions and action classes seen (for the filter menus). */
   facets(): { actions: string[]; classes: string[] } {
-    const actions = new Set<string>();
-    const classes = new Set<string>();
-    for (const [, v] of this.#names) {
-      if (v.startsWith('a:')) actions.add(v.slice(2));
-      else if (v.startsWith('c:')) classes.add(v.slice(2));
-    }
-    return { actions: [...actions].sort(), classes: [...classes].sort() };
+    return {
+      actions: this.#actions.names.slice(1).sort(),
+      classes: this.#classes.names.slice(1).sort(),
+    };
   }
 
   checkpoints(): readonly CheckpointSummary[] {
@@ -148,15 +212,6 @@ export class OperationIndex {
       }
       if (events.length < chunk) return out;
     }
-  }
-
-  /** Interns repeated names (actions, classes, sessions) so a million rows share a few strings. */
-  #intern(prefix: string, s: string): string {
-    const key = `${prefix}:${s}`;
-    const known = this.#names.get(key);
-    if (known !== undefined) return known.slice(prefix.length + 1);
-    this.#names.set(key, key);
-    return s;
   }
 
   #key(k: string, o: OpSummary): void {
@@ -199,9 +254,14 @@ export class OperationIndex {
     if (id === null) return;
     let o = this.#byId.get(id);
     if (!o) {
+      const idx = this.#cols.add();
       o = {
         id,
-        session: e.session_id === null ? null : this.#intern('s', e.session_id),
+        idx,
+        session:
+          e.session_id === null
+            ? null
+            : this.#sessionNames.name(this.#sessionNames.id(e.session_id)),
         correlation: e.correlation_id,
         action: null,
         cls: null,
@@ -216,6 +276,8 @@ export class OperationIndex {
       };
       this.#ops.push(o);
       this.#byId.set(id, o);
+      this.#cols.session[idx] = this.#sessionNames.id(o.session);
+      this.#cols.opened[idx] = e.at;
       if (e.correlation_id !== null) this.#key(e.correlation_id, o);
       if (o.session !== null) {
         const s = this.#sessions.get(o.session);
@@ -226,12 +288,25 @@ export class OperationIndex {
     o.state = nextState(o.state, e);
     o.last_at = e.at;
     o.last_seq = e.seq;
+    this.#update(o, e);
+    const c = this.#cols;
+    c.state[o.idx] = codeOf(o.state);
+    c.prio[o.idx] = priority(o);
+  }
+
+  #update(o: OpSummary, e: StoredEvent): void {
     switch (e.kind) {
-      case 'operation_opened':
-        o.action = this.#intern('a', e.data.action);
-        o.cls = this.#intern('c', e.data.action_class) as ActionClass;
+      case 'operation_opened': {
+        const a = this.#actions.id(e.data.action);
+        const k = this.#classes.id(e.data.action_class);
+        o.action = this.#actions.name(a);
+        o.cls = this.#classes.name(k) as ActionClass;
         o.opened_at = e.at;
+        this.#cols.action[o.idx] = a;
+        this.#cols.cls[o.idx] = k;
+        this.#cols.opened[o.idx] = e.at;
         return;
+      }
       case 'attempt_started':
         o.attempts += 1;
         return;
@@ -251,36 +326,52 @@ export class OperationIndex {
     }
   }
 
-  /** One page of the table: a single pass over the summaries (or over the search hits). */
+  /** One page of the table: a single pass over the columns (or over the search hits). */
   page(f: OpFilter, offset: number, limit: number): OpPage {
-    const counts = emptyCounts();
-    const states = f.states && f.states.length > 0 ? new Set(f.states) : null;
+    const c = this.#cols;
+    const code = (names: Names, v: string | undefined): number =>
+      v === undefined ? -1 : (names.ids.get(v) ?? -2);
+    const fa = code(this.#actions, f.action);
+    const fc = code(this.#classes, f.cls);
+    const fs = code(this.#sessionNames, f.session);
+    const from = f.from ?? -Infinity;
+    const to = f.to ?? Infinity;
+    let mask = 0;
+    for (const s of f.states ?? []) mask |= 1 << codeOf(s);
+    const counts = new Uint32Array(STATE_CODES.length);
     const end = offset + limit;
-    const buckets: [OpSummary[], OpSummary[], OpSummary[]] = [[], [], []];
+    const buckets: [number[], number[], number[]] = [[], [], []];
     const seen = [0, 0, 0];
     let total = 0;
-    const consider = (o: OpSummary): void => {
-      if (f.action !== undefined && o.action !== f.action) return;
-      if (f.cls !== undefined && o.cls !== f.cls) return;
-      if (f.session !== undefined && o.session !== f.session) return;
-      if (f.from !== undefined && o.opened_at < f.from) return;
-      if (f.to !== undefined && o.opened_at > f.to) return;
-      if (o.state !== null) counts[o.state] += 1;
-      if (states !== null && (o.state === null || !states.has(o.state))) return;
+    const consider = (i: number): void => {
+      if (fa !== -1 && c.action[i] !== fa) return;
+      if (fc !== -1 && c.cls[i] !== fc) return;
+      if (fs !== -1 && c.session[i] !== fs) return;
+      const t = c.opened[i]!;
+      if (t < from || t > to) return;
+      const st = c.state[i]!;
+      counts[st]! += 1;
+      if (mask !== 0 && (mask & (1 << st)) === 0) return;
       total += 1;
-      const p = priority(o);
+      const p = c.prio[i]!;
       // Only the first `end` of each bucket can land on this page.
-      if (seen[p]! < end) buckets[p].push(o);
+      if (seen[p]! < end) buckets[p as 0 | 1 | 2].push(i);
       seen[p]! += 1;
     };
     const q = f.q?.trim();
     if (q) {
-      for (const o of this.search(q)) consider(o);
-    } else {
-      for (let i = this.#ops.length - 1; i >= 0; i--) consider(this.#ops[i]!);
+      for (const o of this.search(q)) consider(o.idx);
+    } else if (fa !== -2 && fc !== -2 && fs !== -2) {
+      for (let i = c.n - 1; i >= 0; i--) consider(i);
     }
-    const rows = [...buckets[0], ...buckets[1], ...buckets[2]].slice(offset, end);
-    return { rows, total, counts };
+    const rows = [...buckets[0], ...buckets[1], ...buckets[2]]
+      .slice(offset, end)
+      .map((i) => this.#ops[i]!);
+    const out = emptyCounts();
+    STATE_CODES.forEach((s, i) => {
+      if (s !== null) out[s] = counts[i]!;
+    });
+    return { rows, total, counts: out };
   }
 
   /** Exact operation id, correlation id or remote ref; else operation ids with that prefix. */

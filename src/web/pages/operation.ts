@@ -31,10 +31,11 @@ export function verdictOf(v: OperationView): Verdict {
   ]);
   const matches = Math.max(refs.size, ...v.observations.map((o) => o.matches), 0);
   if (d.code === 'duplicate_effect') {
+    const listed = [...refs].filter((r) => !d.line.includes(r));
     return {
       tone: 'bad',
       headline: `Sent ${times(Math.max(delivered, 1))}, ${records(Math.max(matches, 2))}: the effect happened more than once`,
-      detail: d.line,
+      detail: `${d.line}${listed.length ? ` (${listed.join(', ')})` : ''}`,
     };
   }
   if (d.code === 'unlicensed_retry') {
