@@ -18,6 +18,7 @@ header.top .ledger { margin-left:auto; color:#c5cddb; font-size:12px; }
 main { padding:18px 24px 40px; max-width:1280px; }
 h1 { font-size:20px; margin:4px 0 12px; }
 h2 { font-size:16px; margin:22px 0 8px; }
+.card > h2:first-child, .card > h3:first-child { margin-top:0; }
 .card { background:var(--card); border:1px solid var(--line); border-radius:6px; padding:12px 14px; margin-bottom:14px; }
 table { border-collapse:collapse; width:100%; background:var(--card); }
 th, td { text-align:left; padding:6px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
@@ -50,7 +51,7 @@ button, .button { font:inherit; padding:5px 12px; border-radius:4px; border:1px 
 dl.facts { display:grid; grid-template-columns: 170px 1fr; gap:4px 12px; margin:0; }
 dl.facts dt { color:var(--muted); }
 dl.facts dd { margin:0; overflow-wrap:anywhere; }
-.grid2 { display:grid; grid-template-columns: 3fr 2fr; gap:14px; }
+.grid2 { display:grid; grid-template-columns: minmax(0,3fr) minmax(0,2fr); gap:14px; }
 @media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
 .timeline svg { width:100%; height:auto; display:block; }
 .timeline text { font: 12px system-ui,sans-serif; fill:#1d2330; }
@@ -69,7 +70,7 @@ dl.facts dd { margin:0; overflow-wrap:anywhere; }
 .lost-note { color:var(--bad); font-weight:600; }
 ol.textline { margin:6px 0 0; padding-left:22px; }
 ol.textline li { margin:2px 0; }
-pre.cmd { background:#1d2330; color:#e8edf5; padding:10px 12px; border-radius:6px; overflow-x:auto; margin:6px 0; }
+pre.cmd { background:#1d2330; color:#e8edf5; padding:10px 12px; border-radius:6px; white-space:pre-wrap; overflow-wrap:anywhere; margin:6px 0; }
 pre.diag { background:#fafbfc; border:1px solid var(--line); padding:8px; border-radius:4px; max-height:220px; overflow:auto; margin:4px 0; }
 .sealed { display:inline-block; padding:2px 8px; border:1px dashed #5b3aa8; color:#4a2d91; border-radius:4px; background:#f3effc; }
 .flag { color:var(--bad); font-weight:700; }

@@ -1,0 +1,86 @@
+// The view without a browser: access control, read-only, and the audit page on a tampered ledger.
+// (test/browser/ drives the same app in chromium.)
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { NewEvent } from '../ledger/events.js';
+import { openMemoryLedger } from '../ledger/memory/store.js';
+import { openSqliteLedger } from '../ledger/sqlite/store.js';
+import { createUi, TOKEN_COOKIE, type UiApp } from './server.js';
+
+const opened = (id: string, at: number): NewEvent => ({
+  kind: 'operation_opened',
+  at,
+  session_id: 'ses_1',
+  operation_id: id,
+  correlation_id: `corr-${id}`,
+  data: {
+    owner: 'o',
+    action: 'create_issue',
+    action_class: 'create',
+    intent: { kind: 'create_issue', subject_ref: null, params_digest: 'sha256:00' },
+    destination: { method: 'POST', route_template: '/v1/issues' },
+    idempotency_key: null,
+    supersedes_operation_id: null,
+    attempt_budget: 3,
+    params: null,
+  },
+});
+
+let ui: UiApp | null = null;
+let dir: string | null = null;
+afterEach(async () => {
+  await ui?.close();
+  ui = null;
+  if (dir) rmSync(dir, { recursive: true, force: true });
+  dir = null;
+});
+
+const get = (app: UiApp, path: string, headers: Record<string, string> = {}): Promise<Response> =>
+  Promise.resolve(app.app.request(path, { headers: { host: 'ui.test:1', ...headers } }));
+
+describe('candor ui server', () => {
+  it('answers only with the token, the expected Host and Origin, and only GET', async () => {
+    const store = openMemoryLedger();
+    await store.append([opened('op_a', 1)]);
+    ui = await createUi({ store, ledger: 'memory:', hosts: ['ui.test:1'], token: 't0ken' });
+    const cookie = { cookie: `${TOKEN_COOKIE}=t0ken` };
+    expect((await get(ui, '/')).status).toBe(401);
+    expect((await get(ui, '/?token=wrong')).status).toBe(401);
+    expect((await get(ui, '/', { cookie: `${TOKEN_COOKIE}=t0keN` })).status).toBe(401);
+    expect((await get(ui, '/', { ...cookie, host: 'evil.test:1' })).status).toBe(403);
+    expect((await get(ui, '/', { ...cookie, origin: 'http://evil.test' })).status).toBe(403);
+    expect((await get(ui, '/', { ...cookie, origin: 'http://ui.test:1' })).status).toBe(200);
+    const post = await ui.app.request('/', { method: 'POST', headers: { host: 'ui.test:1', ...cookie } });
+    expect(post.status).toBe(405);
+    const first = await get(ui, '/?token=t0ken&state=open');
+    expect(first.status).toBe(303);
+    expect(first.headers.get('location')).toBe('/?state=open');
+    const page = await get(ui, '/', cookie);
+    expect(page.headers.get('content-security-policy')).toContain("default-src 'none'");
+    expect(await page.text()).toContain('data-op="op_a"');
+    expect((await get(ui, '/op/op_missing', cookie)).status).toBe(404);
+  });
+
+  it('the audit page names the code and the first bad seq of a tampered ledger', async () => {
+    dir = mkdtempSync(join(tmpdir(), 'candor-ui-audit-'));
+    const file = join(dir, 'ledger.db');
+    const store = openSqliteLedger(file);
+    await store.append([opened('op_a', 1), opened('op_b', 2), opened('op_c', 3)]);
+    ui = await createUi({ store, ledger: `sqlite:${file}`, hosts: ['ui.test:1'], token: 't' });
+    const cookie = { cookie: `${TOKEN_COOKIE}=t` };
+    expect(await (await get(ui, '/audit', cookie)).text()).toContain('data-audit-code="INTACT"');
+    const db = new Database(file);
+    const row = db.prepare('SELECT bytes FROM ledger_events WHERE seq = 2').get() as { bytes: Buffer };
+    const changed = Buffer.from(row.bytes.toString('utf8').replace('op_b', 'op_x'));
+    db.prepare('UPDATE ledger_events SET bytes = ? WHERE seq = 2').run(changed);
+    db.close();
+    await store.append([opened('op_d', 4)]);
+    await ui.poll();
+    const text = await (await get(ui, '/audit', cookie)).text();
+    expect(text).toContain('data-audit-code="MODIFIED"');
+    expect(text).toContain('first bad record at seq 2');
+  });
+});
