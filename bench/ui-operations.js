@@ -75,7 +75,12 @@ async function build(store, n) {
       pending.push({
         ...base,
         kind: 'operation_resolved',
-        data: { state: 'succeeded', category: 'succeeded', by: 'attempt', remote_refs: [`ref_${i}`] },
+        data: {
+          state: 'succeeded',
+          category: 'succeeded',
+          by: 'attempt',
+          remote_refs: [`ref_${i}`],
+        },
       });
     }
     if (pending.length >= 5_000) {
@@ -95,7 +100,12 @@ async function measure(n) {
   const store = openSqliteLedger(join(dir, `ops-${n}.db`), { durability: 'process' });
   const buildSeconds = await build(store, n);
   const t = performance.now();
-  const ui = await createUi({ store, ledger: 'sqlite:bench.db', hosts: ['bench:1'], pollMs: 3_600_000 });
+  const ui = await createUi({
+    store,
+    ledger: 'sqlite:bench.db',
+    hosts: ['bench:1'],
+    pollMs: 3_600_000,
+  });
   const loadSeconds = (performance.now() - t) / 1000;
   const headers = { host: 'bench:1', cookie: `${TOKEN_COOKIE}=${ui.token}` };
   const mid = Math.floor(n / 2);
@@ -118,7 +128,8 @@ async function measure(n) {
       const res = await ui.app.request(path, { headers });
       const body = await res.text();
       const ms = performance.now() - s;
-      if (res.status !== 200 || !body.includes('data-total')) throw new Error(`${path}: ${res.status}`);
+      if (res.status !== 200 || !body.includes('data-total'))
+        throw new Error(`${path}: ${res.status}`);
       times.push(ms);
       per.set(path, [...(per.get(path) ?? []), ms]);
     }
@@ -129,7 +140,13 @@ async function measure(n) {
   return {
     p50: percentile(times, 50),
     p99: percentile(times, 99),
-    per: [...per].map(([p, ts]) => [p, percentile(ts.sort((a, b) => a - b), 50)]),
+    per: [...per].map(([p, ts]) => [
+      p,
+      percentile(
+        ts.sort((a, b) => a - b),
+        50,
+      ),
+    ]),
     buildSeconds,
     loadSeconds,
     heapMb: process.memoryUsage().heapUsed / 2 ** 20,
@@ -141,7 +158,9 @@ try {
   const base = await measure(1_000);
   console.error(`  building a ledger of ${OPS.toLocaleString('en')} operations…`);
   const big = await measure(OPS);
-  console.log(`\noperations page (whole HTTP response, 50 rows) over ${OPS.toLocaleString('en')} operations on SQLite:`);
+  console.log(
+    `\noperations page (whole HTTP response, 50 rows) over ${OPS.toLocaleString('en')} operations on SQLite:`,
+  );
   console.log(
     `  p50 ${big.p50.toFixed(1)} ms, p99 ${big.p99.toFixed(1)} ms — ${big.p99 <= TARGET_MS ? 'met' : 'MISSED'} (≤ ${TARGET_MS} ms per page)`,
   );

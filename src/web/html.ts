@@ -21,8 +21,8 @@ export const escapeHtml = (s: string): string =>
 function render(p: Part): string {
   if (p === null || p === undefined || p === false) return '';
   if (p instanceof Html) return p.text;
-  if (Array.isArray(p)) return (p as readonly Part[]).map(render).join('');
-  return escapeHtml(String(p as string | number | boolean));
+  if (Array.isArray(p)) return p.map(render).join('');
+  return escapeHtml(String(p));
 }
 
 export function html(strings: TemplateStringsArray, ...values: Part[]): Html {

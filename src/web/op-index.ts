@@ -192,7 +192,9 @@ export class OperationIndex {
   }
 
   sessions(): { id: string; first_at: number; ops: number; agent: string | null }[] {
-    return [...this.#sessions].map(([id, s]) => ({ id, ...s })).sort((a, b) => b.first_at - a.first_at);
+    return [...this.#sessions]
+      .map(([id, s]) => ({ id, ...s }))
+      .sort((a, b) => b.first_at - a.first_at);
   }
 
   /** Reads everything after `lastSeq`; returns the new events in short form. */

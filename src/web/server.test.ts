@@ -53,7 +53,10 @@ describe('candor ui server', () => {
     expect((await get(ui, '/', { ...cookie, host: 'evil.test:1' })).status).toBe(403);
     expect((await get(ui, '/', { ...cookie, origin: 'http://evil.test' })).status).toBe(403);
     expect((await get(ui, '/', { ...cookie, origin: 'http://ui.test:1' })).status).toBe(200);
-    const post = await ui.app.request('/', { method: 'POST', headers: { host: 'ui.test:1', ...cookie } });
+    const post = await ui.app.request('/', {
+      method: 'POST',
+      headers: { host: 'ui.test:1', ...cookie },
+    });
     expect(post.status).toBe(405);
     const first = await get(ui, '/?token=t0ken&state=open');
     expect(first.status).toBe(303);
@@ -73,7 +76,9 @@ describe('candor ui server', () => {
     const cookie = { cookie: `${TOKEN_COOKIE}=t` };
     expect(await (await get(ui, '/audit', cookie)).text()).toContain('data-audit-code="INTACT"');
     const db = new Database(file);
-    const row = db.prepare('SELECT bytes FROM ledger_events WHERE seq = 2').get() as { bytes: Buffer };
+    const row = db.prepare('SELECT bytes FROM ledger_events WHERE seq = 2').get() as {
+      bytes: Buffer;
+    };
     const changed = Buffer.from(row.bytes.toString('utf8').replace('op_b', 'op_x'));
     db.prepare('UPDATE ledger_events SET bytes = ? WHERE seq = 2').run(changed);
     db.close();

@@ -6,8 +6,7 @@
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { serve, type ServerType } from '@hono/node-server';
-import { Hono, type Context } from 'hono';
-import { getCookie, setCookie } from 'hono/cookie';
+import { Hono } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
 import { verifyStore } from '../ledger/chain/export.js';
 import type { VerifyReport } from '../ledger/chain/verify.js';
@@ -65,6 +64,14 @@ function sameToken(given: string | undefined, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+function cookieValue(header: string | undefined, name: string): string | undefined {
+  for (const part of (header ?? '').split(';')) {
+    const eq = part.indexOf('=');
+    if (eq > 0 && part.slice(0, eq).trim() === name) return part.slice(eq + 1).trim();
+  }
+  return undefined;
+}
+
 export async function createUi(options: UiOptions): Promise<UiApp> {
   const { store, ledger } = options;
   const token = options.token ?? randomBytes(24).toString('base64url');
@@ -110,8 +117,10 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     const host = c.req.header('host') ?? '';
     if (!hosts.has(host)) return c.text('403: unexpected Host header\n', 403);
     const origin = c.req.header('origin');
-    if (origin !== undefined && origin !== `http://${host}`) return c.text('403: cross-origin request refused\n', 403);
-    if (c.req.header('sec-fetch-site') === 'cross-site') return c.text('403: cross-site request refused\n', 403);
+    if (origin !== undefined && origin !== `http://${host}`)
+      return c.text('403: cross-origin request refused\n', 403);
+    if (c.req.header('sec-fetch-site') === 'cross-site')
+      return c.text('403: cross-site request refused\n', 403);
     if (c.req.method !== 'GET' && c.req.method !== 'HEAD') {
       c.header('allow', 'GET, HEAD');
       return c.text('405: this view is read-only\n', 405);
@@ -121,30 +130,46 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     if (fromQuery !== undefined) {
       if (!sameToken(fromQuery, token)) return c.text('401: wrong access token\n', 401);
       // Move the token into a cookie and out of the address bar (history, screenshots).
-      setCookie(c, TOKEN_COOKIE, token, { httpOnly: true, sameSite: 'Strict', path: '/' });
+      c.header('set-cookie', `${TOKEN_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict`);
       url.searchParams.delete('token');
       return c.redirect(`${url.pathname}${url.search}`, 303);
     }
-    if (!sameToken(getCookie(c, TOKEN_COOKIE), token)) {
+    if (!sameToken(cookieValue(c.req.header('cookie'), TOKEN_COOKIE), token)) {
       return c.text('401: this view needs the access token printed by `candor ui`\n', 401);
     }
     return next();
   });
 
-  const render = (c: Context, section: Section, title: string, body: Html, status: 200 | 404 = 200): Response =>
-    c.html(page({ title, section, ledger, body }).text, status);
+  const render = (
+    c: { html: (text: string, status: 200 | 404) => Response | Promise<Response> },
+    section: Section,
+    title: string,
+    body: Html,
+    status: 200 | 404 = 200,
+  ): Response | Promise<Response> => c.html(page({ title, section, ledger, body }).text, status);
 
-  app.get('/static/app.css', (c) => c.body(APP_CSS, 200, { 'content-type': 'text/css; charset=utf-8' }));
+  app.get('/static/app.css', (c) =>
+    c.body(APP_CSS, 200, { 'content-type': 'text/css; charset=utf-8' }),
+  );
   app.get('/static/app.js', (c) =>
     c.body(APP_JS, 200, { 'content-type': 'text/javascript; charset=utf-8' }),
   );
-  app.get('/', (c) => render(c, 'operations', 'Operations', operationsBody(index, parseOpsQuery(new URL(c.req.url)))));
+  app.get('/', (c) =>
+    render(c, 'operations', 'Operations', operationsBody(index, parseOpsQuery(new URL(c.req.url)))),
+  );
   app.get('/op/:id', async (c) => {
     const id = c.req.param('id');
     const events = await store.query({ operation_id: id });
     const view = projectOperation(events);
     if (!view)
-      return render(c, 'operations', 'Not found', html`<h1>No operation ${id}</h1><p><a href="/">← Operations</a></p>`, 404);
+      return render(
+        c,
+        'operations',
+        'Not found',
+        html`<h1>No operation ${id}</h1>
+          <p><a href="/">← Operations</a></p>`,
+        404,
+      );
     return render(c, 'operations', `Operation ${id}`, operationBody(view, events, ledger));
   });
   app.get('/sessions', (c) => render(c, 'sessions', 'Sessions', sessionsListBody(index)));
@@ -156,7 +181,12 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       const v = projectOperation(await store.query({ operation_id: o.id }));
       if (v) views.push(v);
     }
-    return render(c, 'sessions', `Session ${id}`, sessionBody(id, views, ops.length > SESSION_CALL_LIMIT));
+    return render(
+      c,
+      'sessions',
+      `Session ${id}`,
+      sessionBody(id, views, ops.length > SESSION_CALL_LIMIT),
+    );
   });
   app.get('/audit', async (c) => {
     if (audit === null || audit.seq !== index.lastSeq) {
@@ -170,13 +200,22 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     const filter: MatrixFilter = (MATRIX_FILTERS as readonly string[]).includes(show ?? '')
       ? (show as MatrixFilter)
       : 'all';
-    return render(c, 'matrix', 'Matrix report', matrixBody(options.matrix ?? null, filter, (id) => index.get(id) !== undefined));
+    return render(
+      c,
+      'matrix',
+      'Matrix report',
+      matrixBody(options.matrix ?? null, filter, (id) => index.get(id) !== undefined),
+    );
   });
   app.get('/events', (c) =>
     streamSSE(c, async (stream) => {
       streams.add(stream);
       const send = (events: LiveEvent[]): void => {
-        void stream.writeSSE({ event: 'ledger', data: JSON.stringify(events), id: String(events.at(-1)?.seq ?? 0) });
+        void stream.writeSSE({
+          event: 'ledger',
+          data: JSON.stringify(events),
+          id: String(events.at(-1)?.seq ?? 0),
+        });
       };
       listeners.add(send);
       stream.onAbort(() => {
@@ -192,7 +231,16 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       streams.delete(stream);
     }),
   );
-  app.notFound((c) => render(c, 'operations', 'Not found', html`<h1>Not found</h1><p><a href="/">← Operations</a></p>`, 404));
+  app.notFound((c) =>
+    render(
+      c,
+      'operations',
+      'Not found',
+      html`<h1>Not found</h1>
+        <p><a href="/">← Operations</a></p>`,
+      404,
+    ),
+  );
   app.onError((err, c) => c.text(`500: ${err.message.split('\n')[0] ?? 'error'}\n`, 500));
 
   return {
@@ -219,16 +267,23 @@ export interface StartedUi {
 }
 
 /** Serves the view on `host:port` (port 0: any free one). */
-export async function startUi(options: UiOptions & { host?: string; port?: number }): Promise<StartedUi> {
+export async function startUi(
+  options: UiOptions & { host?: string; port?: number },
+): Promise<StartedUi> {
   const host = options.host ?? '127.0.0.1';
   const ui = await createUi(options);
   const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve({ fetch: ui.app.fetch, hostname: host, port: options.port ?? 0 }, () => resolve(s));
+    const s = serve({ fetch: ui.app.fetch, hostname: host, port: options.port ?? 0 }, () =>
+      resolve(s),
+    );
     s.once('error', reject);
   });
   const port = (server.address() as AddressInfo).port;
   const shown = host.includes(':') ? `[${host}]` : host;
-  for (const h of [shown, ...(host === '127.0.0.1' || host === '::1' ? ['localhost', '127.0.0.1', '[::1]'] : [])])
+  for (const h of [
+    shown,
+    ...(host === '127.0.0.1' || host === '::1' ? ['localhost', '127.0.0.1', '[::1]'] : []),
+  ])
     ui.hosts.add(`${h}:${port}`);
   const url = `http://${shown}:${port}/`;
   return {

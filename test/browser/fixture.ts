@@ -78,14 +78,22 @@ export async function buildDemoLedger(store: LedgerStore): Promise<Fixture> {
         subject_ref: 'project:ui',
         params_digest: action === 'create_ticket' ? digest : `sha256:${id}`,
       },
-      destination: { method: 'POST', route_template: '/v1/issues', authority_ref: 'vault:reference-api' },
+      destination: {
+        method: 'POST',
+        route_template: '/v1/issues',
+        authority_ref: 'vault:reference-api',
+      },
       idempotency_key: null,
       supersedes_operation_id: null,
       attempt_budget: 3,
       params: { title: 'x', password: canary },
     },
   });
-  const attempt = (id: string, at: number, diagnostics: Record<string, unknown> | null): NewEvent[] => [
+  const attempt = (
+    id: string,
+    at: number,
+    diagnostics: Record<string, unknown> | null,
+  ): NewEvent[] => [
     {
       kind: 'attempt_started',
       at,
@@ -119,7 +127,12 @@ export async function buildDemoLedger(store: LedgerStore): Promise<Fixture> {
         retry: 'reconcile_first',
         remote_effect: 'unknown',
         rule: 'sent_no_response',
-        phases: { started_at: at, connected_at: at + 3, request_sent_at: at + 6, finished_at: at + 40 },
+        phases: {
+          started_at: at,
+          connected_at: at + 3,
+          request_sent_at: at + 6,
+          finished_at: at + 40,
+        },
         response: null,
         duration_ms: 40,
         diagnostics_ref: `diag_${id}`,
@@ -147,7 +160,10 @@ export async function buildDemoLedger(store: LedgerStore): Promise<Fixture> {
     ...attempt(
       planted.sealed,
       now + 2,
-      sealPayload(seal.publicKey, JSON.stringify({ body: canary }), 0) as unknown as Record<string, unknown>,
+      sealPayload(seal.publicKey, JSON.stringify({ body: canary }), 0) as unknown as Record<
+        string,
+        unknown
+      >,
     ),
     op(planted.leaky, now + 100),
     ...attempt(planted.leaky, now + 101, {
@@ -163,7 +179,11 @@ export async function buildDemoLedger(store: LedgerStore): Promise<Fixture> {
   const key = generateKey('candor.test/log');
   const signer = parseSignerKey(key.signerKey);
   if (!signer.ok) throw new Error(signer.failure);
-  await createCheckpointer({ ledger: store, signer: signer.value, origin: 'candor.test/log' }).checkpoint();
+  await createCheckpointer({
+    ledger: store,
+    signer: signer.value,
+    origin: 'candor.test/log',
+  }).checkpoint();
   return { canary, report, planted };
 }
 

@@ -21,7 +21,11 @@ describe.skipIf(skip !== undefined)('candor ui live on PostgreSQL', () => {
     reader = await openPostgresLedger(pg.url, { schema: 'ui_live' });
     writer = await openPostgresLedger(pg.url, { schema: 'ui_live' });
     await writer.append(newOperation('op_pg_first'));
-    ui = await startUi({ store: reader, ledger: 'postgres://candor@127.0.0.1/postgres', pollMs: 100 });
+    ui = await startUi({
+      store: reader,
+      ledger: 'postgres://candor@127.0.0.1/postgres',
+      pollMs: 100,
+    });
   }, 60_000);
 
   afterAll(async () => {
@@ -46,7 +50,7 @@ describe.skipIf(skip !== undefined)('candor ui live on PostgreSQL', () => {
       while (!until(text)) {
         const chunk = await reader.read();
         if (chunk.done) throw new Error(`stream ended: ${text}`);
-        text += decoder.decode(chunk.value, { stream: true });
+        text += decoder.decode(chunk.value as Uint8Array, { stream: true });
       }
     };
     await read((t) => t.includes('event: hello'));
@@ -55,7 +59,12 @@ describe.skipIf(skip !== undefined)('candor ui live on PostgreSQL', () => {
     abort.abort();
     const message = text.split('\n\n').find((m) => m.includes('op_pg_live'))!;
     expect(message).toContain('event: ledger');
-    const data = JSON.parse(message.split('\n').find((l) => l.startsWith('data: '))!.slice(6)) as {
+    const data = JSON.parse(
+      message
+        .split('\n')
+        .find((l) => l.startsWith('data: '))!
+        .slice(6),
+    ) as {
       kind: string;
       operation_id: string;
     }[];

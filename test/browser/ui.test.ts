@@ -9,7 +9,11 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deliveryVerdict, projectOperation, projectOperations } from '../../src/ledger/projection.js';
+import {
+  deliveryVerdict,
+  projectOperation,
+  projectOperations,
+} from '../../src/ledger/projection.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
 import type { LedgerStore } from '../../src/ledger/store.js';
 import { toJson } from '../../src/matrix/report.js';
@@ -23,7 +27,8 @@ const SHOTS = fileURLToPath(new URL('../../tmp/ui-screenshots/', import.meta.url
 
 function chromiumSkipReason(): string | undefined {
   if (existsSync(CHROMIUM)) return undefined;
-  if (process.env.CI === 'true') throw new Error(`CI=true but ${CHROMIUM} is missing (apt-get install chromium)`);
+  if (process.env.CI === 'true')
+    throw new Error(`CI=true but ${CHROMIUM} is missing (apt-get install chromium)`);
   const reason = `skipping browser tests: ${CHROMIUM} not found (apt-get install chromium)`;
   console.warn(reason);
   return reason;
@@ -92,26 +97,34 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     if (dir) rmSync(dir, { recursive: true, force: true });
   });
 
+  /** One attribute of every element the locator matches, in document order. */
+  async function attrs(loc: ReturnType<Page['locator']>, name: string): Promise<(string | null)[]> {
+    return Promise.all((await loc.all()).map((l) => l.getAttribute(name)));
+  }
+
   async function allViews() {
     return projectOperations(await store.read());
   }
 
   async function checkAccessibility(name: string): Promise<void> {
     await page.evaluate(axeSource);
-    const result = (await page.evaluate(
+    const result = await page.evaluate<{ id: string; impact: string; nodes: string[] }[]>(
       'axe.run(document, { resultTypes: ["violations"] }).then(r => r.violations.map(v => ({ id: v.id, impact: v.impact, nodes: v.nodes.map(n => n.target.join(" ")).slice(0, 3) })))',
-    )) as { id: string; impact: string; nodes: string[] }[];
+    );
     const serious = result.filter((v) => v.impact === 'serious' || v.impact === 'critical');
     expect(serious, `${name}: axe violations`).toEqual([]);
   }
 
-  const shot = (name: string): Promise<Buffer> => page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+  const shot = (name: string): Promise<Buffer> =>
+    page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
 
   it('refuses a wrong or missing token (401), a foreign Host or Origin (403) and writes (405)', async () => {
     const res = await fetch(`${ui.url}?token=wrong-token`);
     expect(res.status).toBe(401);
     expect((await fetch(ui.url)).status).toBe(401);
-    expect((await fetch(`${ui.url}op/x`, { headers: { cookie: 'candor_ui=nope' } })).status).toBe(401);
+    expect((await fetch(`${ui.url}op/x`, { headers: { cookie: 'candor_ui=nope' } })).status).toBe(
+      401,
+    );
     const port = new URL(ui.url).port;
     // fetch() will not send a foreign Host; node:http will (what a DNS-rebound page would send).
     const rebound = await new Promise<number>((resolve, reject) => {
@@ -141,12 +154,14 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     expect(await page.locator('[data-total]').textContent()).toBe(String(views.length));
     for (const state of ['succeeded', 'unknown', 'failed', 'duplicate_effect_confirmed'] as const) {
       const n = views.filter((v) => v.state === state).length;
-      expect(await page.locator(`[data-state-count="${state}"]`).textContent(), state).toBe(String(n));
+      expect(await page.locator(`[data-state-count="${state}"]`).textContent(), state).toBe(
+        String(n),
+      );
     }
     const dup = views.find((v) => v.state === 'duplicate_effect_confirmed')!;
     expect(await rows.first().getAttribute('data-op')).toBe(dup.operation_id);
-    const order = await rows.evaluateAll((trs) => trs.map((tr) => tr.className));
-    const prios = order.map((c) => Number(/prio-(\d)/.exec(c)?.[1]));
+    const order = await attrs(rows, 'class');
+    const prios = order.map((c) => Number(/prio-(\d)/.exec(c ?? '')?.[1]));
     expect(prios).toEqual([...prios].sort());
     await shot('operations');
     await checkAccessibility('operations');
@@ -158,14 +173,17 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     await page.locator('input[name=state][value=unknown]').check();
     await page.getByRole('button', { name: 'Apply' }).click();
     await page.waitForURL(/state=unknown/);
-    const unknown = views.filter((v) => v.state === 'unknown').map((v) => v.operation_id).sort();
-    const shown = await page.locator('tbody tr[data-op]').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-op')));
+    const unknown = views
+      .filter((v) => v.state === 'unknown')
+      .map((v) => v.operation_id)
+      .sort();
+    const shown = await attrs(page.locator('tbody tr[data-op]'), 'data-op');
     expect([...shown].sort()).toEqual(unknown);
     expect(unknown.length).toBeGreaterThan(0);
     expect(unknown.length).toBeLessThan(views.length);
 
     await page.goto(`${ui.url}?action=create_ticket`);
-    expect(await page.locator('tbody tr[data-op]').evaluateAll((t) => t.map((r) => r.getAttribute('data-op')))).toEqual([
+    expect(await attrs(page.locator('tbody tr[data-op]'), 'data-op')).toEqual([
       fx.planted.repeatB,
       fx.planted.repeatA,
     ]);
@@ -176,7 +194,7 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
       await page.getByRole('searchbox').fill(q);
       await page.getByRole('button', { name: 'Apply' }).click();
       await page.waitForURL(/q=/);
-      expect(await page.locator('tbody tr[data-op]').evaluateAll((t) => t.map((r) => r.getAttribute('data-op'))), q).toEqual([
+      expect(await attrs(page.locator('tbody tr[data-op]'), 'data-op'), q).toEqual([
         dup.operation_id,
       ]);
     }
@@ -200,22 +218,39 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     expect(await page.locator('.timeline svg .mark-obs.dup').count()).toBe(1);
     const text = await page.locator('[data-timeline-text]').textContent();
     expect(text).toContain('lookup: 2 matches');
-    expect(await page.locator('[data-command]').first().textContent()).toContain(`candor ops show ${dup.operation_id}`);
+    expect(await page.locator('[data-command]').first().textContent()).toContain(
+      `candor ops show ${dup.operation_id}`,
+    );
     await shot('operation-duplicate');
+    // The README's picture: heading, verdict and timeline.
+    const top = (await page.locator('h1').boundingBox())!;
+    const card = (await page.locator('section.timeline').boundingBox())!;
+    await page.screenshot({
+      path: join(SHOTS, 'timeline-readme.png'),
+      clip: { x: 0, y: top.y - 12, width: 1280, height: card.y + card.height - top.y + 24 },
+    });
     await checkAccessibility('operation-duplicate');
   });
 
   it('an unknown operation shows the phase where the answer was lost, and the command that settles it', async () => {
     const views = await allViews();
-    const unknown = views.filter((v) => v.state === 'unknown' && v.attempts.some((a) => lostPhase(a) !== null));
+    const unknown = views.filter(
+      (v) => v.state === 'unknown' && v.attempts.some((a) => lostPhase(a) !== null),
+    );
     expect(unknown.length).toBeGreaterThan(0);
-    const v = unknown.find((x) => x.attempts[0]?.finish?.phases.request_sent_at !== undefined) ?? unknown[0]!;
+    const v =
+      unknown.find((x) => x.attempts[0]?.finish?.phases.request_sent_at !== undefined) ??
+      unknown[0]!;
     await page.goto(`${ui.url}op/${v.operation_id}`);
     const lost = lostPhase(v.attempts.at(-1)!)!;
     expect(await page.locator('[data-lost]').last().textContent()).toBe(lost);
-    expect(await page.locator('[data-verdict]').textContent()).toContain(`Outcome unknown — ${lost}`);
+    expect(await page.locator('[data-verdict]').textContent()).toContain(
+      `Outcome unknown — ${lost}`,
+    );
     expect(await page.locator('.timeline svg .ph-lost').count()).toBeGreaterThan(0);
-    expect(await page.locator('[data-timeline-text]').textContent()).toContain('(answer lost here)');
+    expect(await page.locator('[data-timeline-text]').textContent()).toContain(
+      '(answer lost here)',
+    );
     expect(await page.locator('[data-command]').first().textContent()).toMatch(/^candor recover /);
     await shot('operation-unknown');
     await checkAccessibility('operation-unknown');
@@ -247,7 +282,9 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     await page.goto(`${ui.url}audit`);
     expect(await page.locator('[data-audit-code]').getAttribute('data-audit-code')).toBe('INTACT');
     expect(await page.locator('table[aria-label=Checkpoints] tbody tr').count()).toBe(1);
-    expect(await page.locator('table[aria-label=Checkpoints]').textContent()).toContain('candor.test/log');
+    expect(await page.locator('table[aria-label=Checkpoints]').textContent()).toContain(
+      'candor.test/log',
+    );
     await shot('audit');
     await checkAccessibility('audit');
   });
@@ -259,10 +296,14 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     await shot('matrix');
     await checkAccessibility('matrix');
     await page.getByRole('link', { name: 'imprecise' }).click();
-    const imprecise = fx.report.rows.filter((r) => r.oracle.verdict === 'imprecise').map((r) => r.id);
-    expect(await rows.evaluateAll((t) => t.map((r) => r.getAttribute('data-row')))).toEqual(imprecise);
+    const imprecise = fx.report.rows
+      .filter((r) => r.oracle.verdict === 'imprecise')
+      .map((r) => r.id);
+    expect(await attrs(rows, 'data-row')).toEqual(imprecise);
     await page.goto(`${ui.url}matrix?show=failed`);
-    expect(await rows.count()).toBe(fx.report.rows.filter((r) => !r.passed && r.skipped === undefined).length);
+    expect(await rows.count()).toBe(
+      fx.report.rows.filter((r) => !r.passed && r.skipped === undefined).length,
+    );
     await page.goto(`${ui.url}matrix`);
     const row = fx.report.rows.find((r) => r.id === 'reconcile-finds-two')!;
     await page.locator(`tr[data-row="${row.id}"] a`).click();
@@ -297,8 +338,17 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', () => {
     // The pages a browser may not have opened: fetched directly with the cookie.
     const cookie = (await context.cookies())[0]!;
     const views = await allViews();
-    for (const path of ['/', '/sessions', `/sessions/${fx.planted.session}`, '/audit', '/matrix', ...views.map((v) => `/op/${v.operation_id}`)]) {
-      const res = await fetch(`${origin}${path}`, { headers: { cookie: `${cookie.name}=${cookie.value}` } });
+    for (const path of [
+      '/',
+      '/sessions',
+      `/sessions/${fx.planted.session}`,
+      '/audit',
+      '/matrix',
+      ...views.map((v) => `/op/${v.operation_id}`),
+    ]) {
+      const res = await fetch(`${origin}${path}`, {
+        headers: { cookie: `${cookie.name}=${cookie.value}` },
+      });
       expect(res.status, path).toBe(200);
       expect((await res.text()).includes(fx.canary), path).toBe(false);
     }

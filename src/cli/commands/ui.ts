@@ -59,7 +59,9 @@ export async function run(
     return Exit.environment;
   }
   if (host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
-    io.err(`candor ui: warning: serving on ${host}, reachable beyond this machine (token required)\n`);
+    io.err(
+      `candor ui: warning: serving on ${host}, reachable beyond this machine (token required)\n`,
+    );
   }
   io.out(
     [

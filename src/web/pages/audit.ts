@@ -5,40 +5,85 @@ import type { VerifyReport } from '../../ledger/chain/verify.js';
 import { html, iso, type Html } from '../html.js';
 import type { CheckpointSummary } from '../op-index.js';
 
-export function auditBody(r: VerifyReport, checkpoints: readonly CheckpointSummary[], ledger: string): Html {
+export function auditBody(
+  r: VerifyReport,
+  checkpoints: readonly CheckpointSummary[],
+  ledger: string,
+): Html {
   return html`<div id="live-region" data-watch="*">
-<h1>Audit</h1>
-<div class="verdict ${r.ok ? 'ok' : 'bad'}" role="note" aria-label="Verification result" data-audit-code="${r.code}">${r.code}${
-    r.first_bad_seq === null ? '' : ` — first bad record at seq ${r.first_bad_seq}`
-  }<span class="sub">${r.message}</span></div>
-<section class="card" aria-labelledby="v-h"><h2 id="v-h">Verification</h2><dl class="facts">
-<dt>records verified</dt><dd>${r.size}</dd>
-<dt>Merkle root</dt><dd class="mono">${r.root || '–'}</dd>
-<dt>checkpoints compared</dt><dd>${r.checkpoints}</dd>
-<dt>signatures</dt><dd>${r.signatures_checked ? 'checked' : 'not checked here (no log key given); run the command below with --log-key'}</dd>
-<dt>witnessed up to</dt><dd>${r.witnessed_size === 0 ? 'no witnessed checkpoint' : `record ${r.witnessed_size}`}</dd>
-</dl>
-<p>The same check on the command line:</p><pre class="cmd">candor audit verify ${ledger}</pre>
-<p class="muted">Records after the newest witnessed checkpoint can vanish without a trace; a witness cosignature pins everything up to its size.</p>
-</section>
-<h2>Checkpoints (${checkpoints.length})</h2>
-${
-  checkpoints.length === 0
-    ? html`<p class="muted">No checkpoint stored in this ledger.</p>`
-    : html`<table aria-label="Checkpoints"><thead><tr><th scope="col">Seq</th><th scope="col">When (UTC)</th><th scope="col">Tree size</th><th scope="col">Root hash</th><th scope="col">Signed by</th><th scope="col">Witness cosignatures</th></tr></thead><tbody>${[
-        ...checkpoints,
-      ]
-        .reverse()
-        .map(
-          (c) =>
-            html`<tr><td>${c.seq}</td><td>${iso(c.at)}</td><td>${c.size}</td><td class="mono">${c.root_hash.slice(0, 16)}…</td><td class="mono">${c.signers[0] ?? '–'}</td><td>${
-              c.signers.length > 1
-                ? html`<span class="ok-text">${c.signers.slice(1).join(', ')}</span>`
-                : c.witnessed === false
-                  ? html`<span class="flag">witness did not answer</span>`
-                  : 'none'
-            }</td></tr>`,
-        )}</tbody></table>`
-}
-</div>`;
+    <h1>Audit</h1>
+    <div
+      class="verdict ${r.ok ? 'ok' : 'bad'}"
+      role="note"
+      aria-label="Verification result"
+      data-audit-code="${r.code}"
+    >
+      ${r.code}${
+        r.first_bad_seq === null ? '' : ` — first bad record at seq ${r.first_bad_seq}`
+      }<span class="sub">${r.message}</span>
+    </div>
+    <section class="card" aria-labelledby="v-h">
+      <h2 id="v-h">Verification</h2>
+      <dl class="facts">
+        <dt>records verified</dt>
+        <dd>${r.size}</dd>
+        <dt>Merkle root</dt>
+        <dd class="mono">${r.root || '–'}</dd>
+        <dt>checkpoints compared</dt>
+        <dd>${r.checkpoints}</dd>
+        <dt>signatures</dt>
+        <dd>
+          ${r.signatures_checked ? 'checked' : 'not checked here (no log key given); run the command below with --log-key'}
+        </dd>
+        <dt>witnessed up to</dt>
+        <dd>
+          ${r.witnessed_size === 0 ? 'no witnessed checkpoint' : `record ${r.witnessed_size}`}
+        </dd>
+      </dl>
+      <p>The same check on the command line:</p>
+      <pre class="cmd">candor audit verify ${ledger}</pre>
+      <p class="muted">
+        Records after the newest witnessed checkpoint can vanish without a trace; a witness
+        cosignature pins everything up to its size.
+      </p>
+    </section>
+    <h2>Checkpoints (${checkpoints.length})</h2>
+    ${
+      checkpoints.length === 0
+        ? html`<p class="muted">No checkpoint stored in this ledger.</p>`
+        : html`<table aria-label="Checkpoints">
+            <thead>
+              <tr>
+                <th scope="col">Seq</th>
+                <th scope="col">When (UTC)</th>
+                <th scope="col">Tree size</th>
+                <th scope="col">Root hash</th>
+                <th scope="col">Signed by</th>
+                <th scope="col">Witness cosignatures</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${[...checkpoints].reverse().map(
+                (c) =>
+                  html`<tr>
+                    <td>${c.seq}</td>
+                    <td>${iso(c.at)}</td>
+                    <td>${c.size}</td>
+                    <td class="mono">${c.root_hash.slice(0, 16)}…</td>
+                    <td class="mono">${c.signers[0] ?? '–'}</td>
+                    <td>
+                      ${
+                        c.signers.length > 1
+                          ? html`<span class="ok-text">${c.signers.slice(1).join(', ')}</span>`
+                          : c.witnessed === false
+                            ? html`<span class="flag">witness did not answer</span>`
+                            : 'none'
+                      }
+                    </td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>`
+    }
+  </div>`;
 }

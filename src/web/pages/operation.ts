@@ -25,7 +25,9 @@ export function verdictOf(v: OperationView): Verdict {
   const d = deliveryVerdict(v);
   const delivered = v.attempts.filter((a) => a.finish?.dispatch_state !== 'not_sent').length;
   const refs = new Set([
-    ...v.attempts.flatMap((a) => (a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [])),
+    ...v.attempts.flatMap((a) =>
+      a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
+    ),
     ...v.observations.flatMap((o) => o.remote_refs),
     ...(v.resolution?.remote_refs ?? []),
   ]);
@@ -39,9 +41,16 @@ export function verdictOf(v: OperationView): Verdict {
     };
   }
   if (d.code === 'unlicensed_retry') {
-    return { tone: 'bad', headline: `Sent ${times(delivered)} without a licence to retry`, detail: d.line };
+    return {
+      tone: 'bad',
+      headline: `Sent ${times(delivered)} without a licence to retry`,
+      detail: d.line,
+    };
   }
-  const lost = v.attempts.map(lostPhase).filter((l): l is string => l !== null).at(-1);
+  const lost = v.attempts
+    .map(lostPhase)
+    .filter((l): l is string => l !== null)
+    .at(-1);
   if (v.state === 'unknown' || v.state === 'open') {
     return {
       tone: 'warn',
@@ -65,13 +74,19 @@ export function verdictOf(v: OperationView): Verdict {
 }
 
 /** The command that would move this operation forward, and why. */
-export function settleCommand(v: OperationView, ledger: string): { why: string; commands: string[] } {
+export function settleCommand(
+  v: OperationView,
+  ledger: string,
+): { why: string; commands: string[] } {
   const show = `candor ops show ${v.operation_id} --ledger ${ledger}`;
   const pending = v.approvals.filter((a) => a.decision === null);
   if (pending.length > 0) {
     return {
       why: 'a person has been asked and has not answered',
-      commands: pending.flatMap((a) => [`candor approve show ${a.approval_id}`, `candor approve yes ${a.approval_id}`]),
+      commands: pending.flatMap((a) => [
+        `candor approve show ${a.approval_id}`,
+        `candor approve yes ${a.approval_id}`,
+      ]),
     };
   }
   if (v.state === 'unknown' || v.state === 'open') {
@@ -93,14 +108,22 @@ const redactor = createRedactor();
 
 function diagnosticsOf(events: readonly StoredEvent[], attemptId: string): Html {
   const e = events.find((x) => x.kind === 'attempt_finished' && x.data.attempt_id === attemptId);
-  if (!e || e.kind !== 'attempt_finished' || e.data.diagnostics === null) return html`<span class="muted">none recorded</span>`;
+  if (!e || e.kind !== 'attempt_finished' || e.data.diagnostics === null)
+    return html`<span class="muted">none recorded</span>`;
   if (isSealedPayload(e.data.diagnostics)) {
-    return html`<span class="sealed">sealed to the auditor key — not opened here (this view holds no key)</span>`;
+    return html`<span class="sealed"
+      >sealed to the auditor key — not opened here (this view holds no key)</span
+    >`;
   }
-  return html`<pre class="diag" tabindex="0" aria-label="diagnostics">${JSON.stringify(redactor.redactValue(e.data.diagnostics), null, 2)}</pre>`;
+  return html`<pre class="diag" tabindex="0" aria-label="diagnostics">
+${JSON.stringify(redactor.redactValue(e.data.diagnostics), null, 2)}</pre>`;
 }
 
-function attemptCard(a: AttemptView, first: AttemptView | undefined, events: readonly StoredEvent[]): Html {
+function attemptCard(
+  a: AttemptView,
+  first: AttemptView | undefined,
+  events: readonly StoredEvent[],
+): Html {
   const f = a.finish;
   const lost = lostPhase(a);
   const fp =
@@ -110,76 +133,183 @@ function attemptCard(a: AttemptView, first: AttemptView | undefined, events: rea
         : ` (DIFFERS from attempt ${first.number})`
       : '';
   return html`<section class="card" aria-labelledby="att-${a.number}">
-<h3 id="att-${a.number}">Attempt ${a.number} <span class="mono muted">${a.attempt_id}</span></h3>
-${attemptPhasesSvg(a)}
-${lost ? html`<p class="lost-note" data-lost>${lost}</p>` : ''}
-<dl class="facts">
-<dt>dispatch state</dt><dd><strong>${f ? f.dispatch_state : 'not recorded'}</strong></dd>
-<dt>outcome</dt><dd>${f ? `${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${f.remote_effect}` : '–'}</dd>
-<dt>retry reason / decision</dt><dd>${dash(a.retry_reason)} / ${dash(a.retry_decision)}${a.retry_of_attempt_id ? ` (retry of ${a.retry_of_attempt_id})` : ''}</dd>
-<dt>budget left</dt><dd>${a.attempt_budget_remaining}</dd>
-<dt>worker</dt><dd class="mono">${a.worker}</dd>
-<dt>credential</dt><dd class="mono">${dash(a.credential_ref)}</dd>
-<dt>request fingerprint</dt><dd class="mono">${a.request_fingerprint}${fp}</dd>
-<dt>response</dt><dd>${f?.response ? `status ${dash(f.response.status)}, remote ref ${dash(f.response.remote_ref)}, replay ${f.response.replay ? 'yes' : 'no'}` : 'none'}</dd>
-<dt>started / duration</dt><dd>${iso(a.started_at)}${f ? ` · ${f.duration_ms} ms` : ''}</dd>
-<dt>diagnostics</dt><dd>${f?.diagnostics_ref ? html`<span class="mono">${f.diagnostics_ref}</span> ` : ''}${diagnosticsOf(events, a.attempt_id)}</dd>
-</dl></section>`;
+    <h3 id="att-${a.number}">
+      Attempt ${a.number} <span class="mono muted">${a.attempt_id}</span>
+    </h3>
+    ${attemptPhasesSvg(a)} ${lost ? html`<p class="lost-note" data-lost>${lost}</p>` : ''}
+    <dl class="facts">
+      <dt>dispatch state</dt>
+      <dd><strong>${f ? f.dispatch_state : 'not recorded'}</strong></dd>
+      <dt>outcome</dt>
+      <dd>
+        ${f ? `${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${f.remote_effect}` : '–'}
+      </dd>
+      <dt>retry reason / decision</dt>
+      <dd>
+        ${dash(a.retry_reason)} /
+        ${dash(a.retry_decision)}${a.retry_of_attempt_id ? ` (retry of ${a.retry_of_attempt_id})` : ''}
+      </dd>
+      <dt>budget left</dt>
+      <dd>${a.attempt_budget_remaining}</dd>
+      <dt>worker</dt>
+      <dd class="mono">${a.worker}</dd>
+      <dt>credential</dt>
+      <dd class="mono">${dash(a.credential_ref)}</dd>
+      <dt>request fingerprint</dt>
+      <dd class="mono">${a.request_fingerprint}${fp}</dd>
+      <dt>response</dt>
+      <dd>
+        ${f?.response ? `status ${dash(f.response.status)}, remote ref ${dash(f.response.remote_ref)}, replay ${f.response.replay ? 'yes' : 'no'}` : 'none'}
+      </dd>
+      <dt>started / duration</dt>
+      <dd>${iso(a.started_at)}${f ? ` · ${f.duration_ms} ms` : ''}</dd>
+      <dt>diagnostics</dt>
+      <dd>
+        ${f?.diagnostics_ref ? html`<span class="mono">${f.diagnostics_ref}</span> ` : ''}${diagnosticsOf(events, a.attempt_id)}
+      </dd>
+    </dl>
+  </section>`;
 }
 
-export function operationBody(v: OperationView, events: readonly StoredEvent[], ledger: string): Html {
+export function operationBody(
+  v: OperationView,
+  events: readonly StoredEvent[],
+  ledger: string,
+): Html {
   const verdict = verdictOf(v);
   const settle = settleCommand(v, ledger);
   const d = v.destination;
   return html`<div id="live-region" data-watch="${v.operation_id}">
-<p><a href="/">← Operations</a></p>
-<h1>Operation <span class="mono">${v.operation_id}</span> ${stateBadge(v.state)}</h1>
-<div class="verdict ${verdict.tone}" role="note" aria-label="Verdict" data-verdict>${verdict.headline}<span class="sub">${verdict.detail}</span></div>
-<section class="card timeline" aria-labelledby="tl-h"><h2 id="tl-h">Timeline</h2>
-${timelineSvg(v)}
-<ul class="legend" aria-hidden="true"><li><span class="sw connect"></span>connect</li><li><span class="sw send"></span>request sent</li><li><span class="sw wait"></span>waiting for first byte</li><li><span class="sw body"></span>body</li><li><span class="sw lost"></span>answer lost</li><li><span class="sw obs"></span>observation</li><li><span class="sw appr"></span>approval</li></ul>
-<h3>Timeline as text</h3>
-<ol class="textline" data-timeline-text>${timelineText(v).map((l) => html`<li>${l}</li>`)}</ol>
-</section>
-<div class="grid2">
-<section class="card" aria-labelledby="intent-h"><h2 id="intent-h">Intent</h2><dl class="facts">
-<dt>kind</dt><dd>${dash(v.intent?.kind)}</dd>
-<dt>subject</dt><dd class="mono">${dash(v.intent?.subject_ref)}</dd>
-<dt>params digest</dt><dd class="mono">${dash(v.intent?.params_digest)}</dd>
-<dt>action</dt><dd>${dash(v.action)} (${dash(v.action_class)})</dd>
-<dt>destination</dt><dd class="mono">${d ? [d.method, d.route_template, d.host_ref ? `host ${d.host_ref}` : undefined].filter(Boolean).join(' ') : '–'}${d?.authority_ref ? ` via ${d.authority_ref}` : ''}</dd>
-<dt>idempotency key</dt><dd class="mono">${dash(v.idempotency_key)}</dd>
-<dt>session</dt><dd>${v.session_id ? html`<a class="mono" href="/sessions/${v.session_id}">${v.session_id}</a>` : '–'}</dd>
-<dt>correlation</dt><dd class="mono">${dash(v.correlation_id)}</dd>
-<dt>owner</dt><dd class="mono">${dash(v.owner)}</dd>
-<dt>opened</dt><dd>${iso(v.opened_at)}</dd>
-${v.supersedes_operation_id ? html`<dt>supersedes</dt><dd><a class="mono" href="/op/${v.supersedes_operation_id}">${v.supersedes_operation_id}</a></dd>` : ''}
-${v.superseded_by ? html`<dt>superseded by</dt><dd><a class="mono" href="/op/${v.superseded_by}">${v.superseded_by}</a></dd>` : ''}
-</dl></section>
-<section class="card" aria-labelledby="settle-h"><h2 id="settle-h">What settles it</h2>
-<p>${settle.why}</p>${settle.commands.map((c) => html`<pre class="cmd" data-command>${c}</pre>`)}
-${v.resolution ? html`<p>Resolved <strong>${v.resolution.state}</strong> (${v.resolution.category}) by ${v.resolution.by} at ${iso(v.resolution.at)}${v.resolution.remote_refs.length ? html`; remote records <span class="mono" data-remote-refs>${v.resolution.remote_refs.join(', ')}</span>` : ''}</p>` : ''}
-</section>
-</div>
-<h2>Attempts (${v.attempts.length})</h2>
-${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events))}
-<h2>Observations (${v.observations.length})</h2>
-${
-  v.observations.length === 0
-    ? html`<p class="muted">No observation recorded.</p>`
-    : html`<table aria-label="Observations"><thead><tr><th scope="col">When</th><th scope="col">Source</th><th scope="col">Checked</th><th scope="col">Matches</th><th scope="col">Remote records</th><th scope="col">Conclusion</th><th scope="col">State after</th></tr></thead><tbody>${v.observations.map(
-        (o) =>
-          html`<tr${o.matches > 1 ? html` class="prio-0"` : ''}><td>${iso(o.checked_at)}</td><td>${o.source}</td><td class="mono">${o.checked}</td><td>${o.matches > 1 ? html`<span class="flag">${o.matches}</span>` : o.matches}</td><td class="mono" data-obs-refs>${o.remote_refs.join(', ') || '–'}</td><td>${o.conclusion}</td><td>${stateBadge(o.state_after)}</td></tr>`,
-      )}</tbody></table>`
-}
-<h2>Approvals (${v.approvals.length}, ${v.prompts} prompt(s))</h2>
-${
-  v.approvals.length === 0
-    ? html`<p class="muted">No approval was asked.</p>`
-    : html`<table aria-label="Approvals"><thead><tr><th scope="col">Approval</th><th scope="col">Scope</th><th scope="col">Asked</th><th scope="col">Decision</th><th scope="col">By</th><th scope="col">Decided</th></tr></thead><tbody>${v.approvals.map(
-        (a) =>
-          html`<tr><td class="mono">${a.approval_id}</td><td>${a.scope}</td><td>${iso(a.requested_at)}</td><td>${a.decision ?? 'pending'}</td><td>${dash(a.approver)}</td><td>${iso(a.decided_at)}</td></tr>`,
-      )}</tbody></table>`
-}
-</div>`;
+    <p><a href="/">← Operations</a></p>
+    <h1>Operation <span class="mono">${v.operation_id}</span> ${stateBadge(v.state)}</h1>
+    <div class="verdict ${verdict.tone}" role="note" aria-label="Verdict" data-verdict>
+      ${verdict.headline}<span class="sub">${verdict.detail}</span>
+    </div>
+    <section class="card timeline" aria-labelledby="tl-h">
+      <h2 id="tl-h">Timeline</h2>
+      ${timelineSvg(v)}
+      <ul class="legend" aria-hidden="true">
+        <li><span class="sw connect"></span>connect</li>
+        <li><span class="sw send"></span>request sent</li>
+        <li><span class="sw wait"></span>waiting for first byte</li>
+        <li><span class="sw body"></span>body</li>
+        <li><span class="sw lost"></span>answer lost</li>
+        <li><span class="sw obs"></span>observation</li>
+        <li><span class="sw appr"></span>approval</li>
+      </ul>
+      <h3>Timeline as text</h3>
+      <ol class="textline" data-timeline-text>
+        ${timelineText(v).map((l) => html`<li>${l}</li>`)}
+      </ol>
+    </section>
+    <div class="grid2">
+      <section class="card" aria-labelledby="intent-h">
+        <h2 id="intent-h">Intent</h2>
+        <dl class="facts">
+          <dt>kind</dt>
+          <dd>${dash(v.intent?.kind)}</dd>
+          <dt>subject</dt>
+          <dd class="mono">${dash(v.intent?.subject_ref)}</dd>
+          <dt>params digest</dt>
+          <dd class="mono">${dash(v.intent?.params_digest)}</dd>
+          <dt>action</dt>
+          <dd>${dash(v.action)} (${dash(v.action_class)})</dd>
+          <dt>destination</dt>
+          <dd class="mono">
+            ${d ? [d.method, d.route_template, d.host_ref ? `host ${d.host_ref}` : undefined].filter(Boolean).join(' ') : '–'}${d?.authority_ref ? ` via ${d.authority_ref}` : ''}
+          </dd>
+          <dt>idempotency key</dt>
+          <dd class="mono">${dash(v.idempotency_key)}</dd>
+          <dt>session</dt>
+          <dd>
+            ${v.session_id ? html`<a class="mono" href="/sessions/${v.session_id}">${v.session_id}</a>` : '–'}
+          </dd>
+          <dt>correlation</dt>
+          <dd class="mono">${dash(v.correlation_id)}</dd>
+          <dt>owner</dt>
+          <dd class="mono">${dash(v.owner)}</dd>
+          <dt>opened</dt>
+          <dd>${iso(v.opened_at)}</dd>
+          ${
+            v.supersedes_operation_id
+              ? html`<dt>supersedes</dt>
+                  <dd>
+                    <a class="mono" href="/op/${v.supersedes_operation_id}"
+                      >${v.supersedes_operation_id}</a
+                    >
+                  </dd>`
+              : ''
+          }
+          ${
+            v.superseded_by
+              ? html`<dt>superseded by</dt>
+                  <dd><a class="mono" href="/op/${v.superseded_by}">${v.superseded_by}</a></dd>`
+              : ''
+          }
+        </dl>
+      </section>
+      <section class="card" aria-labelledby="settle-h">
+        <h2 id="settle-h">What settles it</h2>
+        <p>${settle.why}</p>
+        ${settle.commands.map((c) => html`<pre class="cmd" data-command>${c}</pre>`)}
+        ${v.resolution ? html`<p>Resolved <strong>${v.resolution.state}</strong> (${v.resolution.category}) by ${v.resolution.by} at ${iso(v.resolution.at)}${v.resolution.remote_refs.length ? html`; remote records <span class="mono" data-remote-refs>${v.resolution.remote_refs.join(', ')}</span>` : ''}</p>` : ''}
+      </section>
+    </div>
+    <h2>Attempts (${v.attempts.length})</h2>
+    ${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events))}
+    <h2>Observations (${v.observations.length})</h2>
+    ${
+      v.observations.length === 0
+        ? html`<p class="muted">No observation recorded.</p>`
+        : html`<table aria-label="Observations">
+            <thead>
+              <tr>
+                <th scope="col">When</th>
+                <th scope="col">Source</th>
+                <th scope="col">Checked</th>
+                <th scope="col">Matches</th>
+                <th scope="col">Remote records</th>
+                <th scope="col">Conclusion</th>
+                <th scope="col">State after</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${v.observations.map(
+                (o) =>
+                  html`<tr${o.matches > 1 ? html` class="prio-0"` : ''}><td>${iso(o.checked_at)}</td><td>${o.source}</td><td class="mono">${o.checked}</td><td>${o.matches > 1 ? html`<span class="flag">${o.matches}</span>` : o.matches}</td><td class="mono" data-obs-refs>${o.remote_refs.join(', ') || '–'}</td><td>${o.conclusion}</td><td>${stateBadge(o.state_after)}</td></tr>`,
+              )}
+            </tbody>
+          </table>`
+    }
+    <h2>Approvals (${v.approvals.length}, ${v.prompts} prompt(s))</h2>
+    ${
+      v.approvals.length === 0
+        ? html`<p class="muted">No approval was asked.</p>`
+        : html`<table aria-label="Approvals">
+            <thead>
+              <tr>
+                <th scope="col">Approval</th>
+                <th scope="col">Scope</th>
+                <th scope="col">Asked</th>
+                <th scope="col">Decision</th>
+                <th scope="col">By</th>
+                <th scope="col">Decided</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${v.approvals.map(
+                (a) =>
+                  html`<tr>
+                    <td class="mono">${a.approval_id}</td>
+                    <td>${a.scope}</td>
+                    <td>${iso(a.requested_at)}</td>
+                    <td>${a.decision ?? 'pending'}</td>
+                    <td>${dash(a.approver)}</td>
+                    <td>${iso(a.decided_at)}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>`
+    }
+  </div>`;
 }

@@ -40,7 +40,10 @@ export function callsOf(views: readonly OperationView[]): Call[] {
       kind: 'call',
       at: v.opened_at ?? v.attempts[0]?.started_at ?? 0,
       tool: v.action ?? 'unknown',
-      args: { subject_ref: v.intent?.subject_ref ?? null, params_digest: v.intent?.params_digest ?? null },
+      args: {
+        subject_ref: v.intent?.subject_ref ?? null,
+        params_digest: v.intent?.params_digest ?? null,
+      },
       result: last
         ? {
             ...base,
@@ -82,15 +85,37 @@ export function callsOf(views: readonly OperationView[]): Call[] {
 export function sessionsListBody(index: OperationIndex): Html {
   const sessions = index.sessions();
   return html`<h1>Sessions</h1>
-<p class="muted">A session is one run of an agent process. Open one to see its calls in order and the transitions the transcript checker would flag.</p>
-<table aria-label="Sessions"><thead><tr><th scope="col">Session</th><th scope="col">Agent</th><th scope="col">Operations</th><th scope="col">Started (UTC)</th></tr></thead><tbody>${
-    sessions.length === 0
-      ? html`<tr><td colspan="4" class="muted">No session in this ledger.</td></tr>`
-      : sessions.map(
-          (s) =>
-            html`<tr><td><a class="mono" href="/sessions/${s.id}">${s.id}</a></td><td>${dash(s.agent)}</td><td>${s.ops}</td><td>${iso(s.first_at)}</td></tr>`,
-        )
-  }</tbody></table>`;
+    <p class="muted">
+      A session is one run of an agent process. Open one to see its calls in order and the
+      transitions the transcript checker would flag.
+    </p>
+    <table aria-label="Sessions">
+      <thead>
+        <tr>
+          <th scope="col">Session</th>
+          <th scope="col">Agent</th>
+          <th scope="col">Operations</th>
+          <th scope="col">Started (UTC)</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${
+          sessions.length === 0
+            ? html`<tr>
+                <td colspan="4" class="muted">No session in this ledger.</td>
+              </tr>`
+            : sessions.map(
+                (s) =>
+                  html`<tr>
+                    <td><a class="mono" href="/sessions/${s.id}">${s.id}</a></td>
+                    <td>${dash(s.agent)}</td>
+                    <td>${s.ops}</td>
+                    <td>${iso(s.first_at)}</td>
+                  </tr>`,
+              )
+        }
+      </tbody>
+    </table>`;
 }
 
 export function sessionBody(id: string, views: readonly OperationView[], truncated: boolean): Html {
@@ -102,19 +127,24 @@ export function sessionBody(id: string, views: readonly OperationView[], truncat
   const bySeq = new Map<number, Violation[]>();
   for (const v of violations) bySeq.set(v.step, [...(bySeq.get(v.step) ?? []), v]);
   return html`<div id="live-region" data-watch="${id}">
-<p><a href="/sessions">← Sessions</a></p>
-<h1>Session <span class="mono">${id}</span></h1>
-<p class="summary-line">${calls.length} call(s) from ${views.length} operation(s) ·
-${violations.length === 0 ? html`<span class="ok-text">no transition the transcript checker would flag</span>` : html`<span class="flag" data-violations="${violations.length}">${violations.length} transition(s) the transcript checker would flag</span>`}
-${truncated ? html` · showing the first ${SESSION_CALL_LIMIT} operations` : ''}</p>
-<ol class="calls" aria-label="Calls in order">${calls.map((c) => {
-    const vs = bySeq.get(c.step.seq) ?? [];
-    const r = c.step.result;
-    return html`<li${vs.length ? html` class="violation"` : ''} data-step="${c.step.seq}">
+    <p><a href="/sessions">← Sessions</a></p>
+    <h1>Session <span class="mono">${id}</span></h1>
+    <p class="summary-line">
+      ${calls.length} call(s) from ${views.length} operation(s) ·
+      ${violations.length === 0 ? html`<span class="ok-text">no transition the transcript checker would flag</span>` : html`<span class="flag" data-violations="${violations.length}">${violations.length} transition(s) the transcript checker would flag</span>`}
+      ${truncated ? html` · showing the first ${SESSION_CALL_LIMIT} operations` : ''}
+    </p>
+    <ol class="calls" aria-label="Calls in order">
+      ${calls.map((c) => {
+        const vs = bySeq.get(c.step.seq) ?? [];
+        const r = c.step.result;
+        return html`<li${vs.length ? html` class="violation"` : ''} data-step="${c.step.seq}">
 <strong>${c.step.seq + 1}. ${c.kind === 'lookup' ? `lookup (${c.step.tool})` : c.step.tool}</strong>
 <span class="muted">${iso(c.step.at)}</span> · <a class="mono" href="/op/${c.view.operation_id}">${c.view.operation_id}</a> ${stateBadge(c.view.state)}
 <div>${r ? `→ ${r.category}, retry ${r.retry}, remote effect ${r.remote_effect}` : '→ no result recorded'}</div>
 ${vs.map((v) => html`<div class="why" role="note">⚠ ${v.rule}: ${v.explanation} (because of call ${v.because_of + 1})</div>`)}
 </li>`;
-  })}</ol></div>`;
+      })}
+    </ol>
+  </div>`;
 }
