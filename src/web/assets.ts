@@ -55,18 +55,20 @@ dl.facts dd { margin:0; overflow-wrap:anywhere; }
 @media (max-width: 900px) { .grid2 { grid-template-columns: 1fr; } }
 .timeline svg { width:100%; height:auto; display:block; }
 .timeline text { font: 12px system-ui,sans-serif; fill:#1d2330; }
+.timeline text.dup-label { fill:#a3141c; font-weight:700; }
 .timeline .axis text { fill:#4d5565; font-size:11px; }
 .timeline .axis line { stroke:#c9ced8; }
 .ph-connect { fill:#7aa7e8; } .ph-send { fill:#3d6fc2; } .ph-wait { fill:#c7d2e3; } .ph-body { fill:#2f9e63; }
 .ph-lost { fill:url(#lost); stroke:#a3141c; stroke-width:1.5; }
 .ph-none { fill:#eceef2; stroke:#9aa3b2; stroke-dasharray:3 2; }
 .mark-obs { fill:#7a4b00; } .mark-obs.dup { fill:#a3141c; }
-.mark-appr { fill:#5b3aa8; } .mark-res { fill:#1d2330; }
+.mark-appr { fill:#5b3aa8; } .mark-res { fill:#1d2330; stroke:#1d2330; stroke-width:2; }
 .legend { display:flex; flex-wrap:wrap; gap:6px 16px; font-size:12px; color:var(--muted); margin:6px 0 0; padding:0; list-style:none; }
 .legend .sw { display:inline-block; width:12px; height:12px; border-radius:2px; vertical-align:-2px; margin-right:5px; }
 .sw.connect { background:#7aa7e8; } .sw.send { background:#3d6fc2; } .sw.wait { background:#c7d2e3; } .sw.body { background:#2f9e63; }
 .sw.lost { background:repeating-linear-gradient(45deg,#fde7e8 0 3px,#a3141c 3px 5px); }
 .sw.obs { background:#7a4b00; transform:rotate(45deg) scale(.8); } .sw.appr { background:#5b3aa8; border-radius:50%; }
+.sw.res { background:#1d2330; width:4px; }
 .lost-note { color:var(--bad); font-weight:600; }
 ol.textline { margin:6px 0 0; padding-left:22px; }
 ol.textline li { margin:2px 0; }

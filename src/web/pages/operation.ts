@@ -196,6 +196,7 @@ export function operationBody(
         <li><span class="sw lost"></span>answer lost</li>
         <li><span class="sw obs"></span>observation</li>
         <li><span class="sw appr"></span>approval</li>
+        <li><span class="sw res"></span>resolution</li>
       </ul>
       <h3>Timeline as text</h3>
       <ol class="textline" data-timeline-text>

@@ -205,7 +205,7 @@ export function timelineSvg(v: OperationView): Html {
         x="${(anchor === 'end' ? cx - 4 : cx + 4).toFixed(1)}"
         y="${ly + 4}"
         text-anchor="${anchor}"
-        ${m.dup ? html` fill="#a3141c" font-weight="700"` : ''}
+        ${m.dup ? html` class="dup-label"` : ''}
         >${m.label}</text
       ><title>${m.label} at +${Math.round(m.at - t0)} ms</title></g
     >`;
