@@ -328,7 +328,7 @@ export class OperationIndex {
     }
   }
 
-  /** One page of the table: a single pass over the columns (or over the search hits). */
+  /** One page of the table: two passes over the columns (or over the search hits). */
   page(f: OpFilter, offset: number, limit: number): OpPage {
     const c = this.#cols;
     const code = (names: Names, v: string | undefined): number =>
@@ -341,34 +341,55 @@ export class OperationIndex {
     let mask = 0;
     for (const s of f.states ?? []) mask |= 1 << codeOf(s);
     const counts = new Uint32Array(STATE_CODES.length);
-    const end = offset + limit;
-    const buckets: [number[], number[], number[]] = [[], [], []];
-    const seen = [0, 0, 0];
-    let total = 0;
-    const consider = (i: number): void => {
-      if (fa !== -1 && c.action[i] !== fa) return;
-      if (fc !== -1 && c.cls[i] !== fc) return;
-      if (fs !== -1 && c.session[i] !== fs) return;
+    const matches = (i: number, count: boolean): boolean => {
+      if (fa !== -1 && c.action[i] !== fa) return false;
+      if (fc !== -1 && c.cls[i] !== fc) return false;
+      if (fs !== -1 && c.session[i] !== fs) return false;
       const t = c.opened[i]!;
-      if (t < from || t > to) return;
+      if (t < from || t > to) return false;
       const st = c.state[i]!;
-      counts[st]! += 1;
-      if (mask !== 0 && (mask & (1 << st)) === 0) return;
-      total += 1;
-      const p = c.prio[i]!;
-      // Only the first `end` of each bucket can land on this page.
-      if (seen[p]! < end) buckets[p as 0 | 1 | 2].push(i);
-      seen[p]! += 1;
+      if (count) counts[st]! += 1;
+      return mask === 0 || (mask & (1 << st)) !== 0;
     };
     const q = f.q?.trim();
-    if (q) {
-      for (const o of this.search(q)) consider(o.idx);
-    } else if (fa !== -2 && fc !== -2 && fs !== -2) {
-      for (let i = c.n - 1; i >= 0; i--) consider(i);
-    }
-    const rows = [...buckets[0], ...buckets[1], ...buckets[2]]
-      .slice(offset, end)
-      .map((i) => this.#ops[i]!);
+    const candidates: number[] | null = q ? this.search(q).map((o) => o.idx) : null;
+    const empty = fa === -2 || fc === -2 || fs === -2;
+    const each = (visit: (i: number) => boolean | void): void => {
+      if (empty) return;
+      if (candidates) {
+        for (const i of candidates) if (visit(i) === false) return;
+      } else {
+        for (let i = c.n - 1; i >= 0; i--) if (visit(i) === false) return;
+      }
+    };
+    // Pass 1: counts and bucket sizes. Pass 2: only the rows of this page, so a deep page never
+    // collects the rows before it.
+    const size = [0, 0, 0];
+    each((i) => {
+      if (matches(i, true)) size[c.prio[i]!]! += 1;
+    });
+    const total = size[0]! + size[1]! + size[2]!;
+    const end = Math.min(offset + limit, total);
+    const want: [number, number][] = [0, 1, 2].map((p) => {
+      const before = size.slice(0, p).reduce((a, b) => a + b, 0);
+      return [Math.max(0, offset - before), Math.max(0, end - before)] as [number, number];
+    });
+    const picked: [number[], number[], number[]] = [[], [], []];
+    const pos = [0, 0, 0];
+    let left = Math.max(0, end - offset);
+    if (left > 0)
+      each((i) => {
+        if (!matches(i, false)) return;
+        const p = c.prio[i]! as 0 | 1 | 2;
+        const at = pos[p]!++;
+        const [lo, hi] = want[p]!;
+        if (at >= lo && at < hi) {
+          picked[p].push(i);
+          left -= 1;
+        }
+        return left > 0;
+      });
+    const rows = [...picked[0], ...picked[1], ...picked[2]].map((i) => this.#ops[i]!);
     const out = emptyCounts();
     STATE_CODES.forEach((s, i) => {
       if (s !== null) out[s] = counts[i]!;
