@@ -285,7 +285,10 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
   const report = parsed.value;
   const result: SshRunResult = {
     ...base,
-    evidence: reportEvidence(report, exit),
+    evidence:
+      mode === 'raw' && report.kind === 'ran' && report.exit === exit
+        ? { phase: 'response_complete', exit_status: exit, contract_check: 'unchecked' }
+        : reportEvidence(report, exit),
     stdout: report.stdout.toString('utf8'),
     stderr: report.stderr.toString('utf8'),
     stdout_dropped: Math.max(0, (report.stdout_total ?? 0) - report.stdout.length),

@@ -87,19 +87,21 @@ for t in $need; do command -v "$t" >/dev/null 2>&1 || miss="$miss,$t"; done
 [ -z "$miss" ] || no missing_tools "$miss"
 uid=$(id -u)
 now() { date -u +%Y-%m-%dT%H:%M:%SZ; }
-boot() { cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo -; }
-size() { wc -c <"$1" | tr -d ' '; }
+boot() { k=-; read -r k </proc/sys/kernel/random/boot_id 2>/dev/null; echo "$k"; }
+size() { k=$(wc -c <"$1"); echo $((k)); }
 emit() {
   q=$(($2 / 4096)); r=$(($2 % 4096))
   dd if="$1" bs=4096 count="$q" 2>/dev/null
   dd if="$1" bs=1 skip=$((q * 4096)) count="$r" 2>/dev/null
 }
 frame() {
-  n=$(size "$2"); t=$n
+  t=
   if [ -f "$2.size" ]; then read -r t <"$2.size"; fi
-  case $t in ''|*[!0-9]*) t=$n;; esac
-  [ "$n" -le "$cap" ] || n=$cap
-  say "$1" "$n" "$t"; emit "$2" "$n"; printf '\n'
+  case $t in ''|*[!0-9]*) t=$(size "$2");; esac
+  n=$t; [ "$n" -le "$cap" ] || n=$cap
+  say "$1" "$n" "$t"
+  if [ "$n" = "$t" ]; then cat "$2"; else emit "$2" "$n"; fi
+  printf '\n'
 }
 trim() {
   n=$(size "$1"); printf '%s\n' "$n" >"$1.size"
@@ -133,22 +135,24 @@ ck() {
   return 0
 }
 walk() {
-  cr=$2; p=
-  ck / 0 || return 2
+  cr=$2; p=; i=0
   IFS=/; set -- $1; unset IFS
   for c in "$@"; do
-    [ -n "$c" ] || continue
     case $c in .|..) return 2;; esac
-    p=$p/$c
-    ck "$p" 0; r=$?
+    [ -n "$c" ] && i=$((i + 1))
+  done
+  [ "$i" -gt 0 ] || return 2
+  for c in "$@"; do
+    [ -n "$c" ] || continue
+    p=$p/$c; i=$((i - 1)); s=0
+    [ "$i" = 0 ] && s=1
+    ck "$p" "$s"; r=$?
     if [ "$r" = 1 ]; then
       [ "$cr" = 1 ] || return 1
       mkdir -m 700 "$p" 2>/dev/null || [ -d "$p" ] || return 3
-      ck "$p" 0 || return 2
+      ck "$p" "$s" || return 2
     elif [ "$r" != 0 ]; then return "$r"; fi
   done
-  [ -n "$p" ] || return 2
-  ck "$p" 1 || return 2
 }
 mk() {
   case $op in ''|.*|*[!A-Za-z0-9_.-]*) no bad_operation_id;; esac
