@@ -1,0 +1,34 @@
+// The process the SSH kill campaign kills: runs campaign actions one after another against the
+// sshd fixture, over a SQLite ledger, until SIGKILL. Prints `ready` once, then `op N` per result.
+import { readFileSync } from 'node:fs';
+import { staticCredentials } from '../../src/engine/ports.js';
+import { createRuntime } from '../../src/engine/runtime.js';
+import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
+import type { HostEntry } from '../../src/ssh/inventory.js';
+import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
+
+interface Args {
+  ledger: string;
+  root: string;
+  entry: HostEntry;
+  keyPath: string;
+  trial: number;
+}
+
+const args = JSON.parse(process.argv[2] ?? '{}') as Args;
+const actions = campaignActions(args.root);
+const runtime = createRuntime({
+  ledger: openSqliteLedger(args.ledger),
+  credentials: staticCredentials({}),
+  ssh: {
+    inventory: { [CAMPAIGN_HOST]: args.entry },
+    resolveKey: () => Promise.resolve(readFileSync(args.keyPath)),
+  },
+  actions: actions as never,
+});
+process.stdout.write('ready\n');
+for (let i = 0; i < 1000; i++) {
+  const action = actions[(args.trial + i) % actions.length]!;
+  const env = await runtime.run(action, { job: `t${args.trial}-${i}` });
+  process.stdout.write(`op ${i} ${env.category}\n`);
+}
