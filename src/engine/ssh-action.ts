@@ -143,7 +143,7 @@ export function rememberSshInput(
 ): void {
   if (!action.destination.ssh) return;
   let m = remembered.get(owner);
-  if (!m) remembered.set(owner, (m = new Map()));
+  if (!m) remembered.set(owner, (m = new Map<string, unknown>()));
   if (!m.has(operationId)) m.set(operationId, input);
 }
 

@@ -24,7 +24,7 @@ const runtime = createRuntime({
     inventory: { [CAMPAIGN_HOST]: args.entry },
     resolveKey: () => Promise.resolve(readFileSync(args.keyPath)),
   },
-  actions: actions as never,
+  actions,
 });
 process.stdout.write('ready\n');
 for (let i = 0; i < 1000; i++) {

@@ -144,7 +144,7 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
         ledger,
         credentials: staticCredentials({}),
         ssh: { inventory: { [CAMPAIGN_HOST]: entry }, resolveKey: sshd.resolveKey },
-        actions: actions as never,
+        actions,
         sleep: () => Promise.resolve(),
       });
       const items: RecoveryItem[] = await rt.recover();

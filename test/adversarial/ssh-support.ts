@@ -77,7 +77,7 @@ export function runtimeOn(
     ledger,
     credentials: staticCredentials({}),
     ssh,
-    actions: actions as never,
+    actions,
     sleep: () => Promise.resolve(),
   });
 }

@@ -221,7 +221,7 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
       'a changed remote user escalates with the reason; the command does not run as that user',
       async () => {
         const ledger = openMemoryLedger();
-        const act = execute('user-changed');
+        const act = execute('user_changed');
         const rt = runtimeOn(ledger, sshOptions(sshd), [act]);
         const d = jobDir(root, 'user-changed', true);
         chmodSync(d, 0o777);
