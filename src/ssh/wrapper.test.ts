@@ -204,6 +204,54 @@ describe('wrapper script', () => {
   });
 });
 
+describe('wrapper request (stdin)', () => {
+  const base = { mode: 'run', command: '' } as const;
+  const full = (call: Partial<WrapperCall>): WrapperCall => ({
+    ...base,
+    nonce: NONCE,
+    markerDir: join(dir, 'ops'),
+    operationId: 'op_req',
+    ...call,
+  });
+
+  it('a request cut short is refused and runs nothing', () => {
+    const ran = join(dir, 'ran');
+    const request = wrapperRequest(full({ command: `touch ${shQuote(ran)}` }));
+    const cut = request.subarray(0, request.indexOf(Buffer.from('# end')));
+    const r = spawnSync('sh', ['-c', WRAPPER_EXEC], { input: cut });
+    const parsed = parseWrapperOutput(r.stdout, NONCE);
+    expect(parsed.value).toMatchObject({ kind: 'error', error: 'bad_request', exit: 70 });
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('secret inputs reach the command as environment variables only', () => {
+    const secret = "s3cr3t 'quoted' $HOME `x`";
+    const r = wrap({
+      ...base,
+      operationId: 'op_env',
+      command: 'printf %s "$TOKEN"; printf %s "$TOKEN" | wc -c >&2',
+      secretEnv: { TOKEN: secret },
+    });
+    expect(r.report.stdout.toString()).toBe(secret);
+    expect(wrapperRequest(full({ secretEnv: { TOKEN: secret } })).toString()).toContain(
+      shQuote(secret),
+    );
+    expect(() => wrapperRequest(full({ secretEnv: { 'BAD-NAME': 'x' } }))).toThrow(
+      /bad_secret_env_name/,
+    );
+  });
+
+  it('frames at most the cap and reports the total, in the run and in the marker', () => {
+    const r = wrap({ ...base, operationId: 'op_cap', command: 'printf 0123456789', outputCap: 4 });
+    expect(r.report.stdout.toString()).toBe('0123');
+    expect(r.report.stdout_total).toBe(10);
+    expect(readFileSync(join(dir, 'ops', 'op_cap', 'stdout'), 'utf8')).toBe('0123');
+    const again = wrap({ ...base, operationId: 'op_cap', outputCap: 4 });
+    expect(again.report).toMatchObject({ kind: 'existing', stdout_total: 10 });
+    expect(again.report.stdout.toString()).toBe('0123');
+  });
+});
+
 describe('parseWrapperOutput', () => {
   const line = (s: string) => `${WRAPPER_PROTOCOL} ${NONCE} ${s}\n`;
   it('skips banner noise before the first status line', () => {

@@ -1,5 +1,5 @@
 // The process the SSH kill campaign kills: runs campaign actions one after another against the
-// sshd fixture, over a SQLite ledger, until SIGKILL. Prints `ready` once, then `op N` per result.
+// sshd fixture, over a SQLite ledger, until SIGKILL. Prints `ready` once, then one line per result.
 import { readFileSync } from 'node:fs';
 import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/engine/runtime.js';
@@ -27,8 +27,13 @@ const runtime = createRuntime({
   actions,
 });
 process.stdout.write('ready\n');
-for (let i = 0; i < 1000; i++) {
-  const action = actions[(args.trial + i) % actions.length]!;
-  const env = await runtime.run(action, { job: `t${args.trial}-${i}` });
-  process.stdout.write(`op ${i} ${env.category}\n`);
-}
+// Three streams at once, so one kill catches operations at different phases.
+await Promise.all(
+  [0, 1, 2].map(async (stream) => {
+    for (let i = 0; i < 1000; i++) {
+      const action = actions[(args.trial + stream + i) % actions.length]!;
+      const env = await runtime.run(action, { job: `t${args.trial}-${stream}-${i}` });
+      process.stdout.write(`op ${stream}.${i} ${env.category}\n`);
+    }
+  }),
+);

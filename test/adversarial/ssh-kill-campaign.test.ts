@@ -81,6 +81,8 @@ interface TrialResult {
   leftovers: number;
   settled: number;
   forPerson: number;
+  /** Why the operations left for a person were left (escalation code or retry directive). */
+  reasons: string[];
   problems: string[];
 }
 
@@ -173,6 +175,12 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
           problems.push(`${v.operation_id} left ${v.state} without being reported for a person`);
       }
       const settled = items.filter((i) => i.outcome !== 'needs_person').length;
+      const reasons = items
+        .filter((i) => i.outcome === 'needs_person')
+        .map((i) => {
+          const esc = (i.envelope.data as { escalation?: { code?: string } } | null)?.escalation;
+          return esc?.code ?? i.envelope.retry;
+        });
       return {
         trial: n,
         delayMs,
@@ -180,6 +188,7 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
         leftovers: leftoversBefore.length,
         settled,
         forPerson: items.length - settled,
+        reasons,
         problems,
       };
     } finally {
@@ -192,7 +201,7 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
     // Kill points spread from "before the first attempt" to "after a few operations".
     const delays = Array.from({ length: TRIALS }, () => {
       const b = random.bytes(2);
-      return ((b[0]! << 8) | b[1]!) % 2500;
+      return ((b[0]! << 8) | b[1]!) % 4000;
     });
     const results: TrialResult[] = [];
     let next = 0;
@@ -210,8 +219,10 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
     const leftovers = results.reduce((s, r) => s + r.leftovers, 0);
     const settled = results.reduce((s, r) => s + r.settled, 0);
     const forPerson = results.reduce((s, r) => s + r.forPerson, 0);
+    const why = new Map<string, number>();
+    for (const r of results.flatMap((t) => t.reasons)) why.set(r, (why.get(r) ?? 0) + 1);
     console.info(
-      `SSH kill campaign seed ${SEED}: ${TRIALS} trials, ${results.reduce((s, r) => s + r.ops, 0)} operations, ${leftovers} leftovers: ${settled} settled, ${forPerson} for a person`,
+      `SSH kill campaign seed ${SEED}: ${TRIALS} trials, ${results.reduce((s, r) => s + r.ops, 0)} operations, ${leftovers} leftovers: ${settled} settled (marker, check or proven-unsent retry), ${forPerson} for a person ${JSON.stringify(Object.fromEntries(why))}`,
     );
     expect(failed).toEqual([]);
     expect(results).toHaveLength(TRIALS);
