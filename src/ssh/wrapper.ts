@@ -208,7 +208,7 @@ run)
     rm -f "$m/start.tmp"; rmdir "$m" 2>/dev/null
     no marker_unavailable
   fi
-  runc "$cmd" >"$m/stdout" 2>"$m/stderr" &
+  ( senv; umask "$U"; exec sh -c -- "$cmd" ) </dev/null >"$m/stdout" 2>"$m/stderr" &
   c=$!
   printf 'child %s\n' "$c" >>"$m/start"
   wait "$c"; st=$?
