@@ -29,7 +29,7 @@ import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
 
 const TRIALS = Number(process.env.CANDOR_SSH_KILL_TRIALS ?? 50);
 const SEED = Number(process.env.CANDOR_SSH_KILL_SEED ?? 22022);
-const PARALLEL = 3;
+const PARALLEL = 4;
 
 const skip = sshdSkipReason();
 if (skip !== undefined) console.warn(`skipping the SSH kill campaign: ${skip}`);
@@ -86,7 +86,9 @@ interface TrialResult {
   problems: string[];
 }
 
-describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }, () => {
+// The timeout is a guard, not an assertion: on an idle 2-core machine the campaign takes about a
+// minute; on a heavily loaded one (every SSH login and child start ten times slower) much longer.
+describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000 }, () => {
   let sshd: SshdFixture;
   let tree: ReturnType<typeof compileTree>;
   let dir: string;
@@ -98,7 +100,8 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
   afterAll(async () => {
     await sshd?.stop();
     tree?.remove();
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    // Remote jobs of the last kills may still be finishing: retry the removal.
+    if (dir) rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
   });
 
   /** Spawns the child, kills it `delayMs` after `ready`; resolves once it is gone. */
@@ -201,7 +204,7 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 600_000 }
     // Kill points spread from "before the first attempt" to "after a few operations".
     const delays = Array.from({ length: TRIALS }, () => {
       const b = random.bytes(2);
-      return ((b[0]! << 8) | b[1]!) % 4000;
+      return ((b[0]! << 8) | b[1]!) % 2500;
     });
     const results: TrialResult[] = [];
     let next = 0;
