@@ -125,7 +125,8 @@ describe.skipIf(skip !== undefined)(
       const r = await runSsh({
         host: sshd.entry(),
         resolveKey: sshd.resolveKey,
-        command: 'kill -KILL $$',
+        // The wrapper itself (the session's process) is killed: no exit status reaches the client.
+        command: 'kill -KILL $PPID',
         operationId: 'op_signal',
         family: 'read',
       });
@@ -137,7 +138,7 @@ describe.skipIf(skip !== undefined)(
       expect(classify(r.evidence, sshContract('execute')).category).toBe('outcome_unknown');
     });
 
-    it('read runs the raw command without a marker; retry after unknown is allowed', async () => {
+    it('read runs the command without a marker; retry after unknown is allowed', async () => {
       const r = await runSsh({
         host: sshd.entry(),
         resolveKey: sshd.resolveKey,

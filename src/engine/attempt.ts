@@ -10,7 +10,7 @@ import { contractOf, type ActionDefinition } from './action.js';
 import { UsageError, type EngineContext, type Licence, type RunOptions } from './context.js';
 import { evidenceOf, prepare, withoutSecretHeaders } from './request.js';
 import { checkResponse } from './response-check.js';
-import { dispatchSsh } from './ssh-action.js';
+import { dispatchSsh, sshFingerprint } from './ssh-action.js';
 
 export interface AttemptResult {
   classification: Classification;
@@ -33,7 +33,10 @@ export async function attempt<I, O>(
   settledBy?: 'attempt' | 'recovery' | 'reconciliation',
 ): Promise<AttemptResult> {
   const { options, ids, clock, redactor, owner, append } = ctx;
-  const { spec, headers, body, fingerprint } = prepare(action, input, view);
+  const prepared = prepare(action, input, view);
+  const { spec, headers, body } = prepared;
+  // SSH: the fingerprint also binds the check and the marker location (engine/ssh-action.ts).
+  const fingerprint = sshFingerprint(options.ssh, action, input, prepared.fingerprint);
   const dest = action.destination;
   const prior = view.attempts.at(-1) ?? null;
   if (prior && prior.request_fingerprint !== fingerprint) {
@@ -94,16 +97,16 @@ export async function attempt<I, O>(
             error_code: cred.failure.code,
           };
   } else if (dest.ssh) {
-    const sent = await dispatchSsh(
-      options.ssh,
-      dest.ssh,
-      spec.path,
-      action.class,
-      view.operation_id,
+    const sent = await dispatchSsh({
+      options: options.ssh,
+      decl: dest.ssh,
+      command: spec.path,
+      family: action.class,
+      operationId: view.operation_id,
       input,
-      opts.signal,
-      () => clock.now(),
-    );
+      signal: opts.signal,
+      now: () => clock.now(),
+    });
     evidence = sent.evidence;
     sshData = sent.data;
     sshDiagnostics = { evidence, ...sent.diagnostics };

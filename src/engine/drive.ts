@@ -8,6 +8,7 @@ import { contractOf, type ActionDefinition } from './action.js';
 import { attempt } from './attempt.js';
 import type { AnyAction, EngineContext, Licence, RunOptions } from './context.js';
 import { prepare } from './request.js';
+import { sshFingerprint } from './ssh-action.js';
 
 const SENSITIVE: ReadonlySet<string> = new Set([
   'financial',
@@ -77,7 +78,12 @@ export async function gateRefusal<I, O>(
     operation_id: view.operation_id,
     action: action.name,
     action_class: action.class,
-    request_fingerprint: prepare(action, input, view).fingerprint,
+    request_fingerprint: sshFingerprint(
+      ctx.options.ssh,
+      action,
+      input,
+      prepare(action, input, view).fingerprint,
+    ),
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
     prior_attempt: last?.finish
       ? {

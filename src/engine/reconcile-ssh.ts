@@ -1,57 +1,164 @@
-import { unknownOutcome } from './context.js';
 // SSH reconciliation: the remote marker is the evidence of whether the command ran, and for
-// set_state actions (which run without a marker) a convergence check run as a read.
+// set_state actions (which run without a marker) the convergence check, run through the wrapper
+// under `sh -c` exactly as in the run.
+//
+// Rules (never turn missing evidence into a second run):
+// - a settled operation is never re-run, whatever the marker says now;
+// - the check and any new attempt use the real input (held in memory by the owner; a recorded
+//   copy only when nothing in it was redacted and it rebuilds the last attempt's request);
+// - "marker absent" licenses a new attempt only when the ledger proves that no earlier attempt
+//   reached the wrapper (never sent, or the wrapper's refusal was received) and the request —
+//   command, check, host, user, marker directory — is the one the last attempt recorded;
+// - anything else is `escalate`, with the reason in an observation and in the envelope's data.
 import { classify } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
-import type { OperationView } from '../ledger/projection.js';
+import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
+import { REDACTED } from '../vault/redact.js';
 import { contractOf } from './action.js';
-import type { AnyAction, EngineContext } from './context.js';
+import { unknownOutcome, type AnyAction, type EngineContext } from './context.js';
 import { licensedAttempt } from './drive.js';
-import { dispatchSsh, lookupSshMarker } from './ssh-action.js';
+import { envelopeFromView } from './operation.js';
+import { prepare } from './request.js';
+import {
+  lookupSshMarker,
+  rememberedSshInput,
+  runSshCheck,
+  sshFingerprint,
+  type SshDeclaration,
+} from './ssh-action.js';
 
-/** SSH: the remote marker is the evidence. Absent -> safe to run under the same operation id. */
+type RealInput = { ok: true; input: unknown } | { ok: false; code: string; reason: string };
+
+const isSettled = (state: OperationState | null): boolean =>
+  state !== null && !UNRESOLVED_STATES.has(state);
+
+function holdsRedaction(value: unknown): boolean {
+  return JSON.stringify(value ?? null).includes(REDACTED);
+}
+
+/** The real input of the operation, or why it is not available (see the file comment). */
+async function realInput(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+): Promise<RealInput> {
+  const mem = rememberedSshInput(ctx, view.operation_id);
+  let input: unknown;
+  if (mem.found) {
+    input = mem.input;
+  } else {
+    const recorded = await ctx.paramsOf(view.operation_id);
+    if (action.destination.ssh?.secret_env || holdsRedaction(recorded)) {
+      return {
+        ok: false,
+        code: 'real_input_unavailable',
+        reason:
+          'the real input is not available here (only the owning process keeps it; the ledger holds a redacted copy), so nothing is checked or run with a placeholder',
+      };
+    }
+    input = recorded;
+  }
+  const last = view.attempts.at(-1);
+  if (last) {
+    const a = action as unknown as Parameters<typeof prepare>[0];
+    let now: string;
+    try {
+      now = sshFingerprint(
+        ctx.options.ssh,
+        action,
+        input,
+        prepare(a, input as never, view).fingerprint,
+      );
+    } catch {
+      now = '';
+    }
+    if (now !== last.request_fingerprint) {
+      return {
+        ok: false,
+        code: 'request_changed',
+        reason:
+          'the request rebuilt now (command, check, host, port, user or marker directory) differs from the one the last attempt recorded; its marker may be elsewhere',
+      };
+    }
+  }
+  return { ok: true, input };
+}
+
+/** The ledger proves that no attempt reached the wrapper: each finished as not sent or refused. */
+function provenNotReached(view: OperationView): boolean {
+  return view.attempts.every(
+    (a) =>
+      a.finish !== null &&
+      (a.finish.dispatch_state === 'not_sent' || a.finish.rule === 'exit_nonzero_not_started'),
+  );
+}
+
+function escalate(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  code: string,
+  reason: string,
+): Envelope {
+  return ctx.envelopeOf(
+    action,
+    view,
+    unknownOutcome('escalate'),
+    { escalation: { code, reason } },
+    null,
+  );
+}
+
+const NOT_REACHED_LICENCE = {
+  reason: 'connection_not_established',
+  decision: 'not_sent',
+} as const;
+
 async function convergenceCheck(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  decl: NonNullable<AnyAction['destination']['ssh']>,
+  decl: SshDeclaration,
+  real: RealInput,
   checkedAt: number,
 ): Promise<Envelope> {
-  const { options, clock, observe, paramsOf, resolve, envelopeOf } = ctx;
-  const unknown = {
-    category: 'outcome_unknown',
-    remote_effect: 'unknown',
-    retry_after_ms: null,
-  } as const;
-  if (!decl.check) return envelopeOf(action, view, { ...unknown, retry: 'escalate' }, null, null);
-  const params = await paramsOf(view.operation_id);
-  const checkCommand = decl.check(params);
-  const sent = await dispatchSsh(
-    options.ssh,
-    { host_ref: decl.host_ref, deadline_ms: decl.deadline_ms },
-    checkCommand,
-    'read',
-    view.operation_id,
-    params,
-    undefined,
-    () => clock.now(),
-  );
-  const exit = sent.evidence.phase === 'response_complete' ? sent.evidence.exit_status : null;
-  if (exit === null || exit === undefined) {
-    return envelopeOf(action, view, { ...unknown, retry: 'reconcile_first' }, null, null);
+  const { options, observe, resolve, envelopeOf } = ctx;
+  const checked = `ssh ${decl.host_ref} convergence check`;
+  if (!decl.check)
+    return escalate(ctx, action, view, 'no_check', 'the action declares no convergence check');
+  if (!real.ok) {
+    await observe(view, {
+      source: 'post_write_check',
+      checked: `${checked} (not run)`,
+      checked_at: checkedAt,
+      matches: 0,
+      remote_refs: [],
+      conclusion: real.reason,
+      state_after: view.state ?? 'open',
+    });
+    return escalate(ctx, action, view, real.code, real.reason);
   }
-  const converged = exit === 0;
+  const r = await runSshCheck(options.ssh, decl, real.input);
+  if (!r.ok) {
+    if (r.refusal)
+      return escalate(ctx, action, view, r.refusal, `the wrapper refused the check (${r.refusal})`);
+    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+  }
+  const converged = r.check_status === 0;
+  const rerun = !converged && provenNotReached(view);
   await observe(view, {
     source: 'post_write_check',
-    checked: `ssh ${decl.host_ref} convergence check`,
+    checked,
     checked_at: checkedAt,
     matches: converged ? 1 : 0,
     remote_refs: [],
     conclusion: converged
       ? 'the desired state holds'
-      : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
-    state_after: converged ? 'succeeded' : 'unknown',
+      : rerun
+        ? 'the desired state does not hold and no earlier attempt reached the wrapper: a new attempt'
+        : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
+    state_after: converged ? 'succeeded' : (view.state ?? 'open'),
   });
   if (converged) {
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', []);
@@ -63,7 +170,22 @@ async function convergenceCheck(
       null,
     );
   }
-  return envelopeOf(action, view, { ...unknown, retry: 'escalate' }, null, null);
+  if (rerun)
+    return licensedAttempt(
+      ctx,
+      action,
+      real.input,
+      (await ctx.load(view.operation_id))!,
+      NOT_REACHED_LICENCE,
+      'reconciliation',
+    );
+  return escalate(
+    ctx,
+    action,
+    view,
+    'not_converged',
+    'the convergence check fails after an attempt that may have run',
+  );
 }
 
 export async function reconcileSshOperation(
@@ -71,17 +193,59 @@ export async function reconcileSshOperation(
   action: AnyAction,
   view: OperationView,
 ): Promise<Envelope> {
-  const { options, clock, observe, load, paramsOf, resolve, envelopeOf } = ctx;
+  const { options, clock, observe, load, resolve, envelopeOf } = ctx;
   const decl = action.destination.ssh!;
+  // A settled operation is never re-run (nor re-checked into another state) by reconciliation.
+  if (isSettled(view.state)) return envelopeFromView(ctx, action, view);
   const checkedAt = clock.now();
-  // set_state runs without a marker (it converges): an absent marker proves nothing there, so
-  // the evidence is the convergence check, run as a read — never a second run of the command.
-  if (action.class === 'set_state') return convergenceCheck(ctx, action, view, decl, checkedAt);
+  const real = await realInput(ctx, action, view);
+  if (action.class === 'set_state')
+    return convergenceCheck(ctx, action, view, decl, real, checkedAt);
   const found = await lookupSshMarker(options.ssh, decl, view.operation_id);
   if (!found.ok) {
+    if (found.refusal) {
+      return escalate(
+        ctx,
+        action,
+        view,
+        found.refusal,
+        `the wrapper refused to read the marker (${found.refusal}); a person must fix the marker directory`,
+      );
+    }
     return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   }
   const m = found.marker;
+  const checked = `ssh ${decl.host_ref} marker ${view.operation_id}`;
+  if (m.state === 'absent') {
+    const proven = provenNotReached(view);
+    const go = proven && real.ok;
+    const conclusion = go
+      ? 'no marker, and the ledger proves no earlier attempt reached the wrapper: a new attempt under the same operation id'
+      : !proven
+        ? 'no marker here, but the ledger does not prove that the earlier attempt never reached the wrapper (the marker may have been removed, or the attempt used another location), so a person decides'
+        : `no marker, but ${real.ok ? '' : real.reason}`;
+    await observe(view, {
+      source: 'marker',
+      checked,
+      checked_at: checkedAt,
+      matches: 0,
+      remote_refs: [],
+      conclusion,
+      state_after: view.state ?? 'open',
+    });
+    if (go) {
+      return licensedAttempt(
+        ctx,
+        action,
+        real.input,
+        (await load(view.operation_id))!,
+        NOT_REACHED_LICENCE,
+        'reconciliation',
+      );
+    }
+    if (!proven) return escalate(ctx, action, view, 'marker_absent_unproven', conclusion);
+    return escalate(ctx, action, view, real.ok ? 'unknown' : real.code, conclusion);
+  }
   const c = classify(found.evidence, contractOf(action));
   const stateAfter: OperationState =
     m.state === 'completed'
@@ -94,16 +258,14 @@ export async function reconcileSshOperation(
   const conclusion =
     m.state === 'completed'
       ? `the marker records completion with exit status ${m.exit_status}`
-      : m.state === 'absent'
-        ? 'no marker: the command never started; running it under the same operation id is safe (the marker prevents a second execution)'
-        : m.state === 'started'
-          ? `the marker records a start without completion; the process is ${m.process}`
-          : 'the marker was claimed but the command did not start';
+      : m.state === 'started'
+        ? `the marker records a start without completion; the process is ${m.process}`
+        : 'the marker was claimed but the command did not start';
   await observe(view, {
     source: 'marker',
-    checked: `ssh ${decl.host_ref} marker ${view.operation_id}`,
+    checked,
     checked_at: checkedAt,
-    matches: m.state === 'absent' ? 0 : 1,
+    matches: 1,
     remote_refs: [],
     conclusion,
     state_after: stateAfter,
@@ -119,27 +281,23 @@ export async function reconcileSshOperation(
       null,
     );
   }
-  if (m.state === 'absent') {
-    const params = await paramsOf(view.operation_id);
-    const licence = {
-      reason: 'response_lost_after_dispatch',
-      decision: 'reconciled_absent_key_valid',
-    } as const;
-    return licensedAttempt(
-      ctx,
-      action,
-      params,
-      (await load(view.operation_id))!,
-      licence,
-      'reconciliation',
-    );
-  }
-  const alive = m.state === 'started' && m.process === 'alive';
-  return envelopeOf(
-    action,
-    view,
-    unknownOutcome(alive ? 'reconcile_first' : 'escalate'),
-    null,
-    null,
-  );
+  if (m.state === 'started' && m.process === 'alive')
+    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+  return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
+}
+
+/** For recovery: what reconciliation did to one SSH operation. */
+export async function recoverSshOperation(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+): Promise<{ outcome: 'reconciled' | 'retried' | 'needs_person'; envelope: Envelope }> {
+  const envelope = await reconcileSshOperation(ctx, action, view);
+  const after = await ctx.load(view.operation_id);
+  const settled = after !== null && isSettled(after.state);
+  const retried = (after?.attempts.length ?? 0) > view.attempts.length;
+  return {
+    outcome: !settled ? 'needs_person' : retried ? 'retried' : 'reconciled',
+    envelope,
+  };
 }

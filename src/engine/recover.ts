@@ -8,6 +8,7 @@ import type { ActionDefinition } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { reconcileOperation } from './reconcile.js';
+import { recoverSshOperation } from './reconcile-ssh.js';
 
 export interface RecoveryItem {
   operation_id: string;
@@ -39,6 +40,11 @@ export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
           diagnostics_ref: null,
         },
       });
+      continue;
+    }
+    // SSH: settled through the remote marker (or the set_state check); see reconcile-ssh.ts.
+    if (action.destination.ssh) {
+      out.push({ operation_id: id, ...(await recoverSshOperation(ctx, action, view)) });
       continue;
     }
     if (action.destination.reconciliation) {

@@ -19,6 +19,7 @@ import { drive } from './drive.js';
 import { envelopeFromView, openOperation } from './operation.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
+import { admitSshInput, rememberSshInput } from './ssh-action.js';
 
 export { UsageError, type RecoveryItem, type RunOptions, type RuntimeOptions };
 
@@ -76,6 +77,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     ): Promise<Envelope> {
       actions.set(action.name, action);
       const data = validInput(action, input);
+      // SSH: secret inputs reach the redactor before anything is recorded.
+      admitSshInput(ctx.redactor, action, data);
       let view: OperationView | null;
       if (opts.operationId !== undefined) {
         view = await load(opts.operationId);
@@ -99,6 +102,8 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           opts,
         );
       }
+      // SSH: the owner keeps the real input for its reconciliations (engine/ssh-action.ts).
+      rememberSshInput(ctx, action, view.operation_id, data);
       const envelope = await drive(ctx, action, data, view, opts);
       await options.audit?.checkpoints?.maybe();
       return envelope;
@@ -111,7 +116,10 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     ): Promise<string> {
       actions.set(action.name, action);
       const data = validInput(action, input);
-      return (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
+      admitSshInput(ctx.redactor, action, data);
+      const id = (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
+      rememberSshInput(ctx, action, id, data);
+      return id;
     },
 
     async reconcile(operationId, opts = {}) {

@@ -1,17 +1,30 @@
 // SSH actions share the operation lifecycle of HTTP actions: the same write-ahead attempts,
 // classification and ledger trail. Only dispatch and reconciliation differ (the remote marker
 // wrapper instead of a lookup). The SSH driver is loaded lazily, never by the root entry.
+//
+// Real inputs: the ledger records a redacted copy of an operation's input, which can never stand in
+// for the real one (a check for "token ghp_… is gone" would check `[REDACTED]`). The runtime that
+// ran or opened an operation keeps the real input in memory (rememberSshInput) for its own
+// reconciliations and retries; another process (after a restart) has only the recorded copy, which
+// it uses only when nothing in it was redacted, the action declares no secret inputs and it
+// rebuilds the exact request of the last attempt — otherwise the answer is `escalate`, with the
+// reason (engine/reconcile-ssh.ts).
 import { z } from 'zod';
+import { canonicalJson } from '../core/canonical.js';
 import type { Evidence } from '../core/evidence.js';
+import { sha256Hex } from '../core/fingerprint.js';
 import type { ActionClass } from '../core/vocabulary.js';
-import type { Inventory, ResolveKey } from '../ssh/inventory.js';
+import type { HostEntry, Inventory, ResolveKey } from '../ssh/inventory.js';
 import type { MarkerState } from '../ssh/wrapper.js';
 import { defineAction, type ActionDefinition } from './action.js';
+import type { Redactor } from './ports.js';
 
 export interface SshRuntimeOptions {
   inventory: Inventory;
   /** Resolves a host's `key_ref` to private key bytes, inside the runtime. */
   resolveKey: ResolveKey;
+  /** Bytes of stdout and of stderr kept per command (default 1 MiB); the rest is counted, dropped. */
+  output_cap_bytes?: number;
 }
 
 export interface SshActionSpec<I> {
@@ -20,9 +33,16 @@ export interface SshActionSpec<I> {
   subject: string;
   input: z.ZodType<I>;
   host_ref: string;
+  /** The command text (no secrets in it: reference them as "$NAME" from `secret_env`). */
   command(input: I): string;
   /** set_state: a command that exits 0 exactly when the desired state holds. */
   check?(input: I): string;
+  /**
+   * Secret inputs (and vault values) for the command and the check, as environment variables:
+   * sent on the channel's stdin and exported only into the command's environment, never on a
+   * command line. Every value is added to the redactor before the operation is recorded.
+   */
+  secret_env?(input: I): Record<string, string>;
   deadline_ms?: number;
   attempt_budget?: number;
 }
@@ -30,6 +50,7 @@ export interface SshActionSpec<I> {
 export interface SshDeclaration {
   host_ref: string;
   check?: (input: unknown) => string;
+  secret_env?: (input: unknown) => Record<string, string>;
   deadline_ms: number;
 }
 
@@ -42,14 +63,15 @@ export function defineSshAction<I>(
     host_ref: spec.host_ref,
     deadline_ms: spec.deadline_ms ?? 60_000,
     ...(spec.check ? { check: (input: unknown) => spec.check!(input as I) } : {}),
+    ...(spec.secret_env ? { secret_env: (input: unknown) => spec.secret_env!(input as I) } : {}),
   };
   return defineAction({
     name: spec.name,
     class: spec.class,
     subject: spec.subject,
     input: spec.input,
-    // The command is the request: its fingerprint binds host and command, so a changed command is a
-    // new operation, never a retry.
+    // The command is the request: its fingerprint binds host and command (and, at attempt time,
+    // the check and the marker location: sshFingerprint), so a changed command is a new operation.
     request: (input) => ({ method: 'SSH', path: spec.command(input) }),
     response: sshOutput,
     destination: {
@@ -62,6 +84,77 @@ export function defineSshAction<I>(
   });
 }
 
+type AnySshCapable = Pick<ActionDefinition<never, never>, 'destination'>;
+
+/** The inventory entry of a host ref (no SSH driver needed). */
+function entryOf(options: SshRuntimeOptions | undefined, hostRef: string): HostEntry | undefined {
+  if (!options || !Object.hasOwn(options.inventory, hostRef)) return undefined;
+  return options.inventory[hostRef];
+}
+
+/**
+ * The request fingerprint of an SSH attempt: the generic one (command, host ref) bound to the
+ * check text and the marker location (host, port, user, marker directory) from the inventory now.
+ * An inventory change between an attempt and its reconciliation is then a changed request, never
+ * a marker "absent" somewhere else. Non-SSH actions keep `base`.
+ */
+export function sshFingerprint(
+  options: SshRuntimeOptions | undefined,
+  action: AnySshCapable,
+  input: unknown,
+  base: string,
+): string {
+  const decl = action.destination.ssh;
+  if (!decl) return base;
+  const entry = entryOf(options, decl.host_ref);
+  const location = entry
+    ? {
+        host: entry.host,
+        port: entry.port,
+        user: entry.user,
+        marker_dir: entry.marker_dir ?? '',
+      }
+    : null;
+  const check = decl.check ? decl.check(input) : null;
+  return `sha256:${sha256Hex(canonicalJson({ base, location, check }))}`;
+}
+
+/** Secret values of an SSH action's input (empty for other actions). */
+export function sshSecretValues(action: AnySshCapable, input: unknown): string[] {
+  const env = action.destination.ssh?.secret_env?.(input) ?? {};
+  return Object.values(env).filter((v) => v.length > 0);
+}
+
+const remembered = new WeakMap<object, Map<string, unknown>>();
+
+/**
+ * The owner keeps the real input of its SSH operations in memory (keyed by its engine context):
+ * secrets are added to the redactor first, so the recorded copy never holds them.
+ */
+export function admitSshInput(redactor: Redactor, action: AnySshCapable, input: unknown): void {
+  for (const s of sshSecretValues(action, input)) redactor.addSecret(s);
+}
+
+export function rememberSshInput(
+  owner: object,
+  action: AnySshCapable,
+  operationId: string,
+  input: unknown,
+): void {
+  if (!action.destination.ssh) return;
+  let m = remembered.get(owner);
+  if (!m) remembered.set(owner, (m = new Map<string, unknown>()));
+  if (!m.has(operationId)) m.set(operationId, input);
+}
+
+export function rememberedSshInput(
+  owner: object,
+  operationId: string,
+): { found: true; input: unknown } | { found: false } {
+  const m = remembered.get(owner);
+  return m?.has(operationId) ? { found: true, input: m.get(operationId) } : { found: false };
+}
+
 export interface SshDispatched {
   evidence: Evidence;
   data: { exit_status: number; stdout: string } | null;
@@ -69,45 +162,52 @@ export interface SshDispatched {
   phases: { started_at: number; request_sent_at?: number; finished_at: number };
 }
 
-async function host(options: SshRuntimeOptions | undefined, hostRef: string) {
-  const { lookupHost } = await import('../ssh/inventory.js');
-  return options ? lookupHost(options.inventory, hostRef) : undefined;
+export interface SshDispatch {
+  options: SshRuntimeOptions | undefined;
+  decl: SshDeclaration;
+  command: string;
+  family: ActionClass;
+  operationId: string;
+  /** The real input (for the check and the secret environment). */
+  input: unknown;
+  signal?: AbortSignal | undefined;
+  now: () => number;
 }
 
-export async function dispatchSsh(
-  options: SshRuntimeOptions | undefined,
-  decl: SshDeclaration,
-  command: string,
-  family: ActionClass,
-  operationId: string,
-  input: unknown,
-  signal: AbortSignal | undefined,
-  now: () => number,
-): Promise<SshDispatched> {
-  const started_at = now();
-  const entry = await host(options, decl.host_ref);
-  if (!options || !entry) {
+const unknownHost = (decl: SshDeclaration) => ({
+  evidence: {
+    phase: 'not_sent',
+    local_error: 'credential_unavailable',
+    error_code: 'unknown_host_ref',
+  } satisfies Evidence,
+  problem: `no host "${decl.host_ref}" in the SSH inventory`,
+});
+
+export async function dispatchSsh(d: SshDispatch): Promise<SshDispatched> {
+  const started_at = d.now();
+  const entry = entryOf(d.options, d.decl.host_ref);
+  if (!d.options || !entry) {
+    const u = unknownHost(d.decl);
     return {
-      evidence: {
-        phase: 'not_sent',
-        local_error: 'credential_unavailable',
-        error_code: 'unknown_host_ref',
-      },
+      evidence: u.evidence,
       data: null,
-      diagnostics: { problem: `no host "${decl.host_ref}" in the SSH inventory` },
-      phases: { started_at, finished_at: now() },
+      diagnostics: { problem: u.problem },
+      phases: { started_at, finished_at: d.now() },
     };
   }
   const { runSsh } = await import('../ssh/transport.js');
+  const secretEnv = d.decl.secret_env?.(d.input);
   const result = await runSsh({
     host: entry,
-    command,
-    operationId,
-    family,
-    resolveKey: options.resolveKey,
-    deadlineMs: decl.deadline_ms,
-    ...(decl.check ? { check: decl.check(input) } : {}),
-    ...(signal ? { signal } : {}),
+    command: d.command,
+    operationId: d.operationId,
+    family: d.family,
+    resolveKey: d.options.resolveKey,
+    deadlineMs: d.decl.deadline_ms,
+    ...(d.decl.check ? { check: d.decl.check(d.input) } : {}),
+    ...(secretEnv ? { secretEnv } : {}),
+    ...(d.options.output_cap_bytes !== undefined ? { outputCap: d.options.output_cap_bytes } : {}),
+    ...(d.signal ? { signal: d.signal } : {}),
   });
   const exit = result.evidence.exit_status;
   return {
@@ -119,27 +219,62 @@ export async function dispatchSsh(
     diagnostics: {
       wrapper: result.wrapper,
       stderr_excerpt: result.stderr.slice(0, 2048),
+      ...(result.stdout_dropped > 0 ? { stdout_dropped_bytes: result.stdout_dropped } : {}),
+      ...(result.stderr_dropped > 0 ? { stderr_dropped_bytes: result.stderr_dropped } : {}),
+      ...(result.refusal ? { refusal: result.refusal } : {}),
       ...(result.marker ? { marker: result.marker } : {}),
       ...(result.check_status !== undefined ? { check_status: result.check_status } : {}),
     },
-    phases: { started_at, finished_at: now() },
+    phases: { started_at, finished_at: d.now() },
   };
 }
 
 export type SshLookup =
   | { ok: true; marker: MarkerState; evidence: Evidence; stdout: string }
-  | { ok: false; evidence: Evidence };
+  | { ok: false; evidence: Evidence; refusal?: string };
 
 export async function lookupSshMarker(
   options: SshRuntimeOptions | undefined,
   decl: SshDeclaration,
   operationId: string,
 ): Promise<SshLookup> {
-  const entry = await host(options, decl.host_ref);
-  if (!options || !entry)
-    return { ok: false, evidence: { phase: 'not_sent', local_error: 'credential_unavailable' } };
+  const entry = entryOf(options, decl.host_ref);
+  if (!options || !entry) return { ok: false, evidence: unknownHost(decl).evidence };
   const { reconcileSsh } = await import('../ssh/transport.js');
   const r = await reconcileSsh({ host: entry, operationId, resolveKey: options.resolveKey });
-  if (!r.ok) return { ok: false, evidence: r.failure.lookup_evidence };
+  if (!r.ok) return lookupFailure(r.failure.lookup_evidence);
   return { ok: true, marker: r.value.marker, evidence: r.value.evidence, stdout: r.value.stdout };
+}
+
+export type SshCheck =
+  { ok: true; check_status: number } | { ok: false; evidence: Evidence; refusal?: string };
+
+/** The set_state convergence check alone, under `sh -c` with the secret environment. */
+export async function runSshCheck(
+  options: SshRuntimeOptions | undefined,
+  decl: SshDeclaration,
+  input: unknown,
+): Promise<SshCheck> {
+  const entry = entryOf(options, decl.host_ref);
+  if (!options || !entry) return { ok: false, evidence: unknownHost(decl).evidence };
+  if (!decl.check) return { ok: false, evidence: { phase: 'not_sent', error_code: 'no_check' } };
+  const { checkSsh } = await import('../ssh/transport.js');
+  const secretEnv = decl.secret_env?.(input);
+  const r = await checkSsh({
+    host: entry,
+    check: decl.check(input),
+    resolveKey: options.resolveKey,
+    deadlineMs: decl.deadline_ms,
+    ...(secretEnv ? { secretEnv } : {}),
+  });
+  if (!r.ok) return lookupFailure(r.failure.lookup_evidence);
+  return { ok: true, check_status: r.value.check_status };
+}
+
+/** A failed lookup; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
+function lookupFailure(evidence: Evidence): { ok: false; evidence: Evidence; refusal?: string } {
+  const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
+  return refused
+    ? { ok: false, evidence, refusal: refused.replace(/^wrapper_/, '') }
+    : { ok: false, evidence };
 }

@@ -94,7 +94,12 @@ function pubBlob(pubLine: string): Buffer {
   return Buffer.from(b64, 'base64');
 }
 
-export async function startSshd(): Promise<SshdFixture> {
+export interface SshdOptions {
+  /** Extra sshd_config lines (e.g. `SetEnv PATH=…` to take tools away from sessions). */
+  extraConfig?: string[];
+}
+
+export async function startSshd(options: SshdOptions = {}): Promise<SshdFixture> {
   const dir = mkdtempSync(join(tmpdir(), 'candor-sshd-'));
   const user = userInfo().username;
   keygen(join(dir, 'host_ed25519'));
@@ -130,6 +135,7 @@ export async function startSshd(): Promise<SshdFixture> {
       'MaxSessions 50',
       'LogLevel VERBOSE',
       ...(supportsPerSourcePenalties() ? ['PerSourcePenalties no'] : []),
+      ...(options.extraConfig ?? []),
     ].join('\n');
     writeFileSync(join(dir, 'sshd_config'), `${config}\n`);
     const child = spawn(SSHD_PATH, ['-D', '-e', '-f', join(dir, 'sshd_config')], {
@@ -270,5 +276,64 @@ export async function startCutProxy(targetPort: number): Promise<CutProxy> {
         for (const s of live) s.destroy();
         srv.close(() => resolve());
       }),
+  };
+}
+
+/** A second local account for tests that need another user (created and removed by the test). */
+export interface LocalUser {
+  name: string;
+  uid: number;
+  gid: number;
+  home: string;
+  /** Runs a `sh -c` command as this user; returns its exit status and output. */
+  run: (command: string) => { status: number | null; stdout: string; stderr: string };
+  remove: () => void;
+}
+
+/** Why a second local user cannot be created here (not root, no useradd), or undefined. */
+export function localUserUnavailableReason(): string | undefined {
+  if (process.getuid?.() !== 0) return 'creating a second local user needs root';
+  if (spawnSync('useradd', ['--help']).error) return 'useradd not found';
+  if (spawnSync('runuser', ['--help']).error) return 'runuser not found';
+  return undefined;
+}
+
+/** Like sshdSkipReason: a reason to skip outside CI; under CI=true a missing capability throws. */
+export function localUserSkipReason(): string | undefined {
+  const missing = sshdUnavailableReason() ?? localUserUnavailableReason();
+  if (missing === undefined) return undefined;
+  if (process.env.CI === 'true')
+    throw new Error(`CI=true but the second-user suites cannot run: ${missing}`);
+  return missing;
+}
+
+/**
+ * Creates a local account that can log in to the fixture with the fixture's user key (the fixture
+ * reads one authorized_keys file for every user): a home directory, the given login shell, and a
+ * password field of `*` (no password login, but not a locked account, which sshd refuses).
+ */
+export function createLocalUser(shell = '/bin/sh'): LocalUser {
+  const name = `candor${process.pid % 100000}${Math.floor(Math.random() * 1e4)}`;
+  const add = spawnSync('useradd', ['-m', '-s', shell, '-p', '*', name], { encoding: 'utf8' });
+  if (add.status !== 0) throw new Error(`useradd ${name} failed: ${add.stderr}`);
+  const id = (flag: string) =>
+    Number(spawnSync('id', [flag, name], { encoding: 'utf8' }).stdout.trim());
+  const home = spawnSync('sh', ['-c', `getent passwd ${name} | cut -d: -f6`], {
+    encoding: 'utf8',
+  }).stdout.trim();
+  return {
+    name,
+    uid: id('-u'),
+    gid: id('-g'),
+    home,
+    run: (command) => {
+      const r = spawnSync('runuser', ['-u', name, '--', 'sh', '-c', command], {
+        encoding: 'utf8',
+      });
+      return { status: r.status, stdout: r.stdout, stderr: r.stderr };
+    },
+    remove: () => {
+      spawnSync('userdel', ['-r', '-f', name]);
+    },
   };
 }

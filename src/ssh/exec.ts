@@ -25,6 +25,9 @@ export interface ExecObservation {
   errorCode?: string;
   stdout: Buffer;
   stderr: Buffer;
+  /** Bytes received past `maxStdout` / `maxStderr`: counted, not kept. */
+  stdoutDropped: number;
+  stderrDropped: number;
   phases: SshPhases;
 }
 
@@ -37,6 +40,14 @@ export interface ExecOptions {
   /** Budget in ms for the whole exchange, from the call. */
   deadlineMs?: number | undefined;
   clock?: Clock | undefined;
+  /**
+   * Written to the channel's stdin, then EOF. Without it stdin is closed at once: a command never
+   * waits for input that cannot come.
+   */
+  stdin?: Buffer | undefined;
+  /** Bytes of stdout / stderr kept in memory (default 1 MiB each); the rest is counted and dropped. */
+  maxStdout?: number | undefined;
+  maxStderr?: number | undefined;
   /** Observability hook, called synchronously as each phase is reached (tests use it to cut). */
   onPhase?: ((phase: SshPhaseName) => void) | undefined;
 }
@@ -62,11 +73,35 @@ function errorFacts(err: unknown): { level: string; code: string | undefined; re
   };
 }
 
+const DEFAULT_MAX_OUTPUT = 1024 * 1024;
+
+/** Keeps the first `max` bytes of a stream and counts the rest (never one unbounded buffer). */
+function boundedSink(max: number) {
+  const chunks: Buffer[] = [];
+  let kept = 0;
+  let dropped = 0;
+  return {
+    push(d: Buffer): void {
+      const room = Math.max(0, max - kept);
+      if (d.length <= room) {
+        chunks.push(d);
+        kept += d.length;
+        return;
+      }
+      if (room > 0) chunks.push(d.subarray(0, room));
+      kept += room;
+      dropped += d.length - room;
+    },
+    bytes: (): Buffer => Buffer.concat(chunks),
+    dropped: (): number => dropped,
+  };
+}
+
 export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
   const clock = opts.clock ?? systemClock;
   const phases: SshPhases = {};
-  const stdout: Buffer[] = [];
-  const stderr: Buffer[] = [];
+  const out = boundedSink(opts.maxStdout ?? DEFAULT_MAX_OUTPUT);
+  const err = boundedSink(opts.maxStderr ?? DEFAULT_MAX_OUTPUT);
   const obs: ExecObservation = {
     execSent: false,
     exitCode: null,
@@ -74,6 +109,8 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
     channelClosed: false,
     stdout: Buffer.alloc(0),
     stderr: Buffer.alloc(0),
+    stdoutDropped: 0,
+    stderrDropped: 0,
     phases,
   };
   const mark = (p: SshPhaseName): void => {
@@ -102,8 +139,10 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
       conn.on('error', () => undefined); // late socket errors after we stopped listening
       conn.destroy();
       mark('closed');
-      obs.stdout = Buffer.concat(stdout);
-      obs.stderr = Buffer.concat(stderr);
+      obs.stdout = out.bytes();
+      obs.stderr = err.bytes();
+      obs.stdoutDropped = out.dropped();
+      obs.stderrDropped = err.dropped();
       resolve(obs);
     };
     const cut = (localError: LocalError, errorCode?: string): void => {
@@ -120,8 +159,8 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
     if (opts.deadlineMs !== undefined) timer = setTimeout(() => cut('deadline'), opts.deadlineMs);
 
     const onChannel = (ch: ClientChannel): void => {
-      ch.on('data', (d: Buffer) => stdout.push(d));
-      ch.stderr.on('data', (d: Buffer) => stderr.push(d));
+      ch.on('data', (d: Buffer) => out.push(d));
+      ch.stderr.on('data', (d: Buffer) => err.push(d));
       ch.on('exit', (code: number | null, signalName?: string) => {
         if (typeof code === 'number') obs.exitCode = code;
         else obs.exitSignal = signalName ?? 'unknown';
@@ -156,6 +195,8 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
           return;
         }
         onChannel(ch);
+        // The request (or nothing) goes on stdin, then EOF.
+        ch.end(opts.stdin);
       });
     });
     conn.on('error', (err: unknown) => {

@@ -19,26 +19,34 @@ export {
 } from './inventory.js';
 export { type SshPhaseName, type SshPhases } from './exec.js';
 export {
+  checkSsh,
   familyMode,
   markerEvidence,
   reconcileSsh,
   runSsh,
   sshContract,
+  type CheckSshOptions,
   type ReconcileSshOptions,
+  type SshCheckResult,
   type RunSshOptions,
   type SshFamilyMode,
   type SshReconcileResult,
   type SshRunResult,
 } from './transport.js';
 export {
+  DEFAULT_OUTPUT_CAP,
   OPERATION_ID_PATTERN,
+  SECRET_ENV_NAME_PATTERN,
+  WRAPPER_EXEC,
   WRAPPER_IN_PROGRESS_STATUS,
   WRAPPER_PROTOCOL,
   WRAPPER_REFUSED_STATUS,
   WRAPPER_SCRIPT,
   parseWrapperOutput,
   shQuote,
-  wrapperExecString,
+  wrapperCallProblem,
+  wrapperRequest,
   type MarkerState,
+  type WrapperCall,
   type WrapperReport,
 } from './wrapper.js';

@@ -42,7 +42,8 @@ describe('markerEvidence', () => {
       );
     }
     expect(verdict({ state: 'claimed' })).toEqual(['outcome_unknown', 'unknown']);
-    expect(verdict({ state: 'absent' })).toEqual(['local_failure', 'none']);
+    // No marker here now is not proof that nothing ran: only the ledger can prove "never reached".
+    expect(verdict({ state: 'absent' })).toEqual(['outcome_unknown', 'unknown']);
   });
 });
 

@@ -12,10 +12,14 @@ import type { ActionClass } from '../core/vocabulary.js';
 import { execOnce, type ExecObservation, type SshPhaseName, type SshPhases } from './exec.js';
 import type { HostEntry, ResolveKey } from './inventory.js';
 import {
+  DEFAULT_OUTPUT_CAP,
   OPERATION_ID_PATTERN,
   parseWrapperOutput,
-  wrapperExecString,
+  WRAPPER_EXEC,
+  wrapperCallProblem,
+  wrapperRequest,
   type MarkerState,
+  type WrapperCall,
   type WrapperMode,
   type WrapperReport,
 } from './wrapper.js';
@@ -24,8 +28,9 @@ import {
 export type SshFamilyMode = 'raw' | 'converge' | 'marker';
 
 /**
- * `read` runs the command as is (repeatable, no marker); `set_state` runs it only when its
- * convergence `check` fails and re-checks after; every other class runs under the marker.
+ * `read` runs the command without a marker (repeatable); `set_state` runs it only when its
+ * convergence `check` fails and re-checks after; every other class runs under the marker. All of
+ * them run inside the wrapper, under `sh -c`, with stdin closed.
  */
 export function familyMode(family: ActionClass): SshFamilyMode {
   if (family === 'read') return 'raw';
@@ -51,6 +56,10 @@ interface CommonOptions {
   /** Source of the per-call nonce that marks wrapper status lines. */
   random?: Random | undefined;
   onPhase?: ((phase: SshPhaseName) => void) | undefined;
+  /** Secret inputs: exported into the command's (and check's) environment, never on a command line. */
+  secretEnv?: Readonly<Record<string, string>> | undefined;
+  /** Bytes of stdout and of stderr kept (default 1 MiB); the rest is counted and dropped. */
+  outputCap?: number | undefined;
 }
 
 export interface RunSshOptions extends CommonOptions {
@@ -66,8 +75,13 @@ export interface SshRunResult {
   /** The command's output (recorded output when an earlier run answered). */
   stdout: string;
   stderr: string;
+  /** Bytes the command wrote past the output cap (counted, dropped). */
+  stdout_dropped: number;
+  stderr_dropped: number;
   /** What the wrapper did: ran the command, answered from an earlier run, or nothing usable. */
   wrapper: 'ran' | 'existing' | 'converged_before' | 'refused' | 'none' | 'unreadable';
+  /** The refusal code (`marker_unsafe`, `missing_tools`, …) and what it names. */
+  refusal?: { code: string; detail?: string };
   /** Set when an earlier call's marker answered instead of a new run. */
   marker?: MarkerState;
   /** set_state: the convergence check's status after the command ran. */
@@ -79,9 +93,38 @@ const notSent = (errorCode: string, phases: SshPhases = {}): SshRunResult => ({
   evidence: { phase: 'not_sent', local_error: 'other', error_code: errorCode },
   stdout: '',
   stderr: '',
+  stdout_dropped: 0,
+  stderr_dropped: 0,
   wrapper: 'none',
   phases,
 });
+
+/** Room for the wrapper's report: two capped frames plus status lines. */
+const reportRoom = (cap: number): number => 2 * cap + 64 * 1024;
+
+async function callWrapper(
+  opts: CommonOptions,
+  call: Omit<WrapperCall, 'nonce' | 'markerDir' | 'secretEnv' | 'outputCap'>,
+) {
+  const cap = opts.outputCap ?? DEFAULT_OUTPUT_CAP;
+  const full: WrapperCall = {
+    ...call,
+    nonce: nonceFrom(opts.random ?? systemRandom),
+    markerDir: opts.host.marker_dir ?? '',
+    outputCap: cap,
+    ...(opts.secretEnv ? { secretEnv: opts.secretEnv } : {}),
+  };
+  const problem = wrapperCallProblem(full);
+  if (problem !== undefined) return { problem } as const;
+  const obs = await execOnce({
+    ...opts,
+    command: WRAPPER_EXEC,
+    stdin: wrapperRequest(full),
+    maxStdout: reportRoom(cap),
+    maxStderr: cap,
+  });
+  return { obs, nonce: full.nonce, cap } as const;
+}
 
 function nonceFrom(random: Random): string {
   return Buffer.from(random.bytes(12)).toString('hex');
@@ -149,6 +192,13 @@ function reportEvidence(report: WrapperReport, exit: number): Evidence {
       return report.marker
         ? markerEvidence(report.marker)
         : { phase: 'request_sent', exit_status: null };
+    case 'checked':
+      return {
+        phase: 'response_complete',
+        exit_status: exit,
+        response_misframed: true,
+        error_code: 'wrapper_unexpected_report',
+      };
   }
 }
 
@@ -157,8 +207,9 @@ function reportEvidence(report: WrapperReport, exit: number): Evidence {
  * - `completed` -> the recorded exit status, marked as a replay (nothing ran now);
  * - `started` / `claimed` -> still `request_sent`: a start without completion is an unknown outcome
  *   whether the process still runs or is gone;
- * - `absent` -> `not_sent`: the wrapper never claimed the id, so the command never started, and a
- *   run under the same operation id stays safe (the marker prevents a second execution).
+ * - `absent` -> still unknown: no marker at this location now is not proof that nothing ran (it may
+ *   have been deleted, or the attempt used another host, user or directory). Only the ledger can
+ *   prove that an earlier attempt never reached the wrapper (see engine/reconcile-ssh.ts).
  */
 export function markerEvidence(marker: MarkerState): Evidence {
   switch (marker.state) {
@@ -178,7 +229,12 @@ export function markerEvidence(marker: MarkerState): Evidence {
     case 'claimed':
       return { phase: 'request_sent', exit_status: null, error_code: 'marker_claimed' };
     case 'absent':
-      return { phase: 'not_sent', error_code: 'marker_absent', reconciliation_matches: 0 };
+      return {
+        phase: 'request_sent',
+        exit_status: null,
+        error_code: 'marker_absent',
+        reconciliation_matches: 0,
+      };
   }
 }
 
@@ -189,41 +245,28 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
   if (mode === 'converge' && (opts.check === undefined || opts.check === '')) {
     return notSent('missing_convergence_check');
   }
-  const nonce = nonceFrom(opts.random ?? systemRandom);
-  const wrapperMode: WrapperMode = mode === 'converge' ? 'converge' : 'run';
-  const execString =
-    mode === 'raw'
-      ? opts.command
-      : wrapperExecString({
-          mode: wrapperMode,
-          nonce,
-          markerDir: opts.host.marker_dir ?? '',
-          operationId: opts.operationId,
-          command: opts.command,
-          check: opts.check ?? '',
-        });
-  const obs = await execOnce({ ...opts, command: execString });
-  const base = { phases: obs.phases };
+  const wrapperMode: WrapperMode =
+    mode === 'converge' ? 'converge' : mode === 'raw' ? 'read' : 'run';
+  const sent = await callWrapper(opts, {
+    mode: wrapperMode,
+    operationId: opts.operationId,
+    command: opts.command,
+    check: opts.check ?? '',
+  });
+  if (sent.problem !== undefined) return notSent(`invalid_request_${sent.problem}`);
+  const { obs, nonce } = sent;
+  const base = { phases: obs.phases, stdout_dropped: 0, stderr_dropped: 0 };
   const cut = transportEvidence(obs);
   if (cut !== undefined || obs.exitCode === null) {
     return {
       ...base,
       evidence: cut ?? { phase: 'request_sent', exit_status: null },
-      stdout: mode === 'raw' ? obs.stdout.toString('utf8') : '',
-      stderr: mode === 'raw' ? obs.stderr.toString('utf8') : '',
+      stdout: '',
+      stderr: '',
       wrapper: 'none',
     };
   }
   const exit = obs.exitCode;
-  if (mode === 'raw') {
-    return {
-      ...base,
-      evidence: { phase: 'response_complete', exit_status: exit, contract_check: 'unchecked' },
-      stdout: obs.stdout.toString('utf8'),
-      stderr: obs.stderr.toString('utf8'),
-      wrapper: 'none',
-    };
-  }
   const parsed = parseWrapperOutput(obs.stdout, nonce);
   if (!parsed.ok) {
     return {
@@ -232,7 +275,7 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
         phase: 'response_complete',
         exit_status: exit,
         response_misframed: true,
-        error_code: `wrapper_${parsed.failure}`,
+        error_code: obs.stdoutDropped > 0 ? 'wrapper_report_too_long' : `wrapper_${parsed.failure}`,
       },
       stdout: '',
       stderr: obs.stderr.toString('utf8'),
@@ -242,12 +285,27 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
   const report = parsed.value;
   const result: SshRunResult = {
     ...base,
-    evidence: reportEvidence(report, exit),
+    evidence:
+      mode === 'raw' && report.kind === 'ran' && report.exit === exit
+        ? { phase: 'response_complete', exit_status: exit, contract_check: 'unchecked' }
+        : reportEvidence(report, exit),
     stdout: report.stdout.toString('utf8'),
     stderr: report.stderr.toString('utf8'),
+    stdout_dropped: Math.max(0, (report.stdout_total ?? 0) - report.stdout.length),
+    stderr_dropped: Math.max(0, (report.stderr_total ?? 0) - report.stderr.length),
     wrapper:
-      report.kind === 'error' ? 'refused' : report.kind === 'marker' ? 'existing' : report.kind,
+      report.kind === 'error'
+        ? 'refused'
+        : report.kind === 'marker' || report.kind === 'checked'
+          ? 'existing'
+          : report.kind,
   };
+  if (report.kind === 'error') {
+    result.refusal = {
+      code: report.error ?? 'error',
+      ...(report.error_detail !== undefined ? { detail: report.error_detail } : {}),
+    };
+  }
   if (report.marker) result.marker = report.marker;
   if (report.check_status !== undefined) result.check_status = report.check_status;
   return result;
@@ -286,14 +344,64 @@ export async function reconcileSsh(opts: ReconcileSshOptions): Promise<SshReconc
       failure: { lookup_evidence: notSent('invalid_operation_id').evidence, phases: {} },
     };
   }
-  const nonce = nonceFrom(opts.random ?? systemRandom);
-  const command = wrapperExecString({
-    mode: 'reconcile',
-    nonce,
-    markerDir: opts.host.marker_dir ?? '',
-    operationId: opts.operationId,
-  });
-  const obs = await execOnce({ ...opts, command });
+  const looked = await lookup(opts, { mode: 'reconcile', operationId: opts.operationId });
+  if (!looked.ok) return looked;
+  const { report, phases } = looked.value;
+  if (report.kind !== 'marker' || !report.marker) return unexpected(report, phases);
+  const marker = report.marker;
+  return {
+    ok: true,
+    value: {
+      marker,
+      evidence: markerEvidence(marker),
+      stdout: report.stdout.toString('utf8'),
+      stderr: report.stderr.toString('utf8'),
+      phases,
+    },
+  };
+}
+
+export interface CheckSshOptions extends CommonOptions {
+  /** The set_state convergence check: exits 0 exactly when the desired state holds. */
+  check: string;
+}
+
+export type SshCheckResult =
+  | { ok: true; value: { check_status: number; phases: SshPhases }; failure?: never }
+  | { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases }; value?: never };
+
+/**
+ * Runs only the convergence check, through the wrapper: under `sh -c` with the secret inputs in
+ * its environment, exactly as the converge run does (never under the login shell directly).
+ */
+export async function checkSsh(opts: CheckSshOptions): Promise<SshCheckResult> {
+  const looked = await lookup(opts, { mode: 'check', operationId: '', check: opts.check });
+  if (!looked.ok) return looked;
+  const { report, phases } = looked.value;
+  if (report.kind !== 'checked' || report.check_status === undefined)
+    return unexpected(report, phases);
+  return { ok: true, value: { check_status: report.check_status, phases } };
+}
+
+type Lookup =
+  | { ok: true; value: { report: WrapperReport; phases: SshPhases }; failure?: never }
+  | { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases }; value?: never };
+
+async function lookup(
+  opts: CommonOptions,
+  call: Omit<WrapperCall, 'nonce' | 'markerDir' | 'secretEnv' | 'outputCap'>,
+): Promise<Lookup> {
+  const sent = await callWrapper(opts, call);
+  if (sent.problem !== undefined) {
+    return {
+      ok: false,
+      failure: {
+        lookup_evidence: notSent(`invalid_request_${sent.problem}`).evidence,
+        phases: {},
+      },
+    };
+  }
+  const { obs, nonce } = sent;
   const cut = transportEvidence(obs);
   if (cut !== undefined || obs.exitCode === null) {
     return {
@@ -302,7 +410,7 @@ export async function reconcileSsh(opts: ReconcileSshOptions): Promise<SshReconc
     };
   }
   const parsed = parseWrapperOutput(obs.stdout, nonce);
-  if (!parsed.ok || parsed.value.kind !== 'marker' || !parsed.value.marker) {
+  if (!parsed.ok) {
     return {
       ok: false,
       failure: {
@@ -310,21 +418,35 @@ export async function reconcileSsh(opts: ReconcileSshOptions): Promise<SshReconc
           phase: 'response_complete',
           exit_status: obs.exitCode,
           response_misframed: true,
-          error_code: parsed.ok ? 'wrapper_unexpected_report' : `wrapper_${parsed.failure}`,
+          error_code: `wrapper_${parsed.failure}`,
         },
         phases: obs.phases,
       },
     };
   }
-  const marker = parsed.value.marker;
+  return { ok: true, value: { report: parsed.value, phases: obs.phases } };
+}
+
+/** A report of the wrong kind, e.g. a refusal (`marker_unsafe`): evidence about the lookup. */
+function unexpected(
+  report: WrapperReport,
+  phases: SshPhases,
+): { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases } } {
   return {
-    ok: true,
-    value: {
-      marker,
-      evidence: markerEvidence(marker),
-      stdout: parsed.value.stdout.toString('utf8'),
-      stderr: parsed.value.stderr.toString('utf8'),
-      phases: obs.phases,
+    ok: false,
+    failure: {
+      lookup_evidence: {
+        phase: 'response_complete',
+        exit_status: report.exit ?? null,
+        ...(report.kind === 'error'
+          ? { contract_check: 'documented_failure' as const }
+          : { response_misframed: true }),
+        error_code:
+          report.kind === 'error'
+            ? `wrapper_${report.error ?? 'error'}`
+            : 'wrapper_unexpected_report',
+      },
+      phases,
     },
   };
 }

@@ -10,9 +10,9 @@ import {
   parseWrapperOutput,
   shQuote,
   WRAPPER_PROTOCOL,
+  WRAPPER_EXEC,
   WRAPPER_SCRIPT,
-  wrapperArgs,
-  wrapperExecString,
+  wrapperRequest,
   type WrapperCall,
 } from './wrapper.js';
 
@@ -24,7 +24,7 @@ afterEach(() => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-const NONCE = 'n0nce';
+const NONCE = '0123456789abcdef';
 function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }) {
   const full: WrapperCall = {
     nonce: NONCE,
@@ -32,7 +32,10 @@ function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }) {
     operationId: 'op_1',
     ...call,
   };
-  const r = spawnSync('sh', ['-c', wrapperExecString(full)], { env: { PATH: process.env.PATH } });
+  const r = spawnSync('sh', ['-c', WRAPPER_EXEC], {
+    env: { PATH: process.env.PATH },
+    input: wrapperRequest(full),
+  });
   const parsed = parseWrapperOutput(r.stdout, NONCE);
   if (!parsed.ok) throw new Error(`unparsable (${parsed.failure}): ${r.stdout.toString()}`);
   return { status: r.status, report: parsed.value, raw: r.stdout };
@@ -50,7 +53,7 @@ describe('shQuote', () => {
 describe('wrapper script', () => {
   it('is written without ${ so String.raw keeps it verbatim, and names the protocol', () => {
     expect(WRAPPER_SCRIPT).not.toContain('${');
-    expect(WRAPPER_SCRIPT).toContain(`P="${WRAPPER_PROTOCOL} $2"`);
+    expect(WRAPPER_SCRIPT).toContain(`P="${WRAPPER_PROTOCOL} $N"`);
   });
 
   it('runs once, frames output exactly and exits with the command status', () => {
@@ -84,7 +87,8 @@ describe('wrapper script', () => {
         () =>
           new Promise<Buffer>((resolve) => {
             const chunks: Buffer[] = [];
-            const c = spawn('sh', ['-c', wrapperExecString(call)]);
+            const c = spawn('sh', ['-c', WRAPPER_EXEC]);
+            c.stdin.end(wrapperRequest(call));
             c.stdout.on('data', (d: Buffer) => chunks.push(d));
             c.on('close', () => resolve(Buffer.concat(chunks)));
           }),
@@ -121,9 +125,10 @@ describe('wrapper script', () => {
       // Bounded, so a failing test never leaves the loop running.
       command: `i=0; while [ ! -f ${shQuote(go)} ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done`,
     };
-    const child = spawn('sh', ['-c', WRAPPER_SCRIPT, 'candor-wrap', ...wrapperArgs(call)], {
-      stdio: 'ignore',
+    const child = spawn('sh', ['-c', WRAPPER_SCRIPT, 'candor-wrap'], {
+      stdio: ['pipe', 'ignore', 'ignore'],
     });
+    child.stdin.end(wrapperRequest(call));
     const startFile = join(dir, 'ops', 'op_slow', 'start');
     for (let i = 0; i < 250 && !readIfExists(startFile).includes('child'); i++) await tick(20);
 
@@ -184,22 +189,66 @@ describe('wrapper script', () => {
   });
 
   it('uses the XDG state directory when no marker dir is given', () => {
-    const r = spawnSync(
-      'sh',
-      [
-        '-c',
-        wrapperExecString({
-          mode: 'run',
-          nonce: NONCE,
-          markerDir: '',
-          operationId: 'op_x',
-          command: 'true',
-        }),
-      ],
-      { env: { PATH: process.env.PATH, HOME: dir, XDG_STATE_HOME: join(dir, 'state') } },
-    );
+    const r = spawnSync('sh', ['-c', WRAPPER_EXEC], {
+      env: { PATH: process.env.PATH, HOME: dir, XDG_STATE_HOME: join(dir, 'state') },
+      input: wrapperRequest({
+        mode: 'run',
+        nonce: NONCE,
+        markerDir: '',
+        operationId: 'op_x',
+        command: 'true',
+      }),
+    });
     expect(r.status).toBe(0);
     expect(existsSync(join(dir, 'state', 'candor', 'ops', 'op_x', 'done'))).toBe(true);
+  });
+});
+
+describe('wrapper request (stdin)', () => {
+  const base = { mode: 'run', command: '' } as const;
+  const full = (call: Partial<WrapperCall>): WrapperCall => ({
+    ...base,
+    nonce: NONCE,
+    markerDir: join(dir, 'ops'),
+    operationId: 'op_req',
+    ...call,
+  });
+
+  it('a request cut short is refused and runs nothing', () => {
+    const ran = join(dir, 'ran');
+    const request = wrapperRequest(full({ command: `touch ${shQuote(ran)}` }));
+    const cut = request.subarray(0, request.indexOf(Buffer.from('# end')));
+    const r = spawnSync('sh', ['-c', WRAPPER_EXEC], { input: cut });
+    const parsed = parseWrapperOutput(r.stdout, NONCE);
+    expect(parsed.value).toMatchObject({ kind: 'error', error: 'bad_request', exit: 70 });
+    expect(existsSync(ran)).toBe(false);
+  });
+
+  it('secret inputs reach the command as environment variables only', () => {
+    const secret = "s3cr3t 'quoted' $HOME `x`";
+    const r = wrap({
+      ...base,
+      operationId: 'op_env',
+      command: 'printf %s "$TOKEN"; printf %s "$TOKEN" | wc -c >&2',
+      secretEnv: { TOKEN: secret },
+    });
+    expect(r.report.stdout.toString()).toBe(secret);
+    expect(wrapperRequest(full({ secretEnv: { TOKEN: secret } })).toString()).toContain(
+      shQuote(secret),
+    );
+    expect(() => wrapperRequest(full({ secretEnv: { 'BAD-NAME': 'x' } }))).toThrow(
+      /bad_secret_env_name/,
+    );
+  });
+
+  it('frames at most the cap and reports the total, in the run and in the marker', () => {
+    const r = wrap({ ...base, operationId: 'op_cap', command: 'printf 0123456789', outputCap: 4 });
+    expect(r.report.stdout.toString()).toBe('0123');
+    expect(r.report.stdout_total).toBe(10);
+    expect(readFileSync(join(dir, 'ops', 'op_cap', 'stdout'), 'utf8')).toBe('0123');
+    const again = wrap({ ...base, operationId: 'op_cap', outputCap: 4 });
+    expect(again.report).toMatchObject({ kind: 'existing', stdout_total: 10 });
+    expect(again.report.stdout.toString()).toBe('0123');
   });
 });
 

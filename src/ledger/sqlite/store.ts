@@ -2,7 +2,7 @@
 // is read and the new records inserted under SQLite's single-writer lock, so any number of
 // processes appending to one file extend one chain. The unresolved-operation index is written in
 // the same transaction as the events it derives from.
-import { mkdirSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { OperationState } from '../../core/vocabulary.js';
@@ -34,7 +34,12 @@ interface Head {
 
 export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}): LedgerStore {
   const durability = options.durability ?? 'process';
-  if (path !== ':memory:' && !options.mustExist) mkdirSync(dirname(path), { recursive: true });
+  if (path !== ':memory:' && !options.mustExist) {
+    mkdirSync(dirname(path), { recursive: true });
+    // The ledger holds intents and diagnostics: created owner-only (0600) before SQLite opens it
+    // (SQLite gives its -wal and -shm files the database file's mode). An existing file keeps its mode.
+    closeSync(openSync(path, 'a', 0o600));
+  }
   let db: Database.Database;
   try {
     db = new Database(path, { fileMustExist: options.mustExist === true });
