@@ -3,7 +3,7 @@
 // The SQL adapters are loaded with dynamic import: importing this module, or the root entry,
 // never loads a database driver.
 import { resolve } from 'node:path';
-import { LedgerError, type LedgerErrorCode } from './ledger-error.js';
+import { errorText, LedgerError, type LedgerErrorCode } from './ledger-error.js';
 import type { Durability, LedgerStore } from './store.js';
 
 export const DEFAULT_LEDGER_URL = 'sqlite:./.candor/ledger.db';
@@ -96,7 +96,7 @@ export async function openLedger(
     if (err instanceof LedgerError) {
       return { ok: false, failure: { code: err.code, message: redact(err.message) } };
     }
-    return { ok: false, failure: { code: 'OPEN_FAILED', message: redact(String(err)) } };
+    return { ok: false, failure: { code: 'OPEN_FAILED', message: redact(errorText(err)) } };
   }
 }
 

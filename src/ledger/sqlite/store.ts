@@ -8,7 +8,7 @@ import Database from 'better-sqlite3';
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
-import { LedgerError, settle } from '../ledger-error.js';
+import { errorText, LedgerError, settle } from '../ledger-error.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
@@ -40,7 +40,7 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
     db = new Database(path, { fileMustExist: options.mustExist === true });
   } catch (err) {
     const code = options.mustExist ? 'NOT_FOUND' : 'OPEN_FAILED';
-    throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${String(err)}`, {
+    throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${errorText(err)}`, {
       cause: err,
     });
   }
@@ -56,7 +56,7 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
     if (err instanceof LedgerError) throw err;
     throw new LedgerError(
       'OPEN_FAILED',
-      `cannot prepare SQLite ledger at ${path}: ${String(err)}`,
+      `cannot prepare SQLite ledger at ${path}: ${errorText(err)}`,
       {
         cause: err,
       },
