@@ -3,7 +3,7 @@
 // an error, because a typo (`idempotncy:`) must never silently weaken a contract.
 import { z } from 'zod';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
-import { DEFAULT_LEDGER_URL } from '../ledger/open.js';
+import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -142,6 +142,10 @@ export const configSchema = z.strictObject({
   ledger: z
     .string()
     .min(1)
+    .superRefine((url, ctx) => {
+      const parsed = parseLedgerUrl(url);
+      if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.failure.message });
+    })
     .default(DEFAULT_LEDGER_URL)
     .describe('sqlite:PATH, memory: or postgres://…'),
   vault: z
