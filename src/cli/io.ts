@@ -1,3 +1,6 @@
+import { statSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
+
 // What a command may touch: its arguments and two output streams. Commands return an exit code:
 // 0 ok, 1 a check failed, 2 usage error, 3 environment (DESIGN.md §6).
 export interface CommandIo {
@@ -50,4 +53,24 @@ export function parseFlags(
     flags[name] = value;
   }
   return { flags, positional };
+}
+
+/**
+ * Checks, before any work starts, that `--FLAG PATH` can be written: its directory exists and the
+ * path is not a directory. A mistake here is a usage error naming the flag, found before a long
+ * run rather than after it.
+ */
+export function checkOutputPath(flag: string, path: string): void {
+  const dir = dirname(resolve(path));
+  const kind = (p: string): 'dir' | 'file' | 'none' => {
+    try {
+      return statSync(p).isDirectory() ? 'dir' : 'file';
+    } catch {
+      return 'none';
+    }
+  };
+  if (kind(dir) !== 'dir')
+    throw new UsageError(`--${flag}: the directory ${JSON.stringify(dir)} does not exist`);
+  if (kind(path) === 'dir')
+    throw new UsageError(`--${flag}: ${JSON.stringify(path)} is a directory, not a file`);
 }

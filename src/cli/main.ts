@@ -1,5 +1,6 @@
 // argv -> library calls -> exit code. No logic lives here: each command is a module, loaded lazily
 // so that `candor --help` loads no database or SSH driver.
+import { parseLedgerUrl } from '../ledger/open.js';
 import { Exit, UsageError, type Command, type CommandIo } from './io.js';
 import { version } from './version.js';
 
@@ -122,12 +123,46 @@ export function helpText(): string {
 
 export { version };
 
+// A reader that goes away (`candor ops list | head`) closes the pipe: later output is dropped and
+// the command finishes normally, instead of dying on an unhandled EPIPE with a stack trace.
+let stdoutOpen = true;
+let stderrOpen = true;
+let guarded = false;
+function guardStreams(): void {
+  if (guarded) return;
+  guarded = true;
+  process.stdout.on('error', () => void (stdoutOpen = false));
+  process.stderr.on('error', () => void (stderrOpen = false));
+}
+
 const defaultIo: CommandIo = {
-  out: (s) => void process.stdout.write(s),
-  err: (s) => void process.stderr.write(s),
+  out: (s) => void (stdoutOpen && process.stdout.write(s)),
+  err: (s) => void (stderrOpen && process.stderr.write(s)),
 };
 
+/** One line for an unexpected failure: its message, never a stack or an internal class name. */
+function failureLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  const first = message.split('\n')[0]!.trim() || 'unknown error';
+  return typeof code === 'string' && !first.includes(code) ? `${first} (${code})` : first;
+}
+
+/** Every `--ledger URL` is checked before a command starts: a bad one is a usage error everywhere. */
+function checkLedgerFlags(args: readonly string[]): void {
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--') return;
+    const url =
+      arg === '--ledger' ? args[i + 1] : arg.startsWith('--ledger=') ? arg.slice(9) : null;
+    if (url === null || url === undefined) continue;
+    const parsed = parseLedgerUrl(url);
+    if (!parsed.ok) throw new UsageError(`--ledger: ${parsed.failure.message}`);
+  }
+}
+
 export async function main(argv: string[], io: CommandIo = defaultIo): Promise<number> {
+  if (io === defaultIo) guardStreams();
   const [name, ...rest] = argv;
   if (name === undefined || name === '--help' || name === '-h' || name === 'help') {
     io.out(helpText());
@@ -147,6 +182,7 @@ export async function main(argv: string[], io: CommandIo = defaultIo): Promise<n
     return Exit.ok;
   }
   try {
+    checkLedgerFlags(rest);
     const mod = await entry.load();
     return await mod.run(rest, io);
   } catch (error) {
@@ -154,6 +190,8 @@ export async function main(argv: string[], io: CommandIo = defaultIo): Promise<n
       io.err(`candor ${name}: ${error.message}\n`);
       return Exit.usage;
     }
-    throw error;
+    // No command prints a stack trace (DESIGN.md §7): what was not foreseen is still one line.
+    io.err(`candor ${name}: ${failureLine(error)}\n`);
+    return Exit.environment;
   }
 }

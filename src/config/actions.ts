@@ -16,6 +16,22 @@ import {
   type TemplateScope,
 } from './template.js';
 
+/**
+ * Request headers that belong to the HTTP transport: they decide which host gets the request and
+ * how its bytes are framed (so a configured one could smuggle a second request or reroute this
+ * one). `Proxy-*` headers are refused as a family.
+ */
+const TRANSPORT_HEADERS: ReadonlySet<string> = new Set([
+  'host',
+  'content-length',
+  'transfer-encoding',
+  'connection',
+  'upgrade',
+  'te',
+  'trailer',
+  'keep-alive',
+]);
+
 /** The authority reference of a destination without a credential. */
 export const NO_CREDENTIAL = 'none';
 
@@ -172,6 +188,12 @@ function checkAction(
       out.push({
         path: [...at, 'request', 'headers', h],
         problem: 'credentials and idempotency keys are added by the gateway, never configured',
+        at: 'key',
+      });
+    else if (TRANSPORT_HEADERS.has(lower) || lower.startsWith('proxy-'))
+      out.push({
+        path: [...at, 'request', 'headers', h],
+        problem: `${h} is set by the HTTP transport (it decides where and how the request goes), never configured`,
         at: 'key',
       });
   }

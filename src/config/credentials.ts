@@ -74,7 +74,8 @@ export function configCredentials(
       if (ref === NO_CREDENTIAL) return { ok: true, headers: {}, secrets: [] };
       const r = await resolver.resolveCredential(ref, {
         kind: 'http',
-        url: new URL(target.path, target.origin).href,
+        // Appended, never resolved: `//host/x` must not name another host (see http/transport).
+        url: `${new URL(target.origin).origin}${target.path}`,
       });
       if (!r.ok) return { ok: false, failure: { code: PORT_CODE[r.failure.code] } };
       if (r.value.kind !== 'http_header')

@@ -90,7 +90,21 @@ export function parseConfig(text: string, file: string): LoadResult {
       }),
     );
   }
-  const raw: unknown = doc.toJS({ maxAliasCount: 100 });
+  let raw: unknown;
+  try {
+    raw = doc.toJS({ maxAliasCount: 100 });
+  } catch {
+    // The yaml library refuses alias expansion beyond maxAliasCount (a "billion laughs" file).
+    return fail([
+      {
+        file,
+        line: 1,
+        col: 1,
+        field: '',
+        problem: 'too many YAML aliases: the file expands beyond what a configuration needs',
+      },
+    ]);
+  }
   if (raw === null || raw === undefined)
     return fail([{ file, line: 1, col: 1, field: '', problem: 'the configuration is empty' }]);
   const parsed = configSchema.safeParse(raw);

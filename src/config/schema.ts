@@ -3,10 +3,14 @@
 // an error, because a typo (`idempotncy:`) must never silently weaken a contract.
 import { z } from 'zod';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
-import { DEFAULT_LEDGER_URL } from '../ledger/open.js';
+import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+/** A path on the destination's origin: one leading `/`, never `//host` (another host). */
+const ORIGIN_PATH = /^\/(?!\/)/;
+const ORIGIN_PATH_PROBLEM =
+  'a path starts with a single "/" (a path starting "//" names another host)';
 
 /** A JSON Schema written in YAML; converted to zod (z.fromJSONSchema) and checked at load. */
 const jsonSchemaObject = z
@@ -71,7 +75,7 @@ const requestSchema = z.strictObject({
   method: methodSchema,
   path: z
     .string()
-    .startsWith('/')
+    .regex(ORIGIN_PATH, ORIGIN_PATH_PROBLEM)
     .describe('path and query; {{input.x}}, {{operation_id}}, {{correlation_id}} are URL-encoded'),
   headers: z
     .record(z.string().regex(HEADER_TOKEN, 'not a valid HTTP header name'), z.string())
@@ -87,7 +91,7 @@ const reconcileSchema = z
     method: methodSchema.default('GET'),
     path: z
       .string()
-      .startsWith('/')
+      .regex(ORIGIN_PATH, ORIGIN_PATH_PROBLEM)
       .describe('lookup path; placeholders as in request.path (the recorded input is available)'),
     items: z.string().min(1).default('items').describe('dot path of the array of matching records'),
     ref: z
@@ -138,6 +142,10 @@ export const configSchema = z.strictObject({
   ledger: z
     .string()
     .min(1)
+    .superRefine((url, ctx) => {
+      const parsed = parseLedgerUrl(url);
+      if (!parsed.ok) ctx.addIssue({ code: 'custom', message: parsed.failure.message });
+    })
     .default(DEFAULT_LEDGER_URL)
     .describe('sqlite:PATH, memory: or postgres://…'),
   vault: z

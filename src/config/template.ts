@@ -66,14 +66,25 @@ function lookup(name: string, scope: TemplateScope): unknown {
 
 const asText = (v: unknown): string => (typeof v === 'string' ? v : JSON.stringify(v));
 
-/** Renders a path: each value URL-encoded; a missing value is misuse, never an empty segment. */
+/**
+ * Renders a path: each value URL-encoded; a missing value is misuse, never an empty segment. The
+ * result always stays on the destination's origin: it starts with exactly one `/` (never `//host`,
+ * which a URL parser reads as another host), and no value may be empty in the path part (an empty
+ * first value would turn `/{{a}}/{{b}}` into `//b`; elsewhere it silently changes the route).
+ */
 export function renderPath(template: string, scope: TemplateScope): string {
-  const path = template.replace(PLACEHOLDER, (_, name: string) => {
+  const queryAt = template.indexOf('?');
+  const path = template.replace(PLACEHOLDER, (_: string, name: string, at: number) => {
     const v = lookup(name, scope);
     if (v === undefined || v === null)
       throw new UsageError('invalid_input', `the request path needs a value for {{${name}}}`);
-    return encodeURIComponent(asText(v));
+    const text = asText(v);
+    if (text === '' && (queryAt < 0 || at < queryAt))
+      throw new UsageError('invalid_input', `the request path needs a non-empty {{${name}}}`);
+    return encodeURIComponent(text);
   });
+  if (!path.startsWith('/') || path.startsWith('//'))
+    throw new UsageError('invalid_input', 'the request path must start with a single "/"');
   // `.` and `..` survive encoding and would be resolved as dot segments, leaving the route.
   if (
     path

@@ -10,6 +10,7 @@ import { contractOf, type ActionDefinition } from './action.js';
 import { UsageError, type EngineContext, type Licence, type RunOptions } from './context.js';
 import { evidenceOf, prepare, withoutSecretHeaders } from './request.js';
 import { checkResponse } from './response-check.js';
+import { EXCERPT_WINDOW, redactedExcerpt } from '../vault/redact.js';
 import { dispatchSsh, sshFingerprint } from './ssh-action.js';
 
 export interface AttemptResult {
@@ -166,7 +167,14 @@ export async function attempt<I, O>(
           status: outcome?.status ?? null,
           headers: outcome?.headers ? withoutSecretHeaders(outcome.headers) : null,
           framing: outcome?.framing ?? null,
-          body_excerpt: outcome?.body ? outcome.body.subarray(0, 2048).toString('utf8') : null,
+          // Redacted before the cut (issue 12): a cut first leaves a secret's prefix behind.
+          body_excerpt: outcome?.body
+            ? redactedExcerpt(
+                redactor,
+                outcome.body.subarray(0, 2048 + EXCERPT_WINDOW).toString('utf8'),
+                2048,
+              )
+            : null,
           error_code: outcome?.error_code ?? null,
         })
       : null;

@@ -91,6 +91,21 @@ export async function closeHttpPools(): Promise<void> {
   await Promise.all(all.map((a) => a.close()));
 }
 
+/**
+ * The URL of `path` on `origin`, or null when it would not stay there. The path is appended, never
+ * resolved against the origin: resolution reads `//host/x` (and `http://host/x`) as another host.
+ */
+export function urlOnOrigin(origin: string, path: string): URL | null {
+  if (!path.startsWith('/') || path.startsWith('//') || path.includes('\\')) return null;
+  try {
+    const base = new URL(origin);
+    const url = new URL(`${base.origin}${path}`);
+    return url.origin === base.origin ? url : null;
+  } catch {
+    return null;
+  }
+}
+
 type AbortCause = 'deadline' | 'write_timeout' | 'cancelled';
 
 export async function sendHttp(
@@ -98,6 +113,16 @@ export async function sendHttp(
   clock: () => number = Date.now,
 ): Promise<HttpOutcome> {
   const started_at = clock();
+  const url = urlOnOrigin(req.origin, req.path);
+  if (url === null) {
+    // Refused before any connection: the request would leave its destination's origin.
+    return {
+      phase: 'not_sent',
+      local_error: 'other',
+      error_code: 'CANDOR_PATH_LEAVES_ORIGIN',
+      phases: { started_at, finished_at: clock() },
+    };
+  }
   const { tracker, release } = trackAttempt(req.attemptId);
   const controller = new AbortController();
   let cause: AbortCause | undefined;
@@ -141,7 +166,7 @@ export async function sendHttp(
   let kept = 0;
   const max = req.maxBodyBytes ?? 4 * 1024 * 1024;
   try {
-    const res = await undiciRequest(new URL(req.path, req.origin), {
+    const res = await undiciRequest(url, {
       dispatcher,
       method: req.method,
       headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },

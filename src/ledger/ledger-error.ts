@@ -33,3 +33,16 @@ export function settle<T>(work: () => T): Promise<T> {
     return Promise.reject(err instanceof Error ? err : new Error(String(err)));
   }
 }
+
+/**
+ * What went wrong, for one line of output: the message without the error's class name
+ * (`SqliteError: …`, `TypeError: …` mean nothing to a user), and a code where the driver gives one.
+ */
+export function errorText(err: unknown): string {
+  if (!(err instanceof Error)) return String(err);
+  const code = (err as { code?: unknown }).code;
+  const message = err.message.trim() === '' ? 'unknown error' : err.message;
+  return typeof code === 'string' && /^[A-Z][A-Z0-9_]+$/.test(code) && !message.includes(code)
+    ? `${message} (${code})`
+    : message;
+}

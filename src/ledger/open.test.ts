@@ -9,11 +9,12 @@ const dir = mkdtempSync(join(tmpdir(), 'candor-open-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 describe('parseLedgerUrl', () => {
-  it('resolves sqlite paths against cwd, with the default when empty', () => {
-    expect(parseLedgerUrl('sqlite:', '/srv/app')).toEqual({
-      ok: true,
-      value: { kind: 'sqlite', path: '/srv/app/.candor/ledger.db' },
-    });
+  it('resolves sqlite paths against cwd; an empty path is a bad URL, never a silent default', () => {
+    for (const url of ['sqlite:', 'sqlite://', 'sqlite:  '])
+      expect(parseLedgerUrl(url, '/srv/app')).toMatchObject({
+        ok: false,
+        failure: { code: 'BAD_URL', message: expect.stringContaining('names no file') },
+      });
     expect(parseLedgerUrl('sqlite:data/l.db', '/srv')).toMatchObject({
       value: { path: '/srv/data/l.db' },
     });

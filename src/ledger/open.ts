@@ -3,7 +3,7 @@
 // The SQL adapters are loaded with dynamic import: importing this module, or the root entry,
 // never loads a database driver.
 import { resolve } from 'node:path';
-import { LedgerError, type LedgerErrorCode } from './ledger-error.js';
+import { errorText, LedgerError, type LedgerErrorCode } from './ledger-error.js';
 import type { Durability, LedgerStore } from './store.js';
 
 export const DEFAULT_LEDGER_URL = 'sqlite:./.candor/ledger.db';
@@ -17,6 +17,8 @@ export interface OpenLedgerOptions {
   durability?: Durability;
   /** Refuse to create a ledger that does not exist yet (read-only tools such as `ops list`). */
   mustExist?: boolean;
+  /** Read only (implies mustExist): a SQLite file is opened read-only, so a read-only file works. */
+  readOnly?: boolean;
   /** Base for relative SQLite paths. Default `process.cwd()`. */
   cwd?: string;
 }
@@ -36,7 +38,14 @@ export function parseLedgerUrl(
   if (url.startsWith('sqlite:')) {
     let path = url.slice('sqlite:'.length);
     if (path.startsWith('//')) path = path.slice(2);
-    if (path === '') path = DEFAULT_LEDGER_URL.slice('sqlite:'.length);
+    if (path.trim() === '')
+      return {
+        ok: false,
+        failure: {
+          code: 'BAD_URL',
+          message: `ledger URL "${url}" names no file: use sqlite:PATH (default ${DEFAULT_LEDGER_URL})`,
+        },
+      };
     return { ok: true, value: { kind: 'sqlite', path: resolve(cwd, path) } };
   }
   if (url.startsWith('postgres://') || url.startsWith('postgresql://')) {
@@ -71,7 +80,7 @@ export async function openLedger(
   const loc = parsed.value;
   const common = {
     ...(options.durability ? { durability: options.durability } : {}),
-    ...(options.mustExist ? { mustExist: true } : {}),
+    ...(options.mustExist || options.readOnly ? { mustExist: true } : {}),
   };
   try {
     switch (loc.kind) {
@@ -81,7 +90,13 @@ export async function openLedger(
       }
       case 'sqlite': {
         const { openSqliteLedger } = await import('./sqlite/store.js');
-        return { ok: true, value: openSqliteLedger(loc.path, common) };
+        return {
+          ok: true,
+          value: openSqliteLedger(loc.path, {
+            ...common,
+            ...(options.readOnly ? { readOnly: true } : {}),
+          }),
+        };
       }
       case 'postgres': {
         const { openPostgresLedger } = await import('./postgres/store.js');
@@ -96,7 +111,7 @@ export async function openLedger(
     if (err instanceof LedgerError) {
       return { ok: false, failure: { code: err.code, message: redact(err.message) } };
     }
-    return { ok: false, failure: { code: 'OPEN_FAILED', message: redact(String(err)) } };
+    return { ok: false, failure: { code: 'OPEN_FAILED', message: redact(errorText(err)) } };
   }
 }
 

@@ -2,6 +2,11 @@
 // clear ledger field. It removes, replacing each span with `[REDACTED]`:
 // - every known secret (from the vault, `addSecret`, or given at creation) in the forms of
 //   secret-forms.ts: exact, JSON-escaped, URL-encoded, hex, base64 and base64url (all alignments);
+// - the same, written with any mix of JSON escapes (`\u0074`, `\/`, also escaped twice) and
+//   percent escapes (`%74`): the text is searched again through a decoded view whose every character
+//   maps back to the span of the original text it came from;
+// - at the start and the end of a text (where a cut may have split a secret), any prefix or suffix
+//   of MIN_CUT_FRAGMENT (8) or more characters of a secret or of one of its forms;
 // - values of secret-bearing headers (Authorization, Proxy-Authorization, Cookie, Set-Cookie and
 //   the API-key headers of core/fingerprint.ts), in header objects, [name, value] arrays, raw
 //   `Name: value` text and serialised `"name": "value"` JSON;
@@ -15,6 +20,9 @@
 // stored secret is covered. A secret that lies inside the marker text itself (e.g. `DACT`) cannot be
 // hidden by any replacement and is refused the same way. Shape rules require lengths typical of
 // real tokens (Bearer ≥ 16, `token=`/`key=` values ≥ 8) so prose like "a Bearer token" survives.
+//
+// Cut after redacting, never before (`redactedExcerpt`): a cut first would split a secret into
+// pieces no rule recognises.
 //
 // Redaction runs to a fixed point (a replacement can, in contrived cases, form a new match with its
 // neighbours), which also makes it idempotent: redact(redact(x)) === redact(x).
@@ -103,10 +111,18 @@ const SHAPES: readonly ShapeRule[] = [
 
 const MAX_ROUNDS = 8;
 
+/** A prefix or suffix of a secret this long, at the edge of a text, is hidden (see the header). */
+export const MIN_CUT_FRAGMENT = 8;
+
+/** How many levels of escaping the decoded view undoes (JSON inside JSON inside a URL). */
+const MAX_DECODE_LEVELS = 3;
+
 export function createRedactor(secrets: Iterable<string> = []): Redactor {
   const exact = new Set<string>();
   const caseless = new Map<string, RegExp>();
   const added = new Set<string>();
+  /** Forms long enough to leave a MIN_CUT_FRAGMENT piece at a cut; caseless ones lower-cased. */
+  const cutForms: { form: string; fold: boolean }[] = [];
 
   const addSecret = (secret: string): boolean => {
     if (secret.length < MIN_SECRET_LENGTH || REDACTED.includes(secret)) return false;
@@ -117,10 +133,50 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
     for (const form of forms.caseless) {
       if (!caseless.has(form)) caseless.set(form, new RegExp(escapeRegExp(form), 'gi'));
     }
+    for (const form of forms.exact) {
+      if (form.length > MIN_CUT_FRAGMENT) cutForms.push({ form, fold: false });
+    }
+    for (const form of forms.caseless) {
+      if (form.length > MIN_CUT_FRAGMENT) cutForms.push({ form: form.toLowerCase(), fold: true });
+    }
     return true;
   };
 
   const secretSpans = (text: string, spans: [number, number][]): void => {
+    encodedSpans(text, spans);
+    cutSpans(text, spans);
+    // Escaped forms: search the decoded views and map each hit back to the original text.
+    let view: DecodedView | null = { text, start: null, end: null };
+    for (let level = 0; level < MAX_DECODE_LEVELS; level++) {
+      view = decodeView(view);
+      if (view === null) break;
+      const found: [number, number][] = [];
+      encodedSpans(view.text, found);
+      for (const [a, b] of found) spans.push([view.start![a]!, view.end![b - 1]!]);
+    }
+  };
+
+  /** A prefix of a secret form ending the text, or a suffix of one starting it. */
+  const cutSpans = (text: string, spans: [number, number][]): void => {
+    if (text.length < MIN_CUT_FRAGMENT) return;
+    const lower = text.toLowerCase();
+    let head = 0;
+    let tail = 0;
+    for (const { form, fold } of cutForms) {
+      const t = fold ? lower : text;
+      const longest = Math.min(form.length - 1, t.length);
+      for (let n = longest; n >= MIN_CUT_FRAGMENT && n > tail; n--) {
+        if (t.endsWith(form.slice(0, n))) tail = n;
+      }
+      for (let n = longest; n >= MIN_CUT_FRAGMENT && n > head; n--) {
+        if (t.startsWith(form.slice(form.length - n))) head = n;
+      }
+    }
+    if (head > 0) spans.push([0, head]);
+    if (tail > 0) spans.push([text.length - tail, text.length]);
+  };
+
+  const encodedSpans = (text: string, spans: [number, number][]): void => {
     for (const form of exact) {
       for (let i = text.indexOf(form); i >= 0; i = text.indexOf(form, i + 1)) {
         spans.push([i, i + form.length]);
@@ -215,6 +271,111 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
       return spans.length > 0;
     },
   };
+}
+
+/**
+ * A text with one level of JSON escapes (`\uXXXX`, `\/`, `\"`, `\\`, `\n`…) and percent escapes
+ * (`%XX`, UTF-8) undone; `start[i]`/`end[i]` give the original span (end exclusive) that character
+ * `i` came from. Null when nothing was decoded. `start`/`end` null = the identity map.
+ */
+interface DecodedView {
+  text: string;
+  start: number[] | null;
+  end: number[] | null;
+}
+
+const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
+  '"': '"',
+  '\\': '\\',
+  '/': '/',
+  b: '\b',
+  f: '\f',
+  n: '\n',
+  r: '\r',
+  t: '\t',
+};
+
+function decodeView(from: DecodedView): DecodedView | null {
+  const text = from.text;
+  if (!text.includes('\\') && !text.includes('%')) return null;
+  let out = '';
+  const start: number[] = [];
+  const end: number[] = [];
+  const emit = (chars: string, a: number, b: number): void => {
+    const s = from.start === null ? a : from.start[a]!;
+    const e = from.end === null ? b : from.end[b - 1]!;
+    for (let k = 0; k < chars.length; k++) {
+      start.push(s);
+      end.push(e);
+    }
+    out += chars;
+  };
+  let changed = false;
+  let i = 0;
+  while (i < text.length) {
+    const c = text[i]!;
+    if (c === '\\' && i + 1 < text.length) {
+      const next = text[i + 1]!;
+      const hex = text.slice(i + 2, i + 6);
+      if (next === 'u' && /^[0-9a-fA-F]{4}$/.test(hex)) {
+        emit(String.fromCharCode(parseInt(hex, 16)), i, i + 6);
+        i += 6;
+        changed = true;
+        continue;
+      }
+      const simple = SIMPLE_ESCAPES[next];
+      if (simple !== undefined) {
+        emit(simple, i, i + 2);
+        i += 2;
+        changed = true;
+        continue;
+      }
+    }
+    if (c === '%' && /^[0-9a-fA-F]{2}$/.test(text.slice(i + 1, i + 3))) {
+      const first = parseInt(text.slice(i + 1, i + 3), 16);
+      const want = first < 0xc0 ? 1 : first < 0xe0 ? 2 : first < 0xf0 ? 3 : 4;
+      const bytes = [first];
+      let j = i + 3;
+      while (bytes.length < want && /^%[0-9a-fA-F]{2}$/.test(text.slice(j, j + 3))) {
+        bytes.push(parseInt(text.slice(j + 1, j + 3), 16));
+        j += 3;
+      }
+      emit(Buffer.from(bytes).toString(bytes.length === want ? 'utf8' : 'latin1'), i, j);
+      i = j;
+      changed = true;
+      continue;
+    }
+    emit(c, i, i + 1);
+    i++;
+  }
+  return changed ? { text: out, start, end } : null;
+}
+
+/**
+ * The first `max` characters of `text`, which must already be redacted, without splitting a
+ * redaction marker (a marker the cut would split is kept whole).
+ */
+export function cutRedacted(text: string, max: number): string {
+  if (text.length <= max) return text;
+  const from = Math.max(0, max - REDACTED.length + 1);
+  const at = text.indexOf(REDACTED, from);
+  if (at >= 0 && at < max) return text.slice(0, at + REDACTED.length);
+  return text.slice(0, max);
+}
+
+/** How far past the cut an excerpt's text is redacted: more than any secret form is long. */
+export const EXCERPT_WINDOW = 64 * 1024;
+
+/**
+ * A diagnostics excerpt: the text redacted first (as far as EXCERPT_WINDOW past the cut, so a
+ * secret straddling the cut is seen whole), then cut to `max` characters.
+ */
+export function redactedExcerpt(
+  redactor: { redactString(text: string): string },
+  text: string,
+  max: number,
+): string {
+  return cutRedacted(redactor.redactString(text.slice(0, max + EXCERPT_WINDOW)), max);
 }
 
 function shapeSpans(rule: ShapeRule, text: string, spans: [number, number][]): void {

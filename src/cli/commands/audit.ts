@@ -5,7 +5,7 @@
 //   decrypt PATH --key FILE [--json]     opens the sealed payloads of a bundle with the auditor key
 //   keygen --kind seal|log|witness --name NAME --out FILE   writes the secret key, prints the public one
 // Keys (K) are verifier key strings or files holding one; several may be comma-separated.
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, statSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle, verifyBundleFile } from '../../ledger/chain/bundle.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
@@ -20,7 +20,7 @@ import {
   isSealedPayload,
   openPayload,
 } from '../../ledger/seal.js';
-import { Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
+import { checkOutputPath, Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen --kind seal|log|witness --name NAME --out FILE';
@@ -100,10 +100,10 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
       : {}),
   };
   if (isLedgerUrl(path)) {
-    const opened = await openLedger(path, { mustExist: true });
+    const opened = await openLedger(path, { readOnly: true });
     if (!opened.ok) {
       io.err(`candor audit verify: ${opened.failure.message}\n`);
-      return Exit.environment;
+      return opened.failure.code === 'BAD_URL' ? Exit.usage : Exit.environment;
     }
     try {
       return printReport(await verifyStore(opened.value, opts), flags.json === true, io);
@@ -113,6 +113,10 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
   }
   if (!existsSync(path)) {
     io.err(`candor audit verify: no such bundle ${JSON.stringify(path)}\n`);
+    return Exit.environment;
+  }
+  if (statSync(path).isDirectory()) {
+    io.err(`candor audit verify: ${JSON.stringify(path)} is a directory, not a bundle file\n`);
     return Exit.environment;
   }
   return printReport(await verifyBundleFile(path, opts), flags.json === true, io);
@@ -132,6 +136,7 @@ async function exportCmd(args: string[], io: CommandIo): Promise<number> {
       'usage: candor audit export --ledger URL --out FILE [--sign-key FILE] [--checkpoint FILE]',
     );
   }
+  checkOutputPath('out', flags.out);
   let signer;
   if (typeof flags['sign-key'] === 'string') {
     const s = parseSignerKey(readText(flags['sign-key'], 'signing key').trim());

@@ -4,12 +4,13 @@
 // unwritable output is an environment problem (exit 3).
 import { readFile, writeFile } from 'node:fs/promises';
 import { generateMatrixFromOpenApi } from '../../matrix/openapi.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { checkOutputPath, Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
 
 const USAGE = 'usage: candor matrix generate --openapi SPEC [--out FILE]';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, { openapi: 'string', out: 'string' });
+  if (typeof flags.out === 'string') checkOutputPath('out', flags.out);
   const spec = flags.openapi;
   if (typeof spec !== 'string' || positional.length > 0) throw new UsageError(USAGE);
   let text: string;

@@ -11,7 +11,7 @@ import {
   toJson,
   toJunit,
 } from '../../matrix/report.js';
-import { parseFlags, UsageError, type CommandIo } from '../io.js';
+import { checkOutputPath, parseFlags, UsageError, type CommandIo } from '../io.js';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -38,6 +38,10 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
       'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
     );
   const file = positional[0]!;
+  for (const flag of ['json', 'junit'] as const) {
+    const out = flags[flag];
+    if (typeof out === 'string') checkOutputPath(flag, out);
+  }
   const loaded = await loadMatrix(file);
   if (!loaded.ok) {
     if (loaded.failure.kind === 'unreadable') {

@@ -79,7 +79,7 @@ async function withLedger(
   io: CommandIo,
   work: (store: LedgerStore) => Promise<number>,
 ): Promise<number> {
-  const opened = await openLedger(url, { mustExist: true });
+  const opened = await openLedger(url, { readOnly: true });
   if (!opened.ok) {
     if (opened.failure.code === 'BAD_URL') throw new UsageError(opened.failure.message);
     io.err(`candor ops: cannot open ledger (${opened.failure.code}): ${opened.failure.message}\n`);

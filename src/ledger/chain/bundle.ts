@@ -320,6 +320,8 @@ function judge(scan: ScanResult, b: Omit<Bundle, 'records'>, opts: VerifyOptions
 }
 
 const CHUNK = 1 << 20;
+/** No bundle line (header, record, checkpoint) comes near this; reading stops beyond it. */
+const MAX_LINE_BYTES = 64 << 20;
 
 /**
  * Verifies a bundle file by streaming it through one reused buffer: records are hashed as they are
@@ -337,6 +339,16 @@ export async function verifyBundleFile(
   try {
     for (;;) {
       if (have === buf.length) {
+        if (have >= MAX_LINE_BYTES) {
+          // Bounded memory: a line this long is no record (a single-line file, /dev/zero).
+          reader.problem ??= {
+            code: VerifyCode.BAD_CHECKPOINT,
+            first_bad_seq: null,
+            message: `a line longer than ${MAX_LINE_BYTES >> 20} MiB: not a Candor bundle`,
+          };
+          have = 0;
+          break;
+        }
         const bigger = Buffer.allocUnsafe(buf.length * 2);
         buf.copy(bigger, 0, 0, have);
         buf = bigger;

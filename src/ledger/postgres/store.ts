@@ -8,7 +8,7 @@ import type { OperationState } from '../../core/vocabulary.js';
 import { sha256Hex } from '../../core/fingerprint.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
-import { LedgerError, settle } from '../ledger-error.js';
+import { errorText, LedgerError, settle } from '../ledger-error.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
@@ -26,7 +26,33 @@ export interface PostgresLedgerOptions {
   poolSize?: number;
   /** Fail with NOT_FOUND instead of creating the tables. */
   mustExist?: boolean;
+  /** Overrides of POSTGRES_TIMEOUTS (tests use short ones). */
+  timeouts?: Partial<PostgresTimeouts>;
 }
+
+export interface PostgresTimeouts {
+  /** TCP connect plus the startup exchange, and waiting for a pooled connection. */
+  connect_ms: number;
+  /** Server-side limit on one statement (includes waiting for the append lock). */
+  statement_ms: number;
+  /** Client-side limit on one query's answer: catches a server that stops answering at all. */
+  query_ms: number;
+  /** The server ends a session left idle inside a transaction (a writer that died mid-append). */
+  idle_in_transaction_ms: number;
+}
+
+/**
+ * No wait on the database is unbounded: a server that accepts TCP and never answers fails the open
+ * within `connect_ms` (the CLI then exits 3), and one that stops answering mid-session fails the
+ * query within `query_ms`. The append lock is held for one round trip, so 30 s of statement time is
+ * far beyond any healthy wait.
+ */
+export const POSTGRES_TIMEOUTS: PostgresTimeouts = {
+  connect_ms: 5_000,
+  statement_ms: 30_000,
+  query_ms: 35_000,
+  idle_in_transaction_ms: 60_000,
+};
 
 export async function openPostgresLedger(
   url: string,
@@ -36,24 +62,35 @@ export async function openPostgresLedger(
   if (!validSchemaName(schema)) {
     throw new LedgerError('BAD_URL', `invalid PostgreSQL schema name: ${schema}`);
   }
+  const t = { ...POSTGRES_TIMEOUTS, ...options.timeouts };
   const pool = new pg.Pool({
     connectionString: url,
     max: Math.max(1, options.poolSize ?? 4),
     options: `-c search_path=${schema} -c synchronous_commit=on`,
+    connectionTimeoutMillis: t.connect_ms,
+    statement_timeout: t.statement_ms,
+    query_timeout: t.query_ms,
+    idle_in_transaction_session_timeout: t.idle_in_transaction_ms,
+    keepAlive: true,
   });
   // An idle connection dropped by the server must not crash the process; the next query fails.
   pool.on('error', () => undefined);
   try {
     const client = await pool.connect();
+    let failed: Error | undefined;
     try {
       await migratePostgres(client, schema, options.mustExist === true);
+    } catch (err) {
+      failed = err instanceof Error ? err : new Error(String(err));
+      throw err;
     } finally {
-      client.release();
+      // A connection whose query failed (a timeout above all) is discarded, never reused.
+      client.release(failed);
     }
   } catch (err) {
     await pool.end().catch(() => undefined);
     if (err instanceof LedgerError) throw err;
-    throw new LedgerError('OPEN_FAILED', `cannot open PostgreSQL ledger: ${String(err)}`, {
+    throw new LedgerError('OPEN_FAILED', `cannot open PostgreSQL ledger: ${errorText(err)}`, {
       cause: err,
     });
   }
@@ -97,6 +134,7 @@ class PostgresLedgerStore implements LedgerStore {
       ),
     ];
     const client = await this.#pool.connect();
+    let failed: Error | undefined;
     try {
       // One round trip takes the append lock, then reads the head and the touched states under it
       // (each statement after the lock sees every commit made before the lock was granted).
@@ -151,10 +189,13 @@ class PostgresLedgerStore implements LedgerStore {
       }
       return results;
     } catch (err) {
-      await client.query('ROLLBACK').catch(() => undefined);
+      failed = err instanceof Error ? err : new Error(String(err));
       throw err;
     } finally {
-      client.release();
+      // A connection whose query failed is discarded, never reused: the server rolls back the
+      // transaction when it goes, and a ROLLBACK on a connection that stopped answering would only
+      // wait out another query timeout.
+      client.release(failed);
     }
   }
 

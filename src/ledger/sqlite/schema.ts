@@ -69,3 +69,30 @@ export function migrateSqlite(db: BetterSqlite3.Database): void {
     }
   }).immediate();
 }
+
+/**
+ * For a read-only open: the file must hold a ledger at the schema version this Candor reads (a
+ * reader never migrates). A file that is not a SQLite database, or not a ledger, is OPEN_FAILED.
+ */
+export function checkSqliteSchema(db: BetterSqlite3.Database): void {
+  const table = db
+    .prepare("SELECT 1 AS ok FROM sqlite_master WHERE type = 'table' AND name = 'schema_version'")
+    .get();
+  if (table === undefined) throw new LedgerError('OPEN_FAILED', 'the file holds no Candor ledger');
+  const row = db.prepare('SELECT max(version) AS v FROM schema_version').get() as {
+    v: number | null;
+  };
+  const current = row.v ?? 0;
+  if (current > SQLITE_SCHEMA_VERSION) {
+    throw new LedgerError(
+      'SCHEMA_TOO_NEW',
+      `ledger schema version ${current} is newer than this Candor knows (${SQLITE_SCHEMA_VERSION})`,
+    );
+  }
+  if (current < SQLITE_SCHEMA_VERSION) {
+    throw new LedgerError(
+      'OPEN_FAILED',
+      `ledger schema version ${current} needs a migration; open it once with write access`,
+    );
+  }
+}

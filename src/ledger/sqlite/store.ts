@@ -3,16 +3,16 @@
 // processes appending to one file extend one chain. The unresolved-operation index is written in
 // the same transaction as the events it derives from.
 import { closeSync, mkdirSync, openSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { basename, dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
-import { LedgerError, settle } from '../ledger-error.js';
+import { errorText, LedgerError, settle } from '../ledger-error.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
-import { migrateSqlite } from './schema.js';
+import { checkSqliteSchema, migrateSqlite } from './schema.js';
 
 export interface SqliteLedgerOptions {
   /** Default `process`. See src/ledger/README.md. */
@@ -21,6 +21,11 @@ export interface SqliteLedgerOptions {
   busyTimeoutMs?: number;
   /** Fail with NOT_FOUND instead of creating a new ledger file. */
   mustExist?: boolean;
+  /**
+   * Open for reading only (readers such as `ops` and `audit verify`): nothing is created,
+   * migrated or written, so a read-only ledger file (or directory) works. Implies `mustExist`.
+   */
+  readOnly?: boolean;
 }
 
 interface BytesRow {
@@ -34,7 +39,9 @@ interface Head {
 
 export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}): LedgerStore {
   const durability = options.durability ?? 'process';
-  if (path !== ':memory:' && !options.mustExist) {
+  const readOnly = options.readOnly === true;
+  const mustExist = options.mustExist === true || readOnly;
+  if (path !== ':memory:' && !mustExist) {
     mkdirSync(dirname(path), { recursive: true });
     // The ledger holds intents and diagnostics: created owner-only (0600) before SQLite opens it
     // (SQLite gives its -wal and -shm files the database file's mode). An existing file keeps its mode.
@@ -42,15 +49,28 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
   }
   let db: Database.Database;
   try {
-    db = new Database(path, { fileMustExist: options.mustExist === true });
+    db = new Database(path, { fileMustExist: mustExist, readonly: readOnly });
   } catch (err) {
-    const code = options.mustExist ? 'NOT_FOUND' : 'OPEN_FAILED';
-    throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${String(err)}`, {
+    const code = mustExist ? 'NOT_FOUND' : 'OPEN_FAILED';
+    throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${errorText(err)}`, {
       cause: err,
     });
   }
   try {
     db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 10_000))}`);
+    if (readOnly) {
+      try {
+        checkSqliteSchema(db);
+      } catch (err) {
+        if ((err as { code?: unknown }).code !== 'SQLITE_READONLY_DIRECTORY') throw err;
+        // A WAL ledger is read through its `-shm` index, which SQLite must be able to create.
+        throw new LedgerError(
+          'OPEN_FAILED',
+          `cannot read SQLite ledger at ${path}: its directory is read-only and SQLite needs to create ${basename(path)}-shm there (make the directory writable, or copy the file)`,
+        );
+      }
+      return new SqliteLedgerStore(db, durability);
+    }
     db.pragma('journal_mode = WAL');
     // NORMAL in WAL: a commit is in the OS before append() resolves (survives kill -9 of the
     // process); FULL: the WAL is fsynced at every commit (survives power loss).
@@ -61,7 +81,7 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
     if (err instanceof LedgerError) throw err;
     throw new LedgerError(
       'OPEN_FAILED',
-      `cannot prepare SQLite ledger at ${path}: ${String(err)}`,
+      `cannot prepare SQLite ledger at ${path}: ${errorText(err)}`,
       {
         cause: err,
       },
