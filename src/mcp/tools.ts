@@ -63,6 +63,13 @@ function portable(node: unknown): unknown {
     ([k]) => k !== '$id' && k !== '$schema',
   );
   if (entries.length === 0) return { anyOf: ANY_JSON.map((t) => ({ ...t })) };
+  // `anyOf: [{}, …]` accepts anything: say so once instead of nesting.
+  const anyOf = (node as { anyOf?: unknown }).anyOf;
+  if (
+    Array.isArray(anyOf) &&
+    anyOf.some((m) => m && typeof m === 'object' && Object.keys(m).length === 0)
+  )
+    return { anyOf: ANY_JSON.map((t) => ({ ...t })) };
   const out: Record<string, unknown> = {};
   for (const [k, v] of entries) {
     if (k === 'properties' && v && typeof v === 'object') {
