@@ -30,6 +30,7 @@ import {
 import type { Gate } from '../engine/ports.js';
 import { createGateway, currentCall, type Gateway } from './gateway.js';
 import { serveHttp } from './http.js';
+import { GatewayStdioTransport } from './stdio.js';
 
 export interface StartOptions {
   loaded: LoadedConfig;
@@ -257,6 +258,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   }
   // One connection; its era (2026-07-28 or a 2025 revision) is decided by the client's opening.
   const handle = serveStdio(() => gateway.createServer(), {
+    transport: new GatewayStdioTransport({ log }),
     onerror: (error) => log(`candor serve: stdio: ${error.message}`),
   });
   stopTransport = () => handle.close();
