@@ -122,13 +122,13 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
   const instanceId = Buffer.from((options.random ?? systemRandom).bytes(12)).toString('hex');
   const waitMs = options.wait_ms ?? DEFAULT_APPROVAL_WAIT_MS;
   /** Open per-call cards by operation id, and open session cards by (session, action). */
-  const openCalls = new Map<string, OpenCard>();
-  const openSessions = new Map<string, OpenCard>();
+  // Promises, set before the first await, so concurrent checks share one card.
+  const openCalls = new Map<string, Promise<OpenCard>>();
+  const openSessions = new Map<string, Promise<OpenCard>>();
   const allOpen = new Set<OpenCard>();
 
   const sessionGranted = new Map<string, string>(); // (session, action) -> approval id
   const sessionDenied = new Set<string>();
-  const sessionAsking = new Map<string, Promise<GateDecision>>();
   const callGrants = new Map<string, CallGrant>(); // operation id -> grant
   const callDenied = new Set<string>();
   const promptCount = new Map<string, number>();
@@ -317,16 +317,19 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     view: OperationView | null,
     retry: { prior: PriorAttempt; recovery: PlannedRecovery } | null,
   ): Promise<GateDecision> {
-    let open = openCalls.get(ctx.operation_id);
-    if (open && open.card.request_fingerprint !== ctx.request_fingerprint) {
+    let opening = openCalls.get(ctx.operation_id);
+    const existing = opening ? await opening.catch(() => null) : null;
+    if (existing && existing.card.request_fingerprint !== ctx.request_fingerprint) {
       // A different request under the same operation: the open card does not cover it.
-      open.withdraw.abort(WITHDRAWN);
-      await open.answer;
-      open = undefined;
+      existing.withdraw.abort(WITHDRAWN);
+      await existing.answer;
+      if (openCalls.get(ctx.operation_id) === opening) openCalls.delete(ctx.operation_id);
+      opening = undefined;
     }
-    if (!open) {
-      open = await ask(ctx, 'per_call', reason, view, retry, (verdict, card) => {
-        if (openCalls.get(ctx.operation_id)?.card === card) openCalls.delete(ctx.operation_id);
+    if (!opening || !existing) {
+      let mine: Promise<OpenCard> | undefined = undefined;
+      mine = ask(ctx, 'per_call', reason, view, retry, (verdict, card) => {
+        if (openCalls.get(ctx.operation_id) === mine) openCalls.delete(ctx.operation_id);
         if (verdict.decision === 'denied' && verdict.by !== 'gateway:stopped')
           callDenied.add(ctx.operation_id);
         if (verdict.decision === 'approved')
@@ -337,8 +340,10 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
             fresh: true,
           });
       });
-      openCalls.set(ctx.operation_id, open);
+      opening = mine;
+      openCalls.set(ctx.operation_id, mine);
     }
+    const open = await opening;
     const verdict = await waitFor(open, ctx.signal, true);
     if (verdict === null) return { decision: 'pending', approval_id: open.card.approval_id };
     if (verdict.decision !== 'approved') return DENIED;
@@ -351,17 +356,19 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     const key = sessionKey(ctx);
     if (sessionDenied.has(key)) return DENIED;
     if (sessionGranted.has(key)) return APPROVED;
-    let open = openSessions.get(key);
-    if (!open) {
-      const view = await loadView(ctx.operation_id);
-      open = await ask(ctx, 'session', 'session_policy', view, null, (verdict, card) => {
-        openSessions.delete(key);
-        if (verdict.decision === 'denied' && verdict.by !== 'gateway:stopped')
-          sessionDenied.add(key);
-        if (verdict.decision === 'approved') sessionGranted.set(key, card.approval_id);
-      });
-      openSessions.set(key, open);
+    let opening = openSessions.get(key);
+    if (!opening) {
+      opening = loadView(ctx.operation_id).then((view) =>
+        ask(ctx, 'session', 'session_policy', view, null, (verdict, card) => {
+          openSessions.delete(key);
+          if (verdict.decision === 'denied' && verdict.by !== 'gateway:stopped')
+            sessionDenied.add(key);
+          if (verdict.decision === 'approved') sessionGranted.set(key, card.approval_id);
+        }),
+      );
+      openSessions.set(key, opening);
     }
+    const open = await opening;
     // A session card is shared by every call of the action: one caller's cancel does not withdraw it.
     const verdict = await waitFor(open, ctx.signal, false);
     if (verdict === null) return { decision: 'pending', approval_id: open.card.approval_id };

@@ -85,12 +85,12 @@ async function sendResponse(res: ServerResponse, response: Response): Promise<vo
     res.end();
     return;
   }
-  const reader = response.body.getReader();
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
   res.once('close', () => void reader.cancel().catch(() => undefined));
   for (;;) {
-    const { done, value } = await reader.read();
-    if (done) break;
-    res.write(value);
+    const next = await reader.read();
+    if (next.done) break;
+    res.write(next.value);
   }
   res.end();
 }

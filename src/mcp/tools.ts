@@ -67,7 +67,7 @@ function portable(node: unknown): unknown {
   const anyOf = (node as { anyOf?: unknown }).anyOf;
   if (
     Array.isArray(anyOf) &&
-    anyOf.some((m) => m && typeof m === 'object' && Object.keys(m).length === 0)
+    anyOf.some((m: unknown) => m !== null && typeof m === 'object' && Object.keys(m).length === 0)
   )
     return { anyOf: ANY_JSON.map((t) => ({ ...t })) };
   const out: Record<string, unknown> = {};

@@ -52,7 +52,7 @@ async function startHttpGateway(): Promise<{ child: ChildProcess; url: string }>
   );
   let out = '';
   const url = await new Promise<string>((resolve, reject) => {
-    child.stdout!.on('data', (d: Buffer) => {
+    child.stdout.on('data', (d: Buffer) => {
       out += d.toString('utf8');
       const m = /MCP on (http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(out);
       if (m) resolve(m[1]!);
