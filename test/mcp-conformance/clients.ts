@@ -10,6 +10,8 @@ import {
   StreamableHTTPClientTransport as HttpV2,
 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { createMCPClient } from '@ai-sdk/mcp';
+import { Experimental_StdioMCPTransport as AiSdkStdio } from '@ai-sdk/mcp/mcp-stdio';
 
 export type Target =
   | { kind: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd: string }
@@ -142,9 +144,46 @@ function sdkV2(mode: V2Mode, id: string, label: string): ClientKind {
   };
 }
 
+/** Vercel AI SDK: `createMCPClient`, then each tool's `execute` as a model's tool call would run it. */
+const aiSdk: ClientKind = {
+  id: 'ai-sdk-mcp',
+  label: 'AI SDK @ai-sdk/mcp 1.0 (createMCPClient)',
+  async connect(target) {
+    const client = await createMCPClient({
+      transport:
+        target.kind === 'stdio'
+          ? new AiSdkStdio({
+              command: target.command,
+              args: target.args,
+              env: target.env,
+              cwd: target.cwd,
+            })
+          : { type: 'http', url: target.url },
+    });
+    const tools = await client.tools();
+    let n = 0;
+    return {
+      version: null,
+      list: () => Promise.resolve(Object.keys(tools)),
+      call: async (name, args) => {
+        const tool = tools[name];
+        if (!tool?.execute) throw new Error(`no tool ${name}`);
+        n += 1;
+        const out = (await tool.execute(args, {
+          toolCallId: `call_${n}`,
+          messages: [],
+        })) as SdkLikeResult;
+        return outcomeOf(out);
+      },
+      close: () => client.close(),
+    };
+  },
+};
+
 export const CLIENTS: readonly ClientKind[] = [
   sdkV1,
   sdkV2('legacy', 'sdk-v2-legacy', 'MCP SDK v2 client (2.4), legacy mode'),
   sdkV2('auto', 'sdk-v2-auto', 'MCP SDK v2 client (2.4), auto mode'),
   sdkV2({ pin: '2026-07-28' }, 'sdk-v2-pin', 'MCP SDK v2 client (2.4), pinned 2026-07-28'),
+  aiSdk,
 ];
