@@ -43,12 +43,13 @@ describe('candor serve over stdio', () => {
     expect(gw.client.getServerVersion()).toMatchObject({ name: 'candor' });
     const { tools } = await gw.client.listTools();
     const create = tools.find((t) => t.name === 'create_record');
+    expect(create?.outputSchema).not.toHaveProperty('$id');
     expect(create?.outputSchema).toMatchObject({
-      $id: 'urn:candor:schema:envelope:v1',
       type: 'object',
       required: expect.arrayContaining(['ok', 'category', 'retry', 'remote_effect']),
     });
     expect(create?.annotations).toEqual({
+      title: 'Create record',
       readOnlyHint: false,
       destructiveHint: false,
       idempotentHint: false,
@@ -75,7 +76,12 @@ describe('candor serve over stdio', () => {
       operation: 'create_record',
       data: { title: 'stdio' },
     });
-    expect(r.content).toEqual([{ type: 'text', text: JSON.stringify(r.structuredContent) }]);
+    expect(r.content).toEqual([
+      {
+        type: 'text',
+        text: `DONE — create_record succeeded.\n${JSON.stringify(r.structuredContent)}`,
+      },
+    ]);
     expect(fake.resources.all('records')).toHaveLength(1);
   });
 
@@ -95,7 +101,9 @@ describe('candor serve over stdio', () => {
       operation: 'set_record_state',
     });
     expect(env.operation_id).toMatch(/^op_/);
-    expect(JSON.parse((r.content as Array<{ text: string }>)[0]!.text)).toEqual(env);
+    const [line, json] = (r.content as Array<{ text: string }>)[0]!.text.split('\n');
+    expect(line).toBe('NOT DONE — authorization_denied: do not retry this call');
+    expect(JSON.parse(json!)).toEqual(env);
     expect(fake.resources.all('records')[0]).toMatchObject({ state: 'active' });
     expect(JSON.stringify(r)).not.toContain(TEST_TOKEN);
   });

@@ -18,6 +18,11 @@
 //   dispatch state so far and the planned recovery.
 // - Every prompt writes `approval_requested` (with the card) then `approval_decided`, both with the
 //   operation id; `prompts()` counts them, because approval fatigue is a defect too.
+// - Never hang a call: a call waits at most `wait_ms` for the answer, then the gate answers
+//   `pending` (the card id) and the card stays open. The answer, whenever it comes, is recorded and
+//   applies to the next call of that operation with the same request fingerprint (or, for session
+//   scope, of that action). A cancelled call withdraws its per-call card (recorded `expired` by
+//   `withdrawn`); `shutdown()` denies every open card (recorded `denied` by `gateway:stopped`).
 import type { GateContext, GateDecision, Gate } from '../engine/ports.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { systemClock, systemRandom, type Clock, type Random } from '../core/time.js';
@@ -52,7 +57,11 @@ export interface ApprovalGateOptions {
   /** `true` when locked. A throwing check counts as locked (fail closed). */
   lock?: (() => Promise<boolean>) | LockSource;
   random?: Random;
+  /** How long one call waits for an answer before `pending` (default 10 s). */
+  wait_ms?: number;
 }
+
+export const DEFAULT_APPROVAL_WAIT_MS = 10_000;
 
 export interface GateChangeInput {
   locked: boolean;
@@ -72,17 +81,32 @@ export interface ApprovalGate extends Gate {
   onGateChange(change: GateChangeInput): void;
   /** Resolves when every queued ledger write finished; rejects with the first failure. */
   idle(): Promise<void>;
+  /** Denies every open card (the process is stopping) and resolves once each is recorded. */
+  shutdown(): Promise<void>;
+  /** Cards asked and not yet answered. */
+  open(): number;
 }
 
 interface CallGrant {
   approval_id: string;
   request_fingerprint: string;
   expires_at: number;
+  /** Decided after the asking call returned `pending`: not yet used by any attempt. */
+  fresh: boolean;
+}
+
+/** A card being asked: its answer arrives in the background and outlives the call that asked. */
+interface OpenCard {
+  card: ApprovalCard;
+  answer: Promise<ApproverVerdict>;
+  withdraw: AbortController;
 }
 
 const APPROVED: GateDecision = { decision: 'approved' };
 const DENIED: GateDecision = { decision: 'denied' };
 const LOCKED: GateDecision = { decision: 'gate_locked' };
+const WITHDRAWN = 'withdrawn';
+const SHUTDOWN = 'shutdown';
 
 export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
   const { ledger, approver } = options;
@@ -96,10 +120,15 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
         ? { name: 'lock', isLocked: options.lock }
         : options.lock;
   const instanceId = Buffer.from((options.random ?? systemRandom).bytes(12)).toString('hex');
+  const waitMs = options.wait_ms ?? DEFAULT_APPROVAL_WAIT_MS;
+  /** Open per-call cards by operation id, and open session cards by (session, action). */
+  // Promises, set before the first await, so concurrent checks share one card.
+  const openCalls = new Map<string, Promise<OpenCard>>();
+  const openSessions = new Map<string, Promise<OpenCard>>();
+  const allOpen = new Set<OpenCard>();
 
   const sessionGranted = new Map<string, string>(); // (session, action) -> approval id
   const sessionDenied = new Set<string>();
-  const sessionAsking = new Map<string, Promise<GateDecision>>();
   const callGrants = new Map<string, CallGrant>(); // operation id -> grant
   const callDenied = new Set<string>();
   const promptCount = new Map<string, number>();
@@ -156,13 +185,18 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     return projectOperation(await ledger.query({ operation_id: operationId }));
   }
 
-  async function prompt(
+  /**
+   * Writes `approval_requested` and asks in the background; the answer is recorded as
+   * `approval_decided` and handed to `settle` whether or not a call still waits for it.
+   */
+  async function ask(
     ctx: ApprovalContext,
     scope: ApprovalCard['scope'],
     reason: PromptReason,
     view: OperationView | null,
     retry: { prior: PriorAttempt; recovery: PlannedRecovery } | null,
-  ): Promise<{ verdict: ApproverVerdict; card: ApprovalCard }> {
+    settle: (verdict: ApproverVerdict, card: ApprovalCard) => void,
+  ): Promise<OpenCard> {
     const approvalId = ids.mint('apr');
     const now = clock.now();
     const base = {
@@ -202,24 +236,74 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       },
     ]);
     promptCount.set(ctx.session_id, (promptCount.get(ctx.session_id) ?? 0) + 1);
-    let verdict: ApproverVerdict;
+    const withdraw = new AbortController();
+    const answer = (async (): Promise<ApproverVerdict> => {
+      let verdict: ApproverVerdict;
+      try {
+        verdict = await approver.ask(card, { signal: withdraw.signal });
+      } catch {
+        // Nobody could be asked: not an approval.
+        verdict = { decision: 'denied', by: `${approver.name}:unreachable` };
+      }
+      // The gate, not the adapter, says why a withdrawn card ended.
+      if (withdraw.signal.aborted)
+        verdict =
+          withdraw.signal.reason === SHUTDOWN
+            ? { decision: 'denied', by: 'gateway:stopped' }
+            : { decision: 'expired', by: WITHDRAWN };
+      if (verdict.decision === 'approved' && clock.now() > card.expires_at)
+        verdict = { decision: 'expired', by: verdict.by };
+      await ledger.append([
+        {
+          kind: 'approval_decided',
+          at: clock.now(),
+          ...meta,
+          data: { approval_id: approvalId, decision: verdict.decision, approver: verdict.by },
+        },
+      ]);
+      settle(verdict, card);
+      return verdict;
+    })();
+    const open: OpenCard = { card, answer, withdraw };
+    allOpen.add(open);
+    void answer.finally(() => allOpen.delete(open)).catch(() => undefined);
+    return open;
+  }
+
+  /**
+   * Waits for the card's answer at most `wait_ms`; a cancelled call withdraws a per-call card.
+   * `null` when the wait ran out (the card stays open).
+   */
+  async function waitFor(
+    open: OpenCard,
+    signal: AbortSignal | undefined,
+    withdrawOnCancel: boolean,
+  ): Promise<ApproverVerdict | null> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const timeout = new Promise<null>((resolve) => {
+      timer = setTimeout(() => resolve(null), waitMs);
+      timer.unref?.();
+    });
+    const cancelled = new Promise<null>((resolve) => {
+      if (!signal) return;
+      onAbort = () => {
+        if (withdrawOnCancel) open.withdraw.abort(WITHDRAWN);
+        resolve(null);
+      };
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
     try {
-      verdict = await approver.ask(card);
-    } catch {
-      // Nobody could be asked: not an approval.
-      verdict = { decision: 'denied', by: `${approver.name}:unreachable` };
+      const first = await Promise.race([open.answer, timeout, cancelled]);
+      // A withdrawn card has its answer recorded before the call goes on.
+      if (first === null && withdrawOnCancel && open.withdraw.signal.aborted)
+        return await open.answer;
+      return first;
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) signal?.removeEventListener('abort', onAbort);
     }
-    if (verdict.decision === 'approved' && clock.now() > card.expires_at)
-      verdict = { decision: 'expired', by: verdict.by };
-    await ledger.append([
-      {
-        kind: 'approval_decided',
-        at: clock.now(),
-        ...meta,
-        data: { approval_id: approvalId, decision: verdict.decision, approver: verdict.by },
-      },
-    ]);
-    return { verdict, card };
   }
 
   /** After a person approved, a lock that closed meanwhile still wins. */
@@ -233,17 +317,38 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     view: OperationView | null,
     retry: { prior: PriorAttempt; recovery: PlannedRecovery } | null,
   ): Promise<GateDecision> {
-    const { verdict, card } = await prompt(ctx, 'per_call', reason, view, retry);
-    if (verdict.decision === 'denied') {
-      callDenied.add(ctx.operation_id);
-      return DENIED;
+    let opening = openCalls.get(ctx.operation_id);
+    const existing = opening ? await opening.catch(() => null) : null;
+    if (existing && existing.card.request_fingerprint !== ctx.request_fingerprint) {
+      // A different request under the same operation: the open card does not cover it.
+      existing.withdraw.abort(WITHDRAWN);
+      await existing.answer;
+      if (openCalls.get(ctx.operation_id) === opening) openCalls.delete(ctx.operation_id);
+      opening = undefined;
     }
-    if (verdict.decision === 'expired') return DENIED;
-    callGrants.set(ctx.operation_id, {
-      approval_id: card.approval_id,
-      request_fingerprint: ctx.request_fingerprint,
-      expires_at: card.expires_at,
-    });
+    if (!opening || !existing) {
+      let mine: Promise<OpenCard> | undefined = undefined;
+      mine = ask(ctx, 'per_call', reason, view, retry, (verdict, card) => {
+        if (openCalls.get(ctx.operation_id) === mine) openCalls.delete(ctx.operation_id);
+        if (verdict.decision === 'denied' && verdict.by !== 'gateway:stopped')
+          callDenied.add(ctx.operation_id);
+        if (verdict.decision === 'approved')
+          callGrants.set(ctx.operation_id, {
+            approval_id: card.approval_id,
+            request_fingerprint: card.request_fingerprint,
+            expires_at: card.expires_at,
+            fresh: true,
+          });
+      });
+      opening = mine;
+      openCalls.set(ctx.operation_id, mine);
+    }
+    const open = await opening;
+    const verdict = await waitFor(open, ctx.signal, true);
+    if (verdict === null) return { decision: 'pending', approval_id: open.card.approval_id };
+    if (verdict.decision !== 'approved') return DENIED;
+    const grant = callGrants.get(ctx.operation_id);
+    if (grant) grant.fresh = false;
     return afterApproval();
   }
 
@@ -251,22 +356,24 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     const key = sessionKey(ctx);
     if (sessionDenied.has(key)) return DENIED;
     if (sessionGranted.has(key)) return APPROVED;
-    const asking = sessionAsking.get(key);
-    if (asking) return asking;
-    const ask = (async (): Promise<GateDecision> => {
-      const view = await loadView(ctx.operation_id);
-      const { verdict, card } = await prompt(ctx, 'session', 'session_policy', view, null);
-      if (verdict.decision === 'denied') sessionDenied.add(key);
-      if (verdict.decision !== 'approved') return DENIED;
-      sessionGranted.set(key, card.approval_id);
-      return afterApproval();
-    })();
-    sessionAsking.set(key, ask);
-    try {
-      return await ask;
-    } finally {
-      sessionAsking.delete(key);
+    let opening = openSessions.get(key);
+    if (!opening) {
+      opening = loadView(ctx.operation_id).then((view) =>
+        ask(ctx, 'session', 'session_policy', view, null, (verdict, card) => {
+          openSessions.delete(key);
+          if (verdict.decision === 'denied' && verdict.by !== 'gateway:stopped')
+            sessionDenied.add(key);
+          if (verdict.decision === 'approved') sessionGranted.set(key, card.approval_id);
+        }),
+      );
+      openSessions.set(key, opening);
     }
+    const open = await opening;
+    // A session card is shared by every call of the action: one caller's cancel does not withdraw it.
+    const verdict = await waitFor(open, ctx.signal, false);
+    if (verdict === null) return { decision: 'pending', approval_id: open.card.approval_id };
+    if (verdict.decision !== 'approved') return DENIED;
+    return afterApproval();
   }
 
   const gate: ApprovalGate = {
@@ -280,7 +387,15 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
         const retry = retryAfterUnknown(ctx, view);
         if (retry) {
           if (callDenied.has(ctx.operation_id)) return DENIED;
+          const fresh = callGrants.get(ctx.operation_id);
           callGrants.delete(ctx.operation_id);
+          // Approved after the asking call returned pending, for this very request: use it once.
+          if (
+            fresh?.fresh &&
+            fresh.request_fingerprint === ctx.request_fingerprint &&
+            clock.now() <= fresh.expires_at
+          )
+            return afterApproval();
           return perCall(ctx, 'retry_after_unknown', view, retry);
         }
       }
@@ -290,14 +405,14 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       const grant = callGrants.get(ctx.operation_id);
       if (grant) {
         callGrants.delete(ctx.operation_id);
-        const unused = ctx.prior_dispatch_state === 'not_sent';
+        const unused = grant.fresh || ctx.prior_dispatch_state === 'not_sent';
         if (
           unused &&
           grant.request_fingerprint === ctx.request_fingerprint &&
           clock.now() <= grant.expires_at
         ) {
-          callGrants.set(ctx.operation_id, grant);
-          return APPROVED;
+          callGrants.set(ctx.operation_id, { ...grant, fresh: false });
+          return afterApproval();
         }
       }
       return perCall(ctx, 'per_call_policy', await loadView(ctx.operation_id), null);
@@ -324,6 +439,16 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     async idle() {
       const all = queued.splice(0);
       await Promise.all(all);
+    },
+
+    async shutdown() {
+      const open = [...allOpen];
+      for (const o of open) o.withdraw.abort(SHUTDOWN);
+      await Promise.allSettled(open.map((o) => o.answer));
+    },
+
+    open() {
+      return allOpen.size;
     },
   };
   return gate;

@@ -20,6 +20,7 @@ export {
 } from './card.js';
 export {
   createApprovalGate,
+  DEFAULT_APPROVAL_WAIT_MS,
   type ApprovalContext,
   type ApprovalGate,
   type ApprovalGateOptions,

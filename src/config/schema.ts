@@ -178,6 +178,12 @@ export const configSchema = z.strictObject({
       /** Scope per action name; wins over the class. */
       actions: z.record(z.string(), z.enum(['auto', 'session', 'per_call'])).optional(),
       per_call_ttl_ms: z.number().int().positive().optional(),
+      /**
+       * How long a call waits for a person before it returns `approval_pending` (default 10 s, below
+       * common client timeouts); the card stays open and a later call with the same operation_id
+       * proceeds once it is approved.
+       */
+      wait_ms: z.number().int().nonnegative().optional(),
       /** Queue directory of the console approver (default ./.candor/approvals). */
       dir: z.string().min(1).optional(),
     })

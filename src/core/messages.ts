@@ -25,7 +25,10 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   outcome_unknown: (c) =>
     `The request was sent but no usable answer arrived; whether ${c.subject} was applied is unknown.`,
   approval_denied: (c) => `A person declined; ${c.subject} was not attempted.`,
+  approval_pending: (c) =>
+    `A person has been asked to approve ${c.subject} and has not answered yet; nothing was sent.`,
   gate_locked: (c) => `The gate is locked; ${c.subject} was not attempted.`,
+  invalid_input: (c) => `The arguments break the input schema of ${c.subject}; nothing was sent.`,
   duplicate_effect: (c) =>
     `Reconciliation found ${c.subject} applied more than once; a person must decide the correction.`,
 };

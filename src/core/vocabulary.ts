@@ -20,13 +20,23 @@ export const Category = closedSet(
   'malformed_response',
   'outcome_unknown',
   'approval_denied',
+  'approval_pending',
   'gate_locked',
   'duplicate_effect',
+  'invalid_input',
 );
 export type Category = ValueOf<typeof Category>;
 
 /** What the agent may do next. */
-export const Retry = closedSet('allowed', 'after_delay', 'reconcile_first', 'never', 'escalate');
+export const Retry = closedSet(
+  'allowed',
+  'after_delay',
+  'reconcile_first',
+  'never',
+  'escalate',
+  /** A person has been asked; nothing was sent; call again with the same operation_id later. */
+  'after_approval',
+);
 export type Retry = ValueOf<typeof Retry>;
 
 /** Whether the remote effect is known: the "remote effect known?" column of the matrix. */

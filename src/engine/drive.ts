@@ -70,6 +70,7 @@ export async function gateRefusal<I, O>(
   input: I,
   view: OperationView,
   retry: Licence | null,
+  signal?: AbortSignal,
 ): Promise<Envelope | null> {
   const { gate, resolve, envelopeOf } = ctx;
   const last = view.attempts.at(-1);
@@ -95,8 +96,25 @@ export async function gateRefusal<I, O>(
     retry,
     correlation_id: view.correlation_id,
     intent: { ...(view.intent ?? {}) },
+    ...(signal ? { signal } : {}),
   });
   if (decision.decision === 'approved') return null;
+  if (decision.decision === 'pending') {
+    // Nothing sent now; the operation stays open so the same operation_id continues it later.
+    const base = classify({ phase: 'not_sent', blocked: 'approval_denied' }, contractOf(action));
+    return envelopeOf(
+      action,
+      view,
+      {
+        ...base,
+        category: 'approval_pending',
+        retry: 'after_approval',
+        remote_effect: last ? (last.finish?.remote_effect ?? 'unknown') : 'none',
+      },
+      { approval_id: decision.approval_id },
+      last?.finish?.diagnostics_ref ?? null,
+    );
+  }
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
@@ -161,7 +179,7 @@ export async function drive<I, O>(
     retry = lic;
   }
   for (;;) {
-    const refused = await gateRefusal(ctx, action, input, view, retry);
+    const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal);
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
     if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();

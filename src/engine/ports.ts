@@ -54,10 +54,19 @@ export interface GateContext {
   /** Why this attempt is a retry, and what licensed it. */
   retry?: { reason: string; decision: string } | null;
   correlation_id?: string | null;
+  /** The caller's signal: a cancelled call withdraws the approval request it is waiting on. */
+  signal?: AbortSignal;
 }
 
+/**
+ * `pending`: a person has been asked and has not answered within the gate's wait (or the client
+ * cannot prompt); nothing was sent and the operation stays open for a call with the same id.
+ */
 export type GateDecision =
-  { decision: 'approved' } | { decision: 'denied' } | { decision: 'gate_locked' };
+  | { decision: 'approved' }
+  | { decision: 'denied' }
+  | { decision: 'gate_locked' }
+  | { decision: 'pending'; approval_id: string };
 
 /** Approvals and the lock: consulted before every attempt; no connection on a denial. */
 export interface Gate {

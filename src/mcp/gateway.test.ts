@@ -64,7 +64,10 @@ async function call(
   outputs.push(text);
   const content = r.content as Array<{ type: string; text: string }>;
   expect(content).toHaveLength(1);
-  expect(JSON.parse(content[0]!.text)).toEqual(r.structuredContent);
+  // The text mirror: one plain line first (DONE / NOT DONE), then the JSON envelope.
+  const [first, ...rest] = content[0]!.text.split('\n');
+  expect(first).toMatch(r.isError ? /^NOT DONE/ : /^DONE — /);
+  expect(JSON.parse(rest.join('\n'))).toEqual(r.structuredContent);
   return { isError: r.isError === true, env: envelopeSchema.parse(r.structuredContent), text };
 }
 
@@ -95,14 +98,14 @@ describe('tools/list', () => {
       ].sort(),
     );
     for (const t of tools) {
-      expect(t.outputSchema).toMatchObject({
-        $id: 'urn:candor:schema:envelope:v1',
-        type: 'object',
-      });
+      expect(t.outputSchema).toMatchObject({ type: 'object', required: expect.any(Array) });
       expect(t.inputSchema.type).toBe('object');
+      expect(t.title).toEqual(expect.any(String));
     }
     const create = byName.get('create_record')!;
+    expect(create.title).toBe('Create record');
     expect(create.annotations).toEqual({
+      title: 'Create record',
       readOnlyHint: false,
       destructiveHint: false,
       idempotentHint: false,
@@ -124,6 +127,33 @@ describe('tools/list', () => {
     expect(byName.get('delete_record')!.annotations).toMatchObject({
       destructiveHint: true,
       idempotentHint: false,
+    });
+    // reconcile_operation may resend the operation's own request under an honoured key.
+    expect(byName.get('reconcile_operation')!.annotations).toMatchObject({
+      readOnlyHint: false,
+      destructiveHint: true,
+    });
+    expect(byName.get('operation_status')!.annotations).toMatchObject({ readOnlyHint: true });
+  });
+
+  it('gives every tool its own portable outputSchema: no $id, no empty subschema, no type array', async () => {
+    const { tools } = await client.listTools();
+    const problems: string[] = [];
+    const walk = (node: unknown, at: string): void => {
+      if (Array.isArray(node)) return node.forEach((n, i) => walk(n, `${at}[${i}]`));
+      if (node === null || typeof node !== 'object') return;
+      const o = node as Record<string, unknown>;
+      if (Object.keys(o).length === 0) problems.push(`${at}: empty subschema`);
+      if ('$id' in o) problems.push(`${at}: $id`);
+      if (Array.isArray(o['type'])) problems.push(`${at}: type array`);
+      for (const [k, v] of Object.entries(o))
+        if (k !== 'enum' && k !== 'required') walk(v, `${at}.${k}`);
+    };
+    for (const t of tools) walk(t.outputSchema, t.name);
+    expect(problems).toEqual([]);
+    const data = (tools[0]!.outputSchema as { properties: Record<string, unknown> }).properties;
+    expect(data['data']).toEqual({
+      anyOf: expect.arrayContaining([{ type: 'object' }, { type: 'null' }]),
     });
   });
 });
@@ -157,28 +187,41 @@ describe('tools/call', () => {
     expect(missing.text).not.toContain('not_found'); // the provider's body stays in diagnostics
   });
 
-  it('answers misuse with protocol errors, never with a result', async () => {
-    expect((await protocolError('no_such_tool', {})).code).toBe(ErrorCode.InvalidParams);
-    const bad = await protocolError('create_record', { title: 7 });
-    expect(bad.code).toBe(ErrorCode.InvalidParams);
-    expect(bad.message).toContain('title');
-    expect((await protocolError('create_record', { title: 'x', operation_id: 'nope' })).code).toBe(
-      ErrorCode.InvalidParams,
-    );
-    const unknown = await protocolError('operation_status', {
+  it('answers invalid arguments with an invalid_input result naming the field; an unknown tool is a protocol error', async () => {
+    const unknownTool = await protocolError('no_such_tool', {});
+    expect(unknownTool.code).toBe(ErrorCode.InvalidParams);
+    // Not double-prefixed ("MCP error -32602: MCP error -32602: ...").
+    expect(unknownTool.message.match(/MCP error/g) ?? []).toHaveLength(1);
+    const bad = await call('create_record', { title: 7 });
+    expect(bad.isError).toBe(true);
+    expect(bad.env).toMatchObject({
+      category: 'invalid_input',
+      retry: 'never',
+      remote_effect: 'none',
+      data: { field: 'title' },
+    });
+    expect(bad.env.message).toContain('title');
+    expect(bad.text).not.toContain('invalid_type'); // no raw zod dump
+    const badId = await call('create_record', { title: 'x', operation_id: 'nope' });
+    expect(badId.env).toMatchObject({ category: 'invalid_input', data: { field: 'operation_id' } });
+    const unknown = await call('operation_status', {
       operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
     });
-    expect(unknown.code).toBe(ErrorCode.InvalidParams);
-    expect(unknown.message).toContain('no operation');
-    const retryUnknown = await protocolError('create_record', {
+    expect(unknown.env).toMatchObject({
+      category: 'invalid_input',
+      data: { field: 'operation_id' },
+    });
+    expect(unknown.env.message).toContain('no operation');
+    const retryUnknown = await call('create_record', {
       title: 'x',
       operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
     });
-    expect(retryUnknown.message).toContain('no operation');
-    expect((await protocolError('list_unresolved_operations', { extra: 1 })).code).toBe(
-      ErrorCode.InvalidParams,
-    );
+    expect(retryUnknown.env.category).toBe('invalid_input');
+    expect(retryUnknown.env.message).toContain('no operation');
+    const extra = await call('list_unresolved_operations', { extra: 1 });
+    expect(extra.env.category).toBe('invalid_input');
     expect(fake.resources.all('records')).toEqual([]);
+    expect(await ledger.read()).toEqual([]);
   });
 
   it('refuses a "retry" whose request changed: that is a new operation', async () => {
@@ -190,12 +233,12 @@ describe('tools/call', () => {
     });
     const first = await call('create_deployment', { service: 'api' });
     expect(first.env.category).toBe('outcome_unknown');
-    const changed = await protocolError('create_deployment', {
+    const changed = await call('create_deployment', {
       service: 'web',
       operation_id: first.env.operation_id,
     });
-    expect(changed.code).toBe(ErrorCode.InvalidParams);
-    expect(changed.message).toContain('changed');
+    expect(changed.env).toMatchObject({ category: 'invalid_input', retry: 'never' });
+    expect(changed.env.message).toContain('changed');
   });
 
   it('after outcome_unknown, reconcile_operation finds the record instead of creating another', async () => {
@@ -291,7 +334,7 @@ describe('cancellation', () => {
 });
 
 describe('Streamable HTTP', () => {
-  it('serves the same tools statelessly on loopback', async () => {
+  it('serves the same tools on loopback with sessions', async () => {
     const http = await serveHttp(gateway, 0);
     const c = new Client({ name: 'http-test', version: '1.0.0' });
     try {

@@ -1,19 +1,27 @@
-// The MCP gateway: configured actions become tools whose results are Candor envelopes.
-//   - A failed action is a result with isError (the envelope says why); never a protocol error.
-//   - An unknown tool, malformed arguments or misuse the runtime refuses (UsageError: changed
-//     request, unknown operation id) is a protocol error InvalidParams with the reason.
+// The MCP gateway: configured actions become tools whose results are Candor envelopes. Built on the
+// v2 SDK's low-level Server, which speaks both protocol eras: 2026-07-28 (`server/discover`, no
+// `initialize`) and 2025-11-25 / 2025-06-18 / 2025-03-26 (`initialize`), negotiated per connection.
+//   - Every tools/call of a known tool answers with one envelope: a failed action, invalid
+//     arguments (`invalid_input`, naming the field) and misuse the runtime refuses are results with
+//     isError; never a protocol error. Only an unknown tool name is a protocol error.
 //   - Our own faults are InternalError: the client is never blamed for a server fault.
+//   - The text mirror opens with one line a model cannot mistake (what happened, what to do next),
+//     then the JSON envelope: some frameworks hand an isError result to the model like a success.
 //   - A cancelled call aborts the action's signal; the runtime still writes attempt_finished with
 //     what was dispatched, so operation_status / list_unresolved_operations report it later.
-import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+//   - Approvals: the call runs inside a context that says how its client can be asked (form
+//     elicitation on a 2025-era connection that declared it, else nobody: the console queue).
+import { AsyncLocalStorage } from 'node:async_hooks';
 import {
-  CallToolRequestSchema,
-  ErrorCode,
-  ListToolsRequestSchema,
-  McpError,
+  ProtocolError,
+  ProtocolErrorCode,
+  Server,
   type CallToolResult,
+  type ElicitRequestFormParams,
+  type ElicitResult,
+  type ServerContext,
   type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+} from '@modelcontextprotocol/server';
 import type { ConfiguredAction } from '../config/actions.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
@@ -28,6 +36,19 @@ import {
   operationArgsSchema,
 } from './tools.js';
 
+/** How the client of the call in progress can be asked for an approval. */
+export interface CallContext {
+  /** Set when the client offered form elicitation on a 2025-era connection. */
+  elicit: ((params: ElicitRequestFormParams, signal: AbortSignal) => Promise<ElicitResult>) | null;
+}
+
+/** The context of the tools/call being served (read by the approver through `currentCall()`). */
+const callStore = new AsyncLocalStorage<CallContext>();
+export const currentCall = (): CallContext | undefined => callStore.getStore();
+
+/** The first protocol revision of the modern era (no `initialize`, no server-to-client requests). */
+const MODERN_ERA = '2026-07-28';
+
 export interface GatewayOptions {
   runtime: Runtime;
   ledger: LedgerStore;
@@ -38,19 +59,18 @@ export interface GatewayOptions {
   log?: (line: string) => void;
   /** Redacts text before it is logged. */
   redact?: (text: string) => string;
-  /** Told about every MCP server created (e.g. to ask its client for approvals by elicitation). */
-  onServer?: (server: Server) => void;
 }
 
 export interface Gateway {
   readonly tools: readonly Tool[];
-  /** A new MCP Server bound to this gateway (one for stdio; one per stateless HTTP request). */
+  /** A new MCP Server bound to this gateway (one per stdio connection, HTTP session or request). */
   createServer(): Server;
-  /** Calls a tool directly (the same path as tools/call); throws McpError for protocol errors. */
+  /** Calls a tool directly (the same path as tools/call); throws ProtocolError for an unknown tool. */
   callTool(
     name: string,
     args: Record<string, unknown>,
     signal?: AbortSignal,
+    call?: CallContext,
   ): Promise<CallToolResult>;
   /** Resolves once no tool call is in flight (their ledger records are written). */
   idle(): Promise<void>;
@@ -61,16 +81,74 @@ const INSTRUCTIONS =
   'as a new call: follow `retry` (reconcile_first -> reconcile_operation; allowed -> the same call ' +
   'with operation_id). Use list_unresolved_operations after a cancelled call or a restart.';
 
-function invalid(message: string): McpError {
-  return new McpError(ErrorCode.InvalidParams, message);
+/** Arguments that break a tool's input schema: reported as an `invalid_input` envelope. */
+class InvalidInput extends Error {
+  constructor(
+    readonly field: string,
+    readonly problem: string,
+    readonly operationId: string | null = null,
+  ) {
+    super(`${field}: ${problem}`);
+  }
+}
+
+/**
+ * The first line of the text mirror: what happened and the next step, in words a model cannot
+ * take for a success.
+ */
+export function headline(e: Envelope): string {
+  const op = e.operation_id ?? '';
+  if (e.ok) return `DONE — ${e.operation} succeeded.`;
+  switch (e.retry) {
+    case 'reconcile_first':
+      return e.remote_effect === 'applied'
+        ? `NOT DONE AS ASKED — ${e.category}: check before anything else (reconcile_operation ${op})`
+        : `NOT DONE — outcome unknown: check before retrying (reconcile_operation ${op})`;
+    case 'after_approval': {
+      const card = (e.data as { approval_id?: unknown } | null)?.approval_id;
+      return `NOT DONE — waiting for a person's approval${typeof card === 'string' ? ` (${card})` : ''}: call again with operation_id ${op} after it is approved`;
+    }
+    case 'allowed':
+      return `NOT DONE — ${e.category}: you may call again with operation_id ${op}`;
+    case 'after_delay':
+      return `NOT DONE — ${e.category}: call again with operation_id ${op} after ${e.retry_after_ms ?? 0} ms`;
+    case 'escalate':
+      return `NOT DONE — ${e.category}: stop; a person must decide (operation ${op || 'none'})`;
+    case 'never':
+      return e.category === 'invalid_input'
+        ? `NOT DONE — invalid input: fix the arguments, nothing was sent`
+        : `NOT DONE — ${e.category}: do not retry this call`;
+  }
 }
 
 export function resultOf(envelope: Envelope): CallToolResult {
   return {
-    content: [{ type: 'text', text: JSON.stringify(envelope) }],
+    content: [{ type: 'text', text: `${headline(envelope)}\n${JSON.stringify(envelope)}` }],
     structuredContent: envelope,
     isError: !envelope.ok,
   };
+}
+
+function invalidInputEnvelope(tool: string, error: InvalidInput): Envelope {
+  return {
+    ok: false,
+    category: 'invalid_input',
+    operation: tool,
+    operation_id: error.operationId,
+    retry: 'never',
+    remote_effect: 'none',
+    correlation_id: null,
+    message: `The arguments for ${tool} are invalid (${error.field}: ${error.problem}); nothing was sent.`,
+    data: { field: error.field, problem: error.problem },
+    diagnostics_ref: null,
+  };
+}
+
+/** A form-capable client: `elicitation: {}` (2025-06-18 form default) or `elicitation.form`. */
+function offersForm(server: Server): boolean {
+  const e = server.getClientCapabilities()?.elicitation as Record<string, unknown> | undefined;
+  if (!e) return false;
+  return Object.keys(e).length === 0 || e['form'] !== undefined;
 }
 
 function statusData(view: OperationView): Record<string, unknown> {
@@ -99,19 +177,18 @@ export function createGateway(options: GatewayOptions): Gateway {
         | { success: true; data: T }
         | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
     },
-    tool: string,
     args: unknown,
   ): T => {
     const r = schema.safeParse(args);
     if (r.success) return r.data;
     const issue = r.error.issues[0];
     const where = issue?.path.map(String).join('.') || '(arguments)';
-    throw invalid(`invalid arguments for ${tool}: ${where}: ${issue?.message ?? 'invalid'}`);
+    throw new InvalidInput(where, issue?.message ?? 'invalid');
   };
 
   async function status(operationId: string): Promise<Envelope> {
     const found = await runtime.status(operationId);
-    if (!found) throw invalid(`no operation ${operationId} in the ledger`);
+    if (!found) throw new InvalidInput('operation_id', `no operation ${operationId} in the ledger`);
     return { ...found.envelope, data: statusData(found.view) };
   }
 
@@ -156,9 +233,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   ): Promise<Envelope> {
     const { operation_id: opId, ...input } = args;
     if (opId !== undefined && (typeof opId !== 'string' || !OPERATION_ID_PATTERN.test(opId)))
-      throw invalid(
-        `invalid arguments for ${action.definition.name}: operation_id: an operation id looks like op_…`,
+      throw new InvalidInput('operation_id', 'an operation id looks like op_…');
+    // Checked here as well as in the runtime, to name the field without a raw schema dump.
+    const parsed = action.definition.input.safeParse(input);
+    if (!parsed.success) {
+      const issue = parsed.error.issues[0];
+      throw new InvalidInput(
+        issue?.path.map(String).join('.') || '(arguments)',
+        issue?.message ?? 'invalid',
+        typeof opId === 'string' ? opId : null,
       );
+    }
     return runtime.run(action.definition, input, {
       ...(signal ? { signal } : {}),
       ...(typeof opId === 'string' ? { operationId: opId } : {}),
@@ -172,17 +257,17 @@ export function createGateway(options: GatewayOptions): Gateway {
   ): Promise<Envelope> {
     switch (name) {
       case BUILTIN.operation_status:
-        return status(parseArgs(operationArgsSchema, name, args).operation_id);
+        return status(parseArgs(operationArgsSchema, args).operation_id);
       case BUILTIN.reconcile_operation: {
-        const { operation_id } = parseArgs(operationArgsSchema, name, args);
+        const { operation_id } = parseArgs(operationArgsSchema, args);
         return runtime.reconcile(operation_id, signal ? { signal } : {});
       }
       case BUILTIN.list_unresolved_operations:
-        parseArgs(noArgsSchema, name, args);
+        parseArgs(noArgsSchema, args);
         return listUnresolved();
     }
     const action = actions.get(name);
-    if (!action) throw invalid(`unknown tool "${name}"`);
+    if (!action) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool "${name}"`);
     return runAction(action, args, signal);
   }
 
@@ -190,20 +275,29 @@ export function createGateway(options: GatewayOptions): Gateway {
     name: string,
     args: Record<string, unknown>,
     signal?: AbortSignal,
+    call: CallContext = { elicit: null },
   ): Promise<CallToolResult> {
-    const work = dispatch(name, args, signal);
+    const work = callStore.run(call, () => dispatch(name, args, signal));
     inflight.add(work);
     let envelope: Envelope;
     try {
       envelope = await work;
     } catch (error) {
-      if (error instanceof McpError) throw error;
-      if (error instanceof UsageError) throw invalid(error.message);
+      if (error instanceof ProtocolError) throw error;
+      if (error instanceof InvalidInput) return resultOf(invalidInputEnvelope(name, error));
+      if (error instanceof UsageError) {
+        // Misuse the runtime refuses (unknown or foreign operation id, a changed request): the
+        // call is refused before any byte, as an envelope the agent can act on.
+        const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
+        return resultOf(
+          invalidInputEnvelope(name, new InvalidInput('operation_id', error.message, id)),
+        );
+      }
       log(
         `candor serve: internal error in ${name}: ${redact(error instanceof Error ? (error.stack ?? error.message) : String(error))}`,
       );
-      throw new McpError(
-        ErrorCode.InternalError,
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
         'internal error in the gateway; whatever was dispatched is recorded in the ledger (see list_unresolved_operations)',
       );
     } finally {
@@ -214,8 +308,8 @@ export function createGateway(options: GatewayOptions): Gateway {
       log(
         `candor serve: ${name} produced an invalid envelope: ${checked.error.issues[0]?.message ?? ''}`,
       );
-      throw new McpError(
-        ErrorCode.InternalError,
+      throw new ProtocolError(
+        ProtocolErrorCode.InternalError,
         'internal error: the gateway produced an invalid result',
       );
     }
@@ -230,11 +324,22 @@ export function createGateway(options: GatewayOptions): Gateway {
         { name: options.name ?? 'candor', version: options.version ?? '0.0.0' },
         { capabilities: { tools: { listChanged: false } }, instructions: INSTRUCTIONS },
       );
-      server.setRequestHandler(ListToolsRequestSchema, () => ({ tools }));
-      server.setRequestHandler(CallToolRequestSchema, (request, extra) =>
-        callTool(request.params.name, request.params.arguments ?? {}, extra.signal),
-      );
-      options.onServer?.(server);
+      server.setRequestHandler('tools/list', () => Promise.resolve({ tools }));
+      server.setRequestHandler('tools/call', (request, ctx: ServerContext) => {
+        const legacy = (server.getNegotiatedProtocolVersion() ?? MODERN_ERA) < MODERN_ERA;
+        const call: CallContext = {
+          elicit:
+            legacy && offersForm(server)
+              ? (params, signal) => ctx.mcpReq.elicitInput(params, { signal })
+              : null,
+        };
+        return callTool(
+          request.params.name,
+          request.params.arguments ?? {},
+          ctx.mcpReq.signal,
+          call,
+        );
+      });
       return server;
     },
     async idle() {

@@ -1,63 +1,201 @@
-// Streamable HTTP on loopback, stateless: every POST gets a fresh MCP Server and transport bound to
-// the one gateway (shared runtime and ledger). DNS-rebinding protection admits only loopback Host
-// headers. A client that disconnects mid-call aborts that call's signal, like a cancellation.
+// Streamable HTTP on loopback, both protocol eras on one endpoint:
+//   - 2026-07-28 requests (per-request `_meta` envelope, `server/discover`) go to the v2 SDK's
+//     modern handler, one server instance per request.
+//   - 2025-era clients get stateful sessions (`Mcp-Session-Id`): the session's server knows the
+//     client's capabilities (form elicitation for approvals) and hears `notifications/cancelled`.
+//     A dropped connection is not a cancellation: the call runs to its end and its outcome stays
+//     retrievable with operation_status.
+// Checks before any MCP processing: the Host header (DNS rebinding) and the Origin header against
+// an allow-list (default: loopback origins only) → 403; a body over the size limit → 413 with a
+// JSON-RPC error and one log line; unparseable JSON → a parse error and one log line; a JSON-RPC
+// batch where the protocol version forbids it (2025-06-18 and later, and any batch opening a
+// session) → 400. A 2025-era request other than `initialize` without a session is refused.
+import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { NodeStreamableHTTPServerTransport, toWebRequest } from '@modelcontextprotocol/node';
+import { createMcpHandler, isLegacyRequest, type Server } from '@modelcontextprotocol/server';
 import type { Gateway } from './gateway.js';
 
 export interface HttpGateway {
   /** `http://127.0.0.1:PORT/mcp` */
   readonly url: string;
   readonly port: number;
+  /** Open 2025-era sessions. */
+  sessions(): number;
   close(): Promise<void>;
 }
 
+export interface HttpOptions {
+  log?: (line: string) => void;
+  /** Origins admitted besides loopback ones (`http://127.0.0.1:*`, `http://localhost:*`, `[::1]`). */
+  allowedOrigins?: readonly string[];
+  /** Largest request body accepted, in bytes (default 4 MiB). */
+  maxBodyBytes?: number;
+}
+
 export const MCP_PATH = '/mcp';
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** The first protocol revision without JSON-RPC batches. */
+const NO_BATCH_FROM = '2025-06-18';
+
+interface Session {
+  transport: NodeStreamableHTTPServerTransport;
+  server: Server;
+}
+
+function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
+  if (res.headersSent) return;
+  res
+    .writeHead(status, { 'content-type': 'application/json' })
+    .end(JSON.stringify({ jsonrpc: '2.0', error: { code, message }, id: null }));
+}
+
+/** Loopback origins are always admitted; anything else only when listed. */
+export function originAllowed(origin: string, extra: readonly string[]): boolean {
+  if (extra.includes(origin)) return true;
+  try {
+    const u = new URL(origin);
+    return (
+      (u.protocol === 'http:' || u.protocol === 'https:') &&
+      (u.hostname === '127.0.0.1' || u.hostname === 'localhost' || u.hostname === '[::1]')
+    );
+  } catch {
+    return false;
+  }
+}
+
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | 'too_large'> {
+  const chunks: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of req as AsyncIterable<Buffer>) {
+    size += chunk.length;
+    if (size > limit) return 'too_large';
+    chunks.push(chunk);
+  }
+  return Buffer.concat(chunks);
+}
+
+async function sendResponse(res: ServerResponse, response: Response): Promise<void> {
+  const headers: Record<string, string> = {};
+  response.headers.forEach((v, k) => (headers[k] = v));
+  res.writeHead(response.status, headers);
+  if (!response.body) {
+    res.end();
+    return;
+  }
+  const reader = (response.body as ReadableStream<Uint8Array>).getReader();
+  res.once('close', () => void reader.cancel().catch(() => undefined));
+  for (;;) {
+    const next = await reader.read();
+    if (next.done) break;
+    res.write(next.value);
+  }
+  res.end();
+}
+
+const isInitialize = (m: unknown): boolean =>
+  typeof m === 'object' && m !== null && (m as { method?: unknown }).method === 'initialize';
 
 export async function serveHttp(
   gateway: Gateway,
   port: number,
-  log: (line: string) => void = () => undefined,
+  options: HttpOptions = {},
 ): Promise<HttpGateway> {
+  const log = options.log ?? (() => undefined);
+  const extraOrigins = options.allowedOrigins ?? [];
+  const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const sessions = new Map<string, Session>();
   let allowedHosts: string[] = [];
+  const modern = createMcpHandler(() => gateway.createServer(), {
+    legacy: 'reject',
+    maxRequestBodySize: maxBody,
+    onerror: (error) => log(`candor serve: HTTP: ${error.message}`),
+  });
+
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
     const path = (req.url ?? '/').split('?')[0];
     if (path !== MCP_PATH) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
       return;
     }
+    if (!allowedHosts.includes(req.headers.host ?? '')) {
+      rpcError(res, 403, -32000, 'Forbidden: the Host header is not this gateway');
+      return;
+    }
+    const origin = req.headers.origin;
+    if (origin !== undefined && !originAllowed(origin, extraOrigins)) {
+      log(`candor serve: HTTP: refused a request from origin ${JSON.stringify(origin)}`);
+      rpcError(res, 403, -32000, 'Forbidden: origin not allowed');
+      return;
+    }
+    const sid = req.headers['mcp-session-id'];
+    const session = typeof sid === 'string' ? sessions.get(sid) : undefined;
+    if (typeof sid === 'string' && !session) {
+      rpcError(res, 404, -32001, 'Session not found');
+      return;
+    }
     if (req.method !== 'POST') {
-      // Stateless: no standalone SSE stream and no session to delete.
-      res.writeHead(405, { allow: 'POST', 'content-type': 'application/json' });
-      res.end(
-        '{"jsonrpc":"2.0","error":{"code":-32000,"message":"Method not allowed."},"id":null}',
-      );
+      if (session) await session.transport.handleRequest(req, res);
+      else rpcError(res, 405, -32000, 'Method not allowed.');
+      return;
+    }
+    const raw = await readBody(req, maxBody);
+    if (raw === 'too_large') {
+      log(`candor serve: HTTP: refused a request body over ${maxBody} bytes`);
+      rpcError(res, 413, -32600, `Request body over ${maxBody} bytes`);
+      return;
+    }
+    let body: unknown;
+    try {
+      body = JSON.parse(raw.toString('utf8'));
+    } catch {
+      log(`candor serve: HTTP: a request body is not JSON (${raw.length} bytes)`);
+      rpcError(res, 400, -32700, 'Parse error: the body is not JSON');
+      return;
+    }
+    if (session) {
+      const version = session.server.getNegotiatedProtocolVersion() ?? NO_BATCH_FROM;
+      if (Array.isArray(body) && version >= NO_BATCH_FROM) {
+        rpcError(res, 400, -32600, `Invalid Request: protocol ${version} has no JSON-RPC batches`);
+        return;
+      }
+      await session.transport.handleRequest(req, res, body);
+      return;
+    }
+    const web = await toWebRequest(req as Parameters<typeof toWebRequest>[0], body);
+    if (!(await isLegacyRequest(web, body))) {
+      await sendResponse(res, await modern.fetch(web));
+      return;
+    }
+    if (Array.isArray(body)) {
+      rpcError(res, 400, -32600, 'Invalid Request: a batch cannot open a session');
+      return;
+    }
+    if (!isInitialize(body)) {
+      rpcError(res, 400, -32000, 'Bad Request: no session; send initialize first');
       return;
     }
     const server = gateway.createServer();
-    // No sessionIdGenerator: stateless mode.
-    const transport = new StreamableHTTPServerTransport({
-      enableJsonResponse: true,
-      enableDnsRebindingProtection: true,
-      allowedHosts,
+    const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
+      sessionIdGenerator: () => randomUUID(),
+      onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+      onsessionclosed: (id) => void sessions.delete(id),
     });
-    res.on('close', () => {
-      void transport.close();
-      void server.close();
-    });
+    transport.onclose = () => {
+      if (transport.sessionId) sessions.delete(transport.sessionId);
+    };
     await server.connect(transport);
-    await transport.handleRequest(req, res);
+    await transport.handleRequest(req, res, body);
   };
+
   const http = createServer((req, res) => {
     handle(req, res).catch((error: unknown) => {
       log(
         `candor serve: HTTP handler failed: ${error instanceof Error ? error.message : String(error)}`,
       );
-      if (!res.headersSent)
-        res
-          .writeHead(500, { 'content-type': 'application/json' })
-          .end('{"jsonrpc":"2.0","error":{"code":-32603,"message":"Internal error"},"id":null}');
+      rpcError(res, 500, -32603, 'Internal error');
     });
   });
   await new Promise<void>((resolve, reject) => {
@@ -72,10 +210,14 @@ export async function serveHttp(
   return {
     url: `http://127.0.0.1:${actual}${MCP_PATH}`,
     port: actual,
-    close: () =>
-      new Promise<void>((resolve) => {
-        http.closeIdleConnections();
-        http.close(() => resolve());
-      }),
+    sessions: () => sessions.size,
+    close: async () => {
+      const closed = new Promise<void>((resolve) => http.close(() => resolve()));
+      await modern.close();
+      await Promise.allSettled([...sessions.values()].map((s) => s.server.close()));
+      sessions.clear();
+      http.closeAllConnections();
+      await closed;
+    },
   };
 }

@@ -1,6 +1,14 @@
 // The MCP gateway (published as `candor/mcp`): configured actions as tools whose results are
 // Candor envelopes, over stdio or Streamable HTTP on loopback.
-export { createGateway, resultOf, type Gateway, type GatewayOptions } from './gateway.js';
+export {
+  createGateway,
+  currentCall,
+  headline,
+  resultOf,
+  type CallContext,
+  type Gateway,
+  type GatewayOptions,
+} from './gateway.js';
 export {
   composeGateway,
   startGateway,
@@ -10,5 +18,21 @@ export {
   type StartOptions,
   type StartResult,
 } from './start.js';
-export { serveHttp, MCP_PATH, type HttpGateway } from './http.js';
-export { actionTool, annotationsFor, builtinTools, BUILTIN, type BuiltinName } from './tools.js';
+export {
+  DEFAULT_MAX_BODY_BYTES,
+  MCP_PATH,
+  originAllowed,
+  serveHttp,
+  type HttpGateway,
+  type HttpOptions,
+} from './http.js';
+export { DEFAULT_MAX_LINE_BYTES, GatewayStdioTransport, type StdioOptions } from './stdio.js';
+export {
+  actionTool,
+  annotationsFor,
+  builtinTools,
+  BUILTIN,
+  outputSchema,
+  titleOf,
+  type BuiltinName,
+} from './tools.js';

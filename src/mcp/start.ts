@@ -1,7 +1,7 @@
 // Wires a loaded configuration into a running gateway: ledger, vault and credentials, redactor,
 // runtime, MCP server, transport. Shutdown waits for in-flight calls so that every dispatched
 // attempt has its attempt_finished record before the ledger closes.
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
+import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { configCredentials } from '../config/credentials.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
@@ -13,7 +13,6 @@ import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { createRedactor, openVault, type Redactor, type Vault } from '../vault/index.js';
-import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   answerFromElicitation,
   consoleApprover,
@@ -25,11 +24,13 @@ import {
   lockFile,
   terminalApprover,
   vaultLock,
+  type ApprovalGate,
   type Approver,
 } from '../approvals/index.js';
 import type { Gate } from '../engine/ports.js';
-import { createGateway, type Gateway } from './gateway.js';
+import { createGateway, currentCall, type Gateway } from './gateway.js';
 import { serveHttp } from './http.js';
+import { GatewayStdioTransport } from './stdio.js';
 
 export interface StartOptions {
   loaded: LoadedConfig;
@@ -53,15 +54,19 @@ export interface ComposeOptions {
 }
 
 /** The gateway and its runtime over an open ledger, without a transport (tests, embedding). */
-export function composeGateway(options: ComposeOptions): { gateway: Gateway; runtime: Runtime } {
+export function composeGateway(options: ComposeOptions): {
+  gateway: Gateway;
+  runtime: Runtime;
+  /** The approval gate, when the configuration has an `approvals:` section. */
+  approvals: ApprovalGate | null;
+} {
   const redactor = options.redactor ?? createRedactor();
   const credentials = configCredentials(options.loaded.config, {
     ...(options.vault ? { vault: options.vault } : {}),
     ...(options.env ? { env: options.env } : {}),
     onSecret: (s) => void redactor.addSecret(s),
   });
-  let latestServer: Server | null = null;
-  const gate = approvalGate(options, () => latestServer);
+  const gate = approvalGate(options);
   const audit = auditOptions(options);
   const runtime = createRuntime({
     ledger: options.ledger,
@@ -80,11 +85,8 @@ export function composeGateway(options: ComposeOptions): { gateway: Gateway; run
     version: options.version ?? '0.0.0',
     ...(options.log ? { log: options.log } : {}),
     redact: (s) => redactor.redactString(s),
-    onServer: (server) => {
-      latestServer = server;
-    },
   });
-  return { gateway, runtime };
+  return { gateway, runtime, approvals: gate && 'shutdown' in gate ? gate : null };
 }
 
 /** Sealing and checkpoints from the `audit:` section. Bad keys stop the gateway at start. */
@@ -112,7 +114,7 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
 }
 
 /** The approval gate from the `approvals:` section; without it, a gate that only watches the lock. */
-function approvalGate(options: ComposeOptions, server: () => Server | null): Gate | null {
+function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
   const spec = options.loaded.config.approvals;
   const lock = options.vault ? vaultLock(options.vault) : lockFile(spec?.dir);
   // Without approvals the gate still watches the lock: gate_locked, and transitions on record.
@@ -133,17 +135,23 @@ function approvalGate(options: ComposeOptions, server: () => Server | null): Gat
     spec.approver === 'terminal'
       ? terminalApprover()
       : consoleApprover(spec.dir ? { dir: spec.dir } : {});
-  const elicit = elicitationApprover(async (card) => {
-    const s = server();
-    const result = await s!.elicitInput(elicitationRequest(card));
+  // The client of the call being served is asked only when it offered form elicitation on a
+  // 2025-era connection (gateway.ts decides); anyone else gets the console queue.
+  const elicit = elicitationApprover(async (card, signal) => {
+    const call = currentCall();
+    if (!call?.elicit) return 'denied';
+    const result = await call.elicit(
+      elicitationRequest(card),
+      signal ?? new AbortController().signal,
+    );
     return answerFromElicitation(result);
   });
   const approver: Approver =
     spec.approver === 'elicitation'
       ? {
           name: 'elicitation_or_console',
-          ask: (card) =>
-            server()?.getClientCapabilities()?.elicitation ? elicit.ask(card) : fallback.ask(card),
+          ask: (card, ask) =>
+            currentCall()?.elicit ? elicit.ask(card, ask) : fallback.ask(card, ask),
         }
       : fallback;
   return createApprovalGate({
@@ -151,6 +159,7 @@ function approvalGate(options: ComposeOptions, server: () => Server | null): Gat
     approver,
     policy: policy.value,
     lock,
+    ...(spec.wait_ms !== undefined ? { wait_ms: spec.wait_ms } : {}),
   });
 }
 
@@ -210,7 +219,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       failure: { code: 'config', message: error instanceof Error ? error.message : String(error) },
     };
   }
-  const { gateway, runtime } = composed;
+  const { gateway, runtime, approvals } = composed;
 
   let resolveClosed!: () => void;
   const closed = new Promise<void>((r) => (resolveClosed = r));
@@ -218,8 +227,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   let stopTransport: () => Promise<void> = () => Promise.resolve();
   const close = (): Promise<void> => {
     stopping ??= (async () => {
-      await stopTransport();
+      // Open cards are denied at once, so no call waits for a person while the process stops.
+      await approvals?.shutdown();
       await gateway.idle();
+      await stopTransport();
       await runtime.endSession('gateway stopped');
       await ledger.close();
       await closeHttpPools();
@@ -230,7 +241,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
 
   if (options.httpPort !== undefined) {
     try {
-      const http = await serveHttp(gateway, options.httpPort, log);
+      const http = await serveHttp(gateway, options.httpPort, { log });
       stopTransport = () => http.close();
       return { ok: true, value: { gateway, url: http.url, closed, close } };
     } catch (error) {
@@ -245,11 +256,13 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       };
     }
   }
-  const server = gateway.createServer();
-  const transport = new StdioServerTransport();
-  stopTransport = () => server.close();
+  // One connection; its era (2026-07-28 or a 2025 revision) is decided by the client's opening.
+  const handle = serveStdio(() => gateway.createServer(), {
+    transport: new GatewayStdioTransport({ log }),
+    onerror: (error) => log(`candor serve: stdio: ${error.message}`),
+  });
+  stopTransport = () => handle.close();
   // The client ends stdin to stop us: finish in-flight calls, then close the ledger.
   process.stdin.once('end', () => void close());
-  await server.connect(transport);
   return { ok: true, value: { gateway, url: null, closed, close } };
 }

@@ -15,6 +15,8 @@ export interface Approver {
   /**
    * Shows the card to a person and resolves with their answer. `expired` when no answer came before
    * `card.expires_at`. A failure to reach anyone is not an approval: adapters answer `denied`.
+   * When `signal` aborts, the request is withdrawn (nobody can answer it any more) and `ask`
+   * resolves promptly; the gate records why.
    */
-  ask(card: ApprovalCard): Promise<ApproverVerdict>;
+  ask(card: ApprovalCard, options?: { signal?: AbortSignal }): Promise<ApproverVerdict>;
 }

@@ -24,10 +24,13 @@ export function consoleApprover(options: ConsoleApproverOptions = {}): Approver 
   return {
     name: 'console',
     queue,
-    async ask(card) {
+    async ask(card, askOptions = {}) {
+      const { signal } = askOptions;
       await queue.submit(card);
       try {
         for (;;) {
+          // Withdrawn: the card leaves the queue, so a late `candor approve` finds nothing to approve.
+          if (signal?.aborted) return { decision: 'expired', by: 'withdrawn' };
           const d = await queue.decisionFor(card.approval_id);
           if (d) return { decision: d.decision, by: d.by };
           if (clock.now() > card.expires_at) {

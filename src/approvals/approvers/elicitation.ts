@@ -6,13 +6,16 @@ import type { ApprovalCard } from '../card.js';
 import type { Approver } from './approver.js';
 
 /** Asks the MCP client's user; resolves `approved` only on an explicit yes. */
-export type ElicitApproval = (card: ApprovalCard) => Promise<'approved' | 'denied'>;
+export type ElicitApproval = (
+  card: ApprovalCard,
+  signal?: AbortSignal,
+) => Promise<'approved' | 'denied'>;
 
 export function elicitationApprover(elicit: ElicitApproval, who = 'mcp_elicitation'): Approver {
   return {
     name: 'mcp_elicitation',
-    async ask(card) {
-      const answer = await elicit(card);
+    async ask(card, options = {}) {
+      const answer = await elicit(card, options.signal);
       return { decision: answer === 'approved' ? 'approved' : 'denied', by: who };
     },
   };

@@ -1,0 +1,189 @@
+// The MCP clients the conformance suite drives, each behind one small adapter: connect to a gateway
+// (a stdio command or a Streamable HTTP URL), list tool names, call a tool and report what the
+// client's own API handed back (isError, the text a model would read, the structured envelope).
+// No model is involved: each framework's tool is invoked directly.
+import { Client as ClientV1 } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport as StdioV1 } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport as HttpV1 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  Client as ClientV2,
+  StreamableHTTPClientTransport as HttpV2,
+} from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { createMCPClient } from '@ai-sdk/mcp';
+import { Experimental_StdioMCPTransport as AiSdkStdio } from '@ai-sdk/mcp/mcp-stdio';
+
+export type Target =
+  | { kind: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd: string }
+  | { kind: 'http'; url: string };
+
+export interface CallOutcome {
+  isError: boolean;
+  /** The text content a model would read (all text parts joined). */
+  text: string;
+  structured: Record<string, unknown> | null;
+}
+
+export interface Connection {
+  /** The protocol revision the connection landed on. */
+  readonly version: string | null;
+  list(): Promise<string[]>;
+  call(name: string, args: Record<string, unknown>, timeoutMs?: number): Promise<CallOutcome>;
+  close(): Promise<void>;
+}
+
+export interface ClientKind {
+  /** Stable id used in results and the README table. */
+  id: string;
+  label: string;
+  connect(target: Target): Promise<Connection>;
+}
+
+interface SdkLikeResult {
+  isError?: boolean;
+  content?: unknown;
+  structuredContent?: unknown;
+}
+
+function outcomeOf(r: SdkLikeResult): CallOutcome {
+  const parts = Array.isArray(r.content)
+    ? (r.content as Array<{ type: string; text?: string }>)
+    : [];
+  return {
+    isError: r.isError === true,
+    text: parts
+      .filter((p) => p.type === 'text')
+      .map((p) => p.text ?? '')
+      .join('\n'),
+    structured: (r.structuredContent as Record<string, unknown> | undefined) ?? null,
+  };
+}
+
+const info = (name: string) => ({ name, version: '1.0.0' });
+
+const sdkV1: ClientKind = {
+  id: 'sdk-v1',
+  label: 'MCP SDK v1 client (1.32)',
+  async connect(target) {
+    let version: string | null = null;
+    const transport =
+      target.kind === 'stdio'
+        ? new StdioV1({
+            command: target.command,
+            args: target.args,
+            env: target.env,
+            cwd: target.cwd,
+            stderr: 'ignore',
+          })
+        : new HttpV1(new URL(target.url));
+    // The v1 client tells its transport the negotiated revision after initialize.
+    const t = transport as { setProtocolVersion?: (v: string) => void };
+    const original = t.setProtocolVersion?.bind(transport);
+    t.setProtocolVersion = (v: string) => {
+      version = v;
+      original?.(v);
+    };
+    const client = new ClientV1(info('conformance-v1'), {
+      capabilities: {},
+    });
+    await client.connect(transport);
+    return {
+      get version() {
+        return version;
+      },
+      list: async () => (await client.listTools()).tools.map((t) => t.name),
+      call: async (name, args, timeoutMs) =>
+        outcomeOf(
+          (await client.callTool(
+            { name, arguments: args },
+            undefined,
+            timeoutMs ? { timeout: timeoutMs } : {},
+          )) as SdkLikeResult,
+        ),
+      close: () => client.close(),
+    };
+  },
+};
+
+type V2Mode = 'legacy' | 'auto' | { pin: '2026-07-28' };
+
+function sdkV2(mode: V2Mode, id: string, label: string): ClientKind {
+  return {
+    id,
+    label,
+    async connect(target) {
+      const transport =
+        target.kind === 'stdio'
+          ? new StdioV2({
+              command: target.command,
+              args: target.args,
+              env: target.env,
+              cwd: target.cwd,
+              stderr: 'ignore',
+            })
+          : new HttpV2(new URL(target.url));
+      const client = new ClientV2(info(`conformance-${id}`), {
+        versionNegotiation: { mode },
+      });
+      await client.connect(transport);
+      return {
+        get version() {
+          return client.getNegotiatedProtocolVersion() ?? null;
+        },
+        list: async () => (await client.listTools()).tools.map((t) => t.name),
+        call: async (name, args, timeoutMs) =>
+          outcomeOf(
+            (await client.callTool(
+              { name, arguments: args },
+              timeoutMs ? { timeout: timeoutMs } : {},
+            )) as SdkLikeResult,
+          ),
+        close: () => client.close(),
+      };
+    },
+  };
+}
+
+/** Vercel AI SDK: `createMCPClient`, then each tool's `execute` as a model's tool call would run it. */
+const aiSdk: ClientKind = {
+  id: 'ai-sdk-mcp',
+  label: 'AI SDK @ai-sdk/mcp 1.0 (createMCPClient)',
+  async connect(target) {
+    const client = await createMCPClient({
+      transport:
+        target.kind === 'stdio'
+          ? new AiSdkStdio({
+              command: target.command,
+              args: target.args,
+              env: target.env,
+              cwd: target.cwd,
+            })
+          : { type: 'http', url: target.url },
+    });
+    const tools = await client.tools();
+    let n = 0;
+    return {
+      version: null,
+      list: () => Promise.resolve(Object.keys(tools)),
+      call: async (name, args) => {
+        const tool = tools[name];
+        if (!tool?.execute) throw new Error(`no tool ${name}`);
+        n += 1;
+        const out = (await tool.execute(args, {
+          toolCallId: `call_${n}`,
+          messages: [],
+        })) as SdkLikeResult;
+        return outcomeOf(out);
+      },
+      close: () => client.close(),
+    };
+  },
+};
+
+export const CLIENTS: readonly ClientKind[] = [
+  sdkV1,
+  sdkV2('legacy', 'sdk-v2-legacy', 'MCP SDK v2 client (2.4), legacy mode'),
+  sdkV2('auto', 'sdk-v2-auto', 'MCP SDK v2 client (2.4), auto mode'),
+  sdkV2({ pin: '2026-07-28' }, 'sdk-v2-pin', 'MCP SDK v2 client (2.4), pinned 2026-07-28'),
+  aiSdk,
+];

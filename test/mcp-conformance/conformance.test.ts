@@ -1,0 +1,222 @@
+// Conformance: every client in clients.ts against `candor serve`, over stdio (the client spawns the
+// gateway) and over Streamable HTTP (one gateway process), without any model. For each client and
+// transport: listing, a success, a failure (isError and the first text line), invalid arguments
+// (an invalid_input envelope reaches the client's tool output), 20 parallel calls, and an
+// approval-gated call that returns approval_pending (within wait_ms + 1 s: the client's own request
+// timeout enforces it) and proceeds after `candor approve yes ID`, with the fake's ground truth
+// checked at each step. Results feed the README compatibility table (see table.ts).
+import { spawn, type ChildProcess } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeService, type FakeService } from '../../src/fakes/index.js';
+import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from '../fixtures/mcp/config.js';
+import { ROOT, serveCommand, tempDir, writeConfig } from '../fixtures/mcp/stdio.js';
+import { CLIENTS, type Connection, type Target } from './clients.js';
+import { RESULTS_FILE, type Check, type ResultRow } from './table.js';
+
+const WAIT_MS = 1_500;
+const BIN = join(ROOT, 'bin', 'candor.js');
+
+let fake: FakeService;
+let dir: string;
+let config: string;
+let http: { child: ChildProcess; url: string } | null = null;
+const rows: ResultRow[] = [];
+
+function conformanceYaml(origin: string, approvalsDir: string): string {
+  return (
+    testConfigYaml({ origin }) +
+    `approvals:
+  approver: elicitation
+  wait_ms: ${WAIT_MS}
+  dir: '${approvalsDir}'
+  classes: { create: auto, append: auto, set_state: auto }
+`
+  );
+}
+
+async function startHttpGateway(): Promise<{ child: ChildProcess; url: string }> {
+  const child = spawn(
+    process.execPath,
+    [
+      ...serveCommand(),
+      '--config',
+      config,
+      '--http',
+      '0',
+      '--ledger',
+      `sqlite:${join(dir, 'http.db')}`,
+    ],
+    { cwd: dir, env: { PATH: process.env['PATH'] ?? '', [TEST_TOKEN_VAR]: TEST_TOKEN } },
+  );
+  let out = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      const m = /MCP on (http:\/\/127\.0\.0\.1:\d+\/mcp)/.exec(out);
+      if (m) resolve(m[1]!);
+    });
+    child.once('exit', () => reject(new Error(`gateway exited before listening: ${out}`)));
+  });
+  return { child, url };
+}
+
+let stdioCount = 0;
+function targetFor(transport: 'stdio' | 'http'): Target {
+  if (transport === 'http') return { kind: 'http', url: http!.url };
+  stdioCount += 1;
+  return {
+    kind: 'stdio',
+    command: process.execPath,
+    args: [
+      ...serveCommand(),
+      '--config',
+      config,
+      '--ledger',
+      `sqlite:${join(dir, `stdio-${stdioCount}.db`)}`,
+    ],
+    env: { PATH: process.env['PATH'] ?? '', [TEST_TOKEN_VAR]: TEST_TOKEN },
+    cwd: dir,
+  };
+}
+
+function approve(id: string): Promise<{ code: number | null; out: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, [BIN, 'approve', 'yes', id, '--dir', join(dir, 'q')], {
+      cwd: dir,
+    });
+    let out = '';
+    child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.stderr.on('data', (d: Buffer) => (out += d.toString('utf8')));
+    child.once('exit', (code) => resolve({ code, out }));
+  });
+}
+
+beforeAll(async () => {
+  fake = await startFakeService({ seed: 15, tokens: [{ name: 'agent', token: TEST_TOKEN }] });
+  dir = tempDir('candor-conformance-');
+  config = writeConfig(dir, conformanceYaml(fake.url, join(dir, 'q')));
+  http = await startHttpGateway();
+});
+
+afterAll(async () => {
+  if (http) {
+    const exited = new Promise((r) => http!.child.once('exit', r));
+    http.child.kill('SIGTERM');
+    await exited;
+  }
+  await fake?.close();
+  if (process.env['CANDOR_WRITE_COMPAT'] === '1')
+    writeFileSync(RESULTS_FILE, `${JSON.stringify(rows, null, 2)}\n`);
+});
+
+const firstLine = (text: string): string => text.split('\n')[0] ?? '';
+
+for (const transport of ['stdio', 'http'] as const) {
+  for (const kind of CLIENTS) {
+    describe(`${kind.label} over ${transport}`, () => {
+      let conn: Connection;
+      const row: ResultRow = { client: kind.id, transport, version: null, checks: {} };
+      const check = (name: Check, fn: () => Promise<void>) =>
+        it(name, async () => {
+          row.checks[name] = 'fail';
+          await fn();
+          row.checks[name] = 'pass';
+        });
+
+      beforeAll(async () => {
+        rows.push(row);
+        conn = await kind.connect(targetFor(transport));
+        row.version = conn.version;
+      });
+      afterAll(async () => {
+        await conn?.close();
+      });
+
+      check('list', async () => {
+        const names = await conn.list();
+        expect(names).toEqual(
+          expect.arrayContaining(['create_record', 'reconcile_operation', 'operation_status']),
+        );
+        if (kind.id === 'sdk-v2-pin') expect(conn.version).toBe('2026-07-28');
+        if (kind.id === 'sdk-v1' || kind.id === 'sdk-v2-legacy')
+          expect(conn.version).toBe('2025-11-25');
+      });
+
+      check('success', async () => {
+        const title = `ok ${kind.id} ${transport}`;
+        const r = await conn.call('create_record', { title });
+        expect(r.isError).toBe(false);
+        expect(firstLine(r.text)).toBe('DONE — create_record succeeded.');
+        expect(r.structured).toMatchObject({ ok: true, category: 'succeeded' });
+        expect(fake.resources.all('records').filter((x) => x['title'] === title)).toHaveLength(1);
+      });
+
+      check('failure', async () => {
+        const r = await conn.call('get_record', { id: 'rec_missing' });
+        expect(r.isError).toBe(true);
+        expect(firstLine(r.text)).toBe('NOT DONE — confirmed_rejection: do not retry this call');
+        expect(r.structured).toMatchObject({ category: 'confirmed_rejection', retry: 'never' });
+      });
+
+      check('invalid_input', async () => {
+        const before = fake.groundTruth().length;
+        const r = await conn.call('create_record', { title: 7 });
+        expect(r.isError).toBe(true);
+        expect(firstLine(r.text)).toBe(
+          'NOT DONE — invalid input: fix the arguments, nothing was sent',
+        );
+        expect(r.text).toContain('"category":"invalid_input"');
+        expect(r.structured).toMatchObject({
+          category: 'invalid_input',
+          retry: 'never',
+          data: { field: 'title' },
+        });
+        expect(fake.groundTruth().length).toBe(before);
+      });
+
+      check('parallel', async () => {
+        const titles = Array.from({ length: 20 }, (_, i) => `par ${kind.id} ${transport} ${i}`);
+        const results = await Promise.all(
+          titles.map((title) => conn.call('create_record', { title })),
+        );
+        expect(results.map((r) => r.isError)).toEqual(titles.map(() => false));
+        const ids = new Set(results.map((r) => r.structured?.['operation_id']));
+        expect(ids.size).toBe(20);
+        const stored = fake.resources.all('records').map((x) => x['title']);
+        for (const t of titles) expect(stored.filter((s) => s === t)).toHaveLength(1);
+      });
+
+      check('approval', async () => {
+        const created = await conn.call('create_record', {
+          title: `doomed ${kind.id} ${transport}`,
+        });
+        const recordId = (created.structured?.['data'] as { id: string }).id;
+        // The client's own request timeout (wait_ms + 1 s) proves the call did not hang.
+        const pending = await conn.call('delete_record', { id: recordId }, WAIT_MS + 1_000);
+        expect(pending.isError).toBe(true);
+        expect(pending.structured).toMatchObject({
+          category: 'approval_pending',
+          retry: 'after_approval',
+          remote_effect: 'none',
+        });
+        const opId = pending.structured!['operation_id'] as string;
+        const card = (pending.structured!['data'] as { approval_id: string }).approval_id;
+        expect(firstLine(pending.text)).toBe(
+          `NOT DONE — waiting for a person's approval (${card}): call again with operation_id ${opId} after it is approved`,
+        );
+        expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
+          state: 'active',
+        });
+        const approved = await approve(card);
+        expect(approved.code, approved.out).toBe(0);
+        const done = await conn.call('delete_record', { id: recordId, operation_id: opId });
+        expect(done.structured).toMatchObject({ ok: true, operation_id: opId });
+        expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
+          state: 'deleted',
+        });
+      });
+    });
+  }
+}
