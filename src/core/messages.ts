@@ -28,6 +28,8 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   gate_locked: (c) => `The gate is locked; ${c.subject} was not attempted.`,
   duplicate_effect: (c) =>
     `Reconciliation found ${c.subject} applied more than once; a person must decide the correction.`,
+  invalid_input: (c) =>
+    `The arguments do not fit the action; nothing was sent and ${c.subject} was not attempted.`,
 };
 
 export function messageFor(category: Category, context: MessageContext): string {

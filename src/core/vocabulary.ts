@@ -22,6 +22,7 @@ export const Category = closedSet(
   'approval_denied',
   'gate_locked',
   'duplicate_effect',
+  'invalid_input',
 );
 export type Category = ValueOf<typeof Category>;
 

@@ -27,6 +27,16 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * The action's request function threw before the operation was opened: nothing was recorded or
+ * sent. `run()` answers it with an envelope; `cause` is the function's own error.
+ */
+export class RequestUnbuildable extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the request could not be built from this input');
+  }
+}
+
 export interface RuntimeOptions {
   ledger: LedgerStore;
   credentials: CredentialProvider;

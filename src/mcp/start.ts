@@ -16,6 +16,7 @@ import { createRedactor, openVault, type Redactor, type Vault } from '../vault/i
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import {
   answerFromElicitation,
+  anyLock,
   consoleApprover,
   createApprovalGate,
   createLockGate,
@@ -114,7 +115,10 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
 /** The approval gate from the `approvals:` section; without it, a gate that only watches the lock. */
 function approvalGate(options: ComposeOptions, server: () => Server | null): Gate | null {
   const spec = options.loaded.config.approvals;
-  const lock = options.vault ? vaultLock(options.vault) : lockFile(spec?.dir);
+  // Both locks hold: `candor vault lock` and `candor approve lock`.
+  const lock = options.vault
+    ? anyLock(vaultLock(options.vault), lockFile(spec?.dir))
+    : lockFile(spec?.dir);
   // Without approvals the gate still watches the lock: gate_locked, and transitions on record.
   if (!spec) return createLockGate({ ledger: options.ledger, lock });
   const policy = createPolicy({
