@@ -177,6 +177,7 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       action_class: ctx.action_class,
       intent: { ...ctx.intent },
       request_fingerprint: ctx.request_fingerprint,
+      request: ctx.request ?? null,
       instance_id: instanceId,
       requested_at: now,
       expires_at: now + policy.per_call_ttl_ms,

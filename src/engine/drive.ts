@@ -284,7 +284,7 @@ function notAttempted(
 ): Envelope {
   const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
   const env = ctx.envelopeOf(
-    action as AnyAction,
+    action,
     view,
     sent
       ? unknownOutcome('escalate')

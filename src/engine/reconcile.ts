@@ -73,7 +73,7 @@ export async function reconcileView(
   view: OperationView,
   signal?: AbortSignal,
 ): Promise<Reconciled> {
-  const { options, clock, ids, gate, redactor, observe, load, paramsOf, resolve, envelopeOf } = ctx;
+  const { options, clock, ids, redactor, observe, load, paramsOf, resolve, envelopeOf } = ctx;
   if (!maybeSent(view)) {
     const last = view.attempts.at(-1)?.finish;
     const env = envelopeOf(

@@ -208,7 +208,7 @@ function unbuildableEnvelope(
     remote_effect: 'none',
     correlation_id: null,
     message: misuse
-      ? `The arguments do not fit ${action.name}: ${(e.cause as UsageError).message}; nothing was sent.`
+      ? `The arguments do not fit ${action.name}: ${e.cause.message}; nothing was sent.`
       : `The request for ${action.subject} could not be built (the action's request function failed); nothing was sent and a person must look.`,
     data: null,
     diagnostics_ref: null,
