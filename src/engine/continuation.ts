@@ -73,9 +73,17 @@ export function changedRequestEnvelope(
   };
 }
 
-/** Attempts left for the operation (never below 0). */
+/**
+ * Attempts left for the operation (never below 0). The hard limit counts the attempts that may
+ * have reached the destination (started and not proven `not_sent`): it bounds how many times the
+ * intent may have been delivered. One run still stops its own retries after `attempt_budget`
+ * attempts of any kind.
+ */
 export function budgetLeft(action: AnyAction, view: OperationView): number {
-  return Math.max(0, (action.attempt_budget ?? 3) - view.attempts.length);
+  const delivered = view.attempts.filter(
+    (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
+  ).length;
+  return Math.max(0, (action.attempt_budget ?? 3) - delivered);
 }
 
 /**

@@ -213,10 +213,10 @@ export async function drive<I, O>(
     } else if (c.category === 'gate_locked' || c.category === 'approval_denied') {
       await resolve(view, 'cancelled', c.category, 'attempt', []);
     }
-    if (left <= 0 && (c.retry === 'allowed' || c.retry === 'after_delay')) {
-      // Nothing more may be sent: never invite a call the budget will refuse.
-      const spent = await load(view.operation_id);
-      if (spent) return budgetSpent(ctx, action, spent);
+    if (c.retry === 'allowed' || c.retry === 'after_delay') {
+      // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
+      const now = await load(view.operation_id);
+      if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
     }
     return envelopeOf(action, view, c, null, result.diagnosticsRef);
   }
