@@ -23,9 +23,9 @@ afterAll(async () => {
   rmSync(dir, { recursive: true, force: true });
 });
 
-/** A create whose reply is held past the client deadline: committed, outcome unknown. */
+/** A create that is committed and then reset before any reply: outcome unknown. */
 async function unknownCreate(s: ReturnType<typeof setup>, cor: string): Promise<string> {
-  fake.arm({ call_id: cor, phase: 'after_commit', action: 'delay', delay_ms: 2_000 });
+  fake.arm({ call_id: cor, phase: 'after_commit', action: 'rst' });
   const env = await s.run('create_deployment', { service: 'api', version: '1' }, { cor });
   expect(env).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
   return env.operation_id!;

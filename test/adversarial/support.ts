@@ -16,6 +16,7 @@ import type { LedgerStore } from '../../src/ledger/store.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../../src/matrix/reference-actions.js';
 
 export const TOKEN = 'adversarial-canary-9f3c';
+const WIDE = { total_ms: 5_000, connect_ms: 2_000, first_byte_ms: 5_000, body_idle_ms: 2_000 };
 
 export interface Setup {
   ledger: LedgerStore;
@@ -40,7 +41,10 @@ export function setup(
     approver,
     lock: () => Promise.resolve(lock.locked),
   });
-  const actions = new Map(referenceActions(fake.url).map((a) => [a.name, a]));
+  // Deadlines wide enough for a loaded machine: these suites inject their faults explicitly.
+  const actions = new Map(
+    referenceActions(fake.url).map((a) => [a.name, { ...a, timeouts: WIDE } as ActionDefinition]),
+  );
   const runtime = createRuntime({
     ledger,
     credentials:
