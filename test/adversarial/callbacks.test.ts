@@ -83,7 +83,7 @@ describe('throwing user callbacks', () => {
       variant(base, {
         destination: {
           ...base.destination,
-          reconciliation: { lookup: lookup.lookup, matches: boom },
+          reconciliation: { lookup: (c, i) => lookup.lookup(c, i), matches: boom },
         },
       }),
     );
@@ -93,7 +93,7 @@ describe('throwing user callbacks', () => {
       variant(base, {
         destination: {
           ...base.destination,
-          reconciliation: { lookup: boom, matches: lookup.matches },
+          reconciliation: { lookup: boom, matches: (b, i) => lookup.matches(b, i) },
         },
       }),
     );

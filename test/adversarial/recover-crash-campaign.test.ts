@@ -16,14 +16,13 @@ import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { closeHttpPools } from '../../src/http/transport.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { projectOperations, UNRESOLVED_STATES } from '../../src/ledger/projection.js';
-import type { ActionDefinition } from '../../src/engine/action.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../../src/matrix/reference-actions.js';
 
 const TOKEN = 'campaign-canary-token-77d1';
 const SEED = Number(process.env['CANDOR_CAMPAIGN_SEED'] ?? 20261130);
 const TRIALS = 5;
 const CALLS = 5;
-const child = fileURLToPath(new URL('./fixtures/campaign-child.mjs', import.meta.url));
+const child = fileURLToPath(new URL('../fixtures/campaign/child.mjs', import.meta.url));
 
 const KINDS: Record<string, string> = {
   create_deployment: 'deployments',
@@ -117,18 +116,15 @@ describe(`crash campaign (seed ${SEED}, ${TRIALS} trials)`, () => {
           credentials: staticCredentials({
             [REFERENCE_AUTHORITY]: { authorization: `Bearer ${TOKEN}` },
           }),
-          actions: referenceActions(fake.url).map(
-            (a) =>
-              ({
-                ...a,
-                timeouts: {
-                  total_ms: 5_000,
-                  connect_ms: 2_000,
-                  first_byte_ms: 5_000,
-                  body_idle_ms: 2_000,
-                },
-              }) as ActionDefinition,
-          ),
+          actions: referenceActions(fake.url).map((a) => ({
+            ...a,
+            timeouts: {
+              total_ms: 5_000,
+              connect_ms: 2_000,
+              first_byte_ms: 5_000,
+              body_idle_ms: 2_000,
+            },
+          })),
           owner: 'campaign-recovery',
           sleep: () => Promise.resolve(),
         });

@@ -43,7 +43,7 @@ export function setup(
   });
   // Deadlines wide enough for a loaded machine: these suites inject their faults explicitly.
   const actions = new Map(
-    referenceActions(fake.url).map((a) => [a.name, { ...a, timeouts: WIDE } as ActionDefinition]),
+    referenceActions(fake.url).map((a) => [a.name, { ...a, timeouts: WIDE }]),
   );
   const runtime = createRuntime({
     ledger,
