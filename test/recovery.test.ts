@@ -81,7 +81,8 @@ describe('recovery after the gateway is killed mid-request', () => {
       expect(report).toHaveLength(1);
       expect(report[0]).toMatchObject({
         operation_id: opId,
-        outcome: 'reconciled',
+        outcome: 'found_by_lookup',
+        unresolved: false,
         envelope: { ok: true, category: 'succeeded', operation_id: opId },
       });
 

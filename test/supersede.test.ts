@@ -2,7 +2,7 @@
 // is refused, and the change becomes a new operation that supersedes the old one.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
-import { createRuntime, UsageError } from '../src/engine/runtime.js';
+import { createRuntime } from '../src/engine/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
@@ -38,13 +38,18 @@ describe('supersession', () => {
     );
     expect(first).toMatchObject({ category: 'rate_limited', retry: 'after_delay' });
 
-    // The agent "retries" with another amount: that is not a retry.
-    await expect(
-      runtime.run(pay, { amount: 150, currency: 'EUR' }, { operationId: first.operation_id! }),
-    ).rejects.toMatchObject({ code: 'fingerprint_changed' });
-    await expect(
-      runtime.run(pay, { amount: 150, currency: 'EUR' }, { operationId: first.operation_id! }),
-    ).rejects.toBeInstanceOf(UsageError);
+    // The agent "retries" with another amount: that is not a retry. Refused with an envelope,
+    // before any byte, and nothing recorded as an attempt.
+    const changed = await runtime.run(
+      pay,
+      { amount: 150, currency: 'EUR' },
+      { operationId: first.operation_id! },
+    );
+    expect(changed).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    expect(changed.message).toMatch(/a changed request is a new operation/i);
+    expect(
+      projectOperation(await ledger.query({ operation_id: first.operation_id! }))!.attempts,
+    ).toHaveLength(1);
     expect(fake.groundTruth('pay-1').filter((t) => t.event === 'received')).toHaveLength(1);
 
     const second = await runtime.supersede(

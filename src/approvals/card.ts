@@ -1,7 +1,9 @@
 // The approval card: what a person sees before deciding, and what the ledger keeps as
 // `approval_requested.card`. Structured fields for tools, one plain `question` for people. A card
-// holds the intent (kind, subject reference, parameter digest) and fingerprints, never parameters
-// or credentials.
+// holds the intent (kind, subject reference, parameter digest), fingerprints and the request this
+// attempt will send, rendered from its prepared request (secrets redacted) — never a stored summary
+// of an earlier request, and never credentials.
+import type { GateRequest } from '../engine/ports.js';
 import type { ApprovalScope } from './policy.js';
 
 /** Why a person is being asked. */
@@ -47,6 +49,8 @@ export interface ApprovalCard {
   action_class: string;
   intent: Record<string, unknown>;
   request_fingerprint: string;
+  /** What will be sent if approved (null when the engine did not say). */
+  request?: GateRequest | null;
   /** The gate instance (one process) that holds the approval; it dies with the process. */
   instance_id: string;
   requested_at: number;
@@ -82,6 +86,8 @@ export function cardLines(card: ApprovalCard, now: number): string[] {
     `  action ${card.action} [${card.action_class}]  operation ${card.operation_id}`,
     `  intent ${JSON.stringify(card.intent)}`,
   ];
+  const request = requestLine(card);
+  if (request) lines.push(`  request ${request}`);
   if (card.reason === 'retry_after_unknown') {
     lines.push(
       `  dispatch state so far: ${card.dispatch_state ?? 'unknown'}` +
@@ -92,4 +98,13 @@ export function cardLines(card: ApprovalCard, now: number): string[] {
   const left = Math.max(0, Math.round((card.expires_at - now) / 1000));
   lines.push(`  expires in ${left}s`);
   return lines;
+}
+
+/** The request that will be sent, on one line: `POST http://host/v1/payments {"amount":100}`. */
+export function requestLine(card: Pick<ApprovalCard, 'request'>): string | null {
+  const r = card.request;
+  if (!r) return null;
+  const where =
+    r.method === 'SSH' ? `${r.destination}: ${r.target}` : `${r.destination}${r.target}`;
+  return `${r.method} ${where}${r.body === null ? '' : ` ${JSON.stringify(r.body)}`}`;
 }

@@ -73,6 +73,8 @@ export interface ApprovalGate extends Gate {
   /** Random id of this gate instance; session approvals belong to it alone. */
   readonly instance_id: string;
   check(ctx: ApprovalContext): Promise<GateDecision>;
+  /** Whether the lock is in force (a change is recorded like any other); asks nobody. */
+  locked(): Promise<boolean>;
   /** Prompts shown, for one session or in total. */
   prompts(sessionId?: string): number;
   /** Records a lock transition reported by its source (e.g. the vault's `onGateChange`). */
@@ -209,6 +211,7 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       action_class: ctx.action_class,
       intent: { ...ctx.intent },
       request_fingerprint: ctx.request_fingerprint,
+      request: ctx.request ?? null,
       instance_id: instanceId,
       requested_at: now,
       expires_at: now + policy.per_call_ttl_ms,
@@ -416,6 +419,10 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
         }
       }
       return perCall(ctx, 'per_call_policy', await loadView(ctx.operation_id), null);
+    },
+
+    locked() {
+      return observeLock();
     },
 
     prompts(sessionId) {

@@ -28,6 +28,7 @@ export {
 } from './gate.js';
 export { createLockGate } from './lock-gate.js';
 export {
+  anyLock,
   DEFAULT_APPROVALS_DIR,
   lockFile,
   vaultLock,

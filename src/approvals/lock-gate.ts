@@ -41,11 +41,16 @@ export function createLockGate(options: {
     return locked;
   }
 
+  function locked(): Promise<boolean> {
+    const next = chain.then(observe, observe);
+    chain = next.catch(() => undefined);
+    return next;
+  }
+
   return {
     check(): Promise<GateDecision> {
-      const next = chain.then(observe, observe);
-      chain = next.catch(() => undefined);
-      return next.then((locked) => ({ decision: locked ? 'gate_locked' : 'approved' }));
+      return locked().then((l) => ({ decision: l ? 'gate_locked' : 'approved' }));
     },
+    locked,
   };
 }

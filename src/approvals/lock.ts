@@ -34,6 +34,39 @@ export function vaultLock(vault: VaultGate): LockSource {
   };
 }
 
+/**
+ * Locked when any source is locked (`candor approve lock` and `candor vault lock` both hold): the
+ * first locked source names the transition. A source that cannot be read counts as locked.
+ */
+export function anyLock(...sources: LockSource[]): LockSource {
+  let lockedBy: LockSource | null = null;
+  return {
+    // The source that holds the lock names it, as if it were the only one.
+    get name() {
+      return lockedBy?.name ?? sources.map((s) => s.name).join('+');
+    },
+    async isLocked() {
+      lockedBy = null;
+      for (const s of sources) {
+        let locked: boolean;
+        try {
+          locked = await s.isLocked();
+        } catch {
+          locked = true;
+        }
+        if (locked) {
+          lockedBy = s;
+          return true;
+        }
+      }
+      return false;
+    },
+    async holder() {
+      return lockedBy?.holder ? lockedBy.holder() : null;
+    },
+  };
+}
+
 export const DEFAULT_APPROVALS_DIR = '.candor/approvals';
 export const LOCK_FILE_NAME = 'LOCKED';
 

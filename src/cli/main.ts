@@ -31,7 +31,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   recover: {
     usage: 'candor recover [--config FILE] [--ledger URL] [--json]',
     summary:
-      'settle every unresolved operation: reconcile, retry under an honoured key, or mark for a person',
+      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup, retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
     load: () => import('./commands/recover.js'),
   },
   matrix: {

@@ -5,6 +5,7 @@ import type { LookupFunction } from 'node:net';
 import { hostname } from 'node:os';
 import type { classify, Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
+import { canonicalJson } from '../core/canonical.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
@@ -24,6 +25,16 @@ export class UsageError extends Error {
     message: string,
   ) {
     super(message);
+  }
+}
+
+/**
+ * The action's request function threw before the operation was opened: nothing was recorded or
+ * sent. `run()` answers it with an envelope; `cause` is the function's own error.
+ */
+export class RequestUnbuildable extends Error {
+  constructor(override readonly cause: unknown) {
+    super('the request could not be built from this input');
   }
 }
 
@@ -180,6 +191,10 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
     },
 
     observe: async (view, data) => {
+      // The same finding again (a repeated lookup or recovery run) adds no duplicate record.
+      const events = await ledger.query({ operation_id: view.operation_id });
+      const newest = events.filter((e) => e.kind === 'observation_recorded').at(-1);
+      if (newest?.kind === 'observation_recorded' && sameFinding(newest.data, data)) return;
       await append([
         {
           kind: 'observation_recorded',
@@ -215,4 +230,14 @@ export function unknownOutcome(retry: Retry): {
   retry_after_ms: null;
 } {
   return { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null };
+}
+
+/** Two observations that say the same thing (their ids and times aside). */
+function sameFinding(
+  a: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
+  b: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
+): boolean {
+  const strip = ({ checked_at: _at, ...rest }: typeof a): unknown => rest;
+  const { observation_id: _id, ...left } = a as EventPayloads['observation_recorded'];
+  return canonicalJson(strip(left)) === canonicalJson(strip(b));
 }

@@ -6,7 +6,14 @@ import type { RetryReason } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type ActionDefinition } from './action.js';
 import { attempt } from './attempt.js';
-import type { AnyAction, EngineContext, Licence, RunOptions } from './context.js';
+import {
+  unknownOutcome,
+  type AnyAction,
+  type EngineContext,
+  type Licence,
+  type RunOptions,
+} from './context.js';
+import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
 import { prepare } from './request.js';
 import { sshFingerprint } from './ssh-action.js';
 
@@ -72,19 +79,27 @@ export async function gateRefusal<I, O>(
   retry: Licence | null,
   signal?: AbortSignal,
 ): Promise<Envelope | null> {
-  const { gate, resolve, envelopeOf } = ctx;
+  const { gate, resolve, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
+  let prepared: ReturnType<typeof prepare<I, O>>;
+  try {
+    prepared = prepare(action, input, view);
+  } catch {
+    return notAttempted(ctx, action, view);
+  }
+  const dest = action.destination;
   const decision = await gate.check({
     session_id: view.session_id ?? '',
     operation_id: view.operation_id,
     action: action.name,
     action_class: action.class,
-    request_fingerprint: sshFingerprint(
-      ctx.options.ssh,
-      action,
-      input,
-      prepare(action, input, view).fingerprint,
-    ),
+    request_fingerprint: sshFingerprint(ctx.options.ssh, action, input, prepared.fingerprint),
+    request: {
+      method: dest.ssh ? 'SSH' : prepared.spec.method.toUpperCase(),
+      target: redactor.redactString(prepared.spec.path),
+      destination: dest.ssh ? `ssh:${dest.ssh.host_ref}` : dest.origin,
+      body: prepared.spec.body === undefined ? null : redactor.redactValue(prepared.spec.body),
+    },
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
     prior_attempt: last?.finish
       ? {
@@ -95,7 +110,12 @@ export async function gateRefusal<I, O>(
       : null,
     retry,
     correlation_id: view.correlation_id,
-    intent: { ...(view.intent ?? {}) },
+    // The intent of this input (equal to the recorded one: a continuation is the same request).
+    intent: {
+      ...(view.intent ?? {}),
+      subject_ref: subjectRefOf(action, input),
+      params_digest: paramsDigest(ctx, input),
+    },
     ...(signal ? { signal } : {}),
   });
   if (decision.decision === 'approved') return null;
@@ -179,17 +199,20 @@ export async function drive<I, O>(
     retry = lic;
   }
   for (;;) {
+    // The budget is a hard limit across run, reconcile and recover: nothing more is sent.
+    if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view);
     const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal);
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
     if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();
     const result = await attempt(ctx, action, input, view, retry, opts, 'attempt');
+    if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
     if (c.category === 'succeeded')
       return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
     const next = opts.worker ? null : licence(action, c, true);
-    const budgetLeft = (action.attempt_budget ?? 3) - view.attempts.length - 1;
-    if (next && budgetLeft > 0 && !opts.signal?.aborted) {
+    const left = (action.attempt_budget ?? 3) - view.attempts.length - 1;
+    if (next && left > 0 && !opts.signal?.aborted) {
       if (next.reason === 'connection_not_established')
         await sleep(backoff(view.attempts.length + 1));
       else if (c.retry === 'after_delay' && c.retry_after_ms !== null)
@@ -209,35 +232,104 @@ export async function drive<I, O>(
     } else if (c.category === 'gate_locked' || c.category === 'approval_denied') {
       await resolve(view, 'cancelled', c.category, 'attempt', []);
     }
-    const shown =
-      next && budgetLeft <= 0 && c.remote_effect !== 'none'
-        ? { ...c, retry: 'escalate' as const }
-        : c;
-    return envelopeOf(action, view, shown, null, result.diagnosticsRef);
+    if (c.retry === 'allowed' || c.retry === 'after_delay') {
+      // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
+      const now = await load(view.operation_id);
+      if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
+    }
+    return envelopeOf(action, view, c, null, result.diagnosticsRef);
   }
 }
 
 /**
- * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the gate
- * is consulted, the licence recorded on the attempt, and the operation resolved when settled.
+ * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the budget,
+ * the recorded request and the gate are checked first, the licence recorded on the attempt (none
+ * for a first attempt), and the operation resolved when settled.
  */
 export async function licensedAttempt(
   ctx: EngineContext,
   action: AnyAction,
   params: unknown,
   view: OperationView,
-  licence: Licence,
+  licence: Licence | null,
   by: 'recovery' | 'reconciliation',
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
   const a = action as unknown as ActionDefinition<unknown, unknown>;
+  if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view, by === 'reconciliation');
+  if (changedRequest(ctx, a, params, view)) {
+    // The recorded input no longer rebuilds the operation's request (redacted, or the action's
+    // definition changed): sending it would be another request under this operation's name.
+    const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
+    const env = envelopeOf(
+      a,
+      view,
+      sent
+        ? unknownOutcome('escalate')
+        : {
+            category: 'local_failure',
+            retry: 'escalate',
+            remote_effect: 'none',
+            retry_after_ms: null,
+          },
+      null,
+      null,
+    );
+    return {
+      ...env,
+      message: `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
+    };
+  }
   const refused = await gateRefusal(ctx, a, params, view, licence);
   if (refused) return refused;
   const result = await attempt(ctx, a, params, view, licence, {}, by);
+  if (result.attemptId === null) return notAttempted(ctx, a, view);
   const c = result.classification;
   if (c.category === 'succeeded' && !result.resolved) {
     await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
   } else if (c.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
   return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
+}
+
+/**
+ * The action's request function failed, so no attempt was made: nothing was sent now, and what
+ * earlier attempts did stays as it was. Not retryable by the agent; a person must look.
+ */
+function notAttempted(
+  ctx: EngineContext,
+  action: AnyAction | ActionDefinition<never, never>,
+  view: OperationView,
+): Envelope {
+  const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
+  const env = ctx.envelopeOf(
+    action,
+    view,
+    sent
+      ? unknownOutcome('escalate')
+      : {
+          category: 'local_failure',
+          retry: 'escalate',
+          remote_effect: 'none',
+          retry_after_ms: null,
+        },
+    null,
+    null,
+  );
+  return {
+    ...env,
+    message: `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
+  };
+}
+
+/** The intent's subject reference; a user callback that throws gives none, never an escape. */
+export function subjectRefOf<I>(
+  action: ActionDefinition<I, never> | ActionDefinition<I, unknown>,
+  input: I,
+): string | null {
+  try {
+    return action.subjectRef?.(input) ?? null;
+  } catch {
+    return null;
+  }
 }

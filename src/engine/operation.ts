@@ -5,7 +5,14 @@ import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import type { ActionDefinition } from './action.js';
-import { UsageError, type EngineContext, type RunOptions, unknownOutcome } from './context.js';
+import {
+  RequestUnbuildable,
+  UsageError,
+  type EngineContext,
+  type RunOptions,
+  unknownOutcome,
+} from './context.js';
+import { subjectRefOf } from './drive.js';
 
 /** `sessionId` is only called when the caller names no session (it may open one). */
 export async function openOperation<I>(
@@ -30,11 +37,16 @@ export async function openOperation<I>(
     }
   }
   const dest = action.destination;
-  const spec = action.request(input, {
-    operation_id: operationId,
-    correlation_id: correlationId,
-    idempotency_key: null,
-  });
+  let spec: ReturnType<typeof action.request>;
+  try {
+    spec = action.request(input, {
+      operation_id: operationId,
+      correlation_id: correlationId,
+      idempotency_key: null,
+    });
+  } catch (error) {
+    throw new RequestUnbuildable(error);
+  }
   const params = redactor.redactValue(input);
   const opened = await append([
     {
@@ -49,7 +61,7 @@ export async function openOperation<I>(
         action_class: action.class,
         intent: {
           kind: action.name,
-          subject_ref: action.subjectRef?.(input) ?? null,
+          subject_ref: subjectRefOf(action, input),
           params_digest: `sha256:${sha256Hex(canonicalJson(params))}`,
         },
         destination: {

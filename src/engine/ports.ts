@@ -56,6 +56,23 @@ export interface GateContext {
   correlation_id?: string | null;
   /** The caller's signal: a cancelled call withdraws the approval request it is waiting on. */
   signal?: AbortSignal;
+  /**
+   * The request this attempt will send, rendered from its prepared request (secrets redacted), so
+   * an approval card shows what is approved — never a stored summary of an earlier request.
+   */
+  request?: GateRequest;
+}
+
+/** The prepared request of one attempt, as a person sees it on an approval card. */
+export interface GateRequest {
+  /** HTTP method, or `SSH`. */
+  method: string;
+  /** Path and query relative to the destination, or the SSH command. */
+  target: string;
+  /** The destination origin or SSH host reference. */
+  destination: string;
+  /** JSON body (redacted), or null. */
+  body: unknown;
 }
 
 /**
@@ -71,9 +88,17 @@ export type GateDecision =
 /** Approvals and the lock: consulted before every attempt; no connection on a denial. */
 export interface Gate {
   check(ctx: GateContext): Promise<GateDecision>;
+  /**
+   * Whether the lock is in force, asking nobody: consulted before bytes that are not an attempt
+   * (a reconciliation lookup carries the credential too). A gate without it is never locked.
+   */
+  locked?(): Promise<boolean>;
 }
 
-export const openGate: Gate = { check: () => Promise.resolve({ decision: 'approved' }) };
+export const openGate: Gate = {
+  check: () => Promise.resolve({ decision: 'approved' }),
+  locked: () => Promise.resolve(false),
+};
 
 /** One redaction layer over everything agent-visible or stored in clear. */
 export interface Redactor {

@@ -285,19 +285,3 @@ export async function reconcileSshOperation(
     return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
 }
-
-/** For recovery: what reconciliation did to one SSH operation. */
-export async function recoverSshOperation(
-  ctx: EngineContext,
-  action: AnyAction,
-  view: OperationView,
-): Promise<{ outcome: 'reconciled' | 'retried' | 'needs_person'; envelope: Envelope }> {
-  const envelope = await reconcileSshOperation(ctx, action, view);
-  const after = await ctx.load(view.operation_id);
-  const settled = after !== null && isSettled(after.state);
-  const retried = (after?.attempts.length ?? 0) > view.attempts.length;
-  return {
-    outcome: !settled ? 'needs_person' : retried ? 'retried' : 'reconciled',
-    envelope,
-  };
-}

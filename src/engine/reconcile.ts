@@ -1,86 +1,192 @@
 // Reconciliation: instead of guessing, look at the destination. An HTTP action's lookup finds the
 // records the operation may have created; the observation is recorded, and only an absent record
 // under a still-honoured idempotency key licenses another attempt. SSH actions: reconcile-ssh.ts.
+//
+// A lookup sends bytes carrying the credential, so it passes the gate's lock like an attempt; an
+// operation that never sent anything is not looked up (there is nothing to find, and its state
+// must stay "nothing was sent", never `unknown`).
 import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { DEFAULT_TIMEOUTS, sendHttp } from '../http/transport.js';
-import type { RequestContext } from './action.js';
-import { UsageError, type EngineContext, unknownOutcome } from './context.js';
+import type { OperationView } from '../ledger/projection.js';
+import type { HttpRequestSpec, RequestContext } from './action.js';
+import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
+
+/** What a reconciliation really did, for callers that must report it (recover). */
+export type ReconcileStep =
+  | 'found'
+  | 'duplicates'
+  | 'absent_retried'
+  | 'absent'
+  | 'lookup_failed'
+  | 'gate_locked'
+  | 'credential_unavailable'
+  | 'nothing_sent'
+  | 'no_lookup'
+  | 'ssh';
+
+export interface Reconciled {
+  step: ReconcileStep;
+  envelope: Envelope;
+}
+
+/** Whether any attempt of the operation may have reached the destination. */
+export function maybeSent(view: OperationView): boolean {
+  return view.attempts.some((a) => a.finish === null || a.finish.dispatch_state !== 'not_sent');
+}
 
 export async function reconcileOperation(
   ctx: EngineContext,
   operationId: string,
   signal?: AbortSignal,
 ): Promise<Envelope> {
-  const { options, clock, ids, redactor, actions, observe, load, paramsOf, resolve, envelopeOf } =
-    ctx;
-  const view = await load(operationId);
+  const view = await ctx.load(operationId);
   if (!view?.action)
     throw new UsageError('unknown_operation', `no operation ${operationId} in the ledger`);
-  const action = actions.get(view.action);
+  const action = ctx.actions.get(view.action);
   if (!action)
     throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
-  if (action.destination.ssh) return reconcileSshOperation(ctx, action, view);
+  return (await reconcileView(ctx, action, view, signal)).envelope;
+}
+
+/** The envelope for a lookup that was not sent: nothing learned, the operation as it was. */
+function notLookedUp(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  category: 'gate_locked' | 'outcome_unknown',
+  why: string,
+): Envelope {
+  const env = ctx.envelopeOf(action, view, unknownOutcome('escalate'), null, null);
+  return {
+    ...env,
+    category,
+    message: `The lookup was not sent (${why}); whether ${action.subject} was applied is still unknown and a person must decide.`,
+  };
+}
+
+export async function reconcileView(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  signal?: AbortSignal,
+): Promise<Reconciled> {
+  const { options, clock, ids, redactor, observe, load, paramsOf, resolve, envelopeOf } = ctx;
+  if (!maybeSent(view)) {
+    const last = view.attempts.at(-1)?.finish;
+    const env = envelopeOf(
+      action,
+      view,
+      {
+        category: last?.category ?? 'local_failure',
+        retry: 'allowed',
+        remote_effect: 'none',
+        retry_after_ms: null,
+      },
+      null,
+      last?.diagnostics_ref ?? null,
+    );
+    return {
+      step: 'nothing_sent',
+      envelope: {
+        ...env,
+        message: `Nothing was sent for this operation, so there is nothing to look up; ${action.subject} was not applied. Call the action again with the same operation_id to make its first attempt.`,
+      },
+    };
+  }
   const lookup = action.destination.reconciliation;
-  if (!lookup) {
-    return envelopeOf(action, view, unknownOutcome('escalate'), null, null);
+  if (!action.destination.ssh && !lookup) {
+    return {
+      step: 'no_lookup',
+      envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+    };
+  }
+  if (await lockedGate(ctx)) {
+    return {
+      step: 'gate_locked',
+      envelope: notLookedUp(ctx, action, view, 'gate_locked', 'the gate is locked'),
+    };
+  }
+  if (action.destination.ssh) {
+    return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, view) };
   }
   const requestCtx: RequestContext = {
     operation_id: view.operation_id,
     correlation_id: view.correlation_id ?? view.operation_id,
     idempotency_key: view.idempotency_key,
   };
-  const params = await paramsOf(operationId);
-  const spec = lookup.lookup(requestCtx, params);
+  const params = await paramsOf(view.operation_id);
+  let spec: HttpRequestSpec;
+  try {
+    spec = lookup!.lookup(requestCtx, params);
+  } catch {
+    return {
+      step: 'lookup_failed',
+      envelope: notLookedUp(ctx, action, view, 'outcome_unknown', 'the lookup could not be built'),
+    };
+  }
   const cred = await options.credentials.resolve(action.destination.authority_ref, {
     origin: action.destination.origin,
     path: spec.path,
   });
+  if (!cred.ok) {
+    const locked = cred.failure.code === 'locked';
+    return {
+      step: locked ? 'gate_locked' : 'credential_unavailable',
+      envelope: notLookedUp(
+        ctx,
+        action,
+        view,
+        locked ? 'gate_locked' : 'outcome_unknown',
+        locked ? 'the vault is locked' : 'credential unavailable',
+      ),
+    };
+  }
   const checked = `${spec.method.toUpperCase()} ${spec.path}`;
   const checkedAt = clock.now();
   let matches: Array<{ ref: string; record: unknown }> | null = null;
-  if (cred.ok) {
-    for (const s of cred.secrets) redactor.addSecret(s);
-    const out = await sendHttp(
-      {
-        origin: action.destination.origin,
-        method: spec.method.toUpperCase(),
-        path: spec.path,
-        headers: {
-          accept: 'application/json',
-          'x-correlation-id': `${requestCtx.correlation_id}.lookup`,
-          ...(spec.headers ?? {}),
-          ...cred.headers,
-        },
-        attemptId: ids.mint('obs'),
-        timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
-        ...(signal ? { signal } : {}),
-        reuseConnection: true,
-        ...(options.lookup ? { lookup: options.lookup } : {}),
+  for (const s of cred.secrets) redactor.addSecret(s);
+  const out = await sendHttp(
+    {
+      origin: action.destination.origin,
+      method: spec.method.toUpperCase(),
+      path: spec.path,
+      headers: {
+        accept: 'application/json',
+        'x-correlation-id': `${requestCtx.correlation_id}.lookup`,
+        ...(spec.headers ?? {}),
+        ...cred.headers,
       },
-      () => clock.now(),
-    );
-    if (
-      out.phase === 'response_complete' &&
-      out.status !== undefined &&
-      out.status >= 200 &&
-      out.status < 300
-    ) {
-      try {
-        matches = lookup.matches(
-          JSON.parse((out.body ?? Buffer.alloc(0)).toString('utf8')),
-          params,
-        );
-      } catch {
-        matches = null;
-      }
+      attemptId: ids.mint('obs'),
+      timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
+      ...(signal ? { signal } : {}),
+      reuseConnection: true,
+      ...(options.lookup ? { lookup: options.lookup } : {}),
+    },
+    () => clock.now(),
+  );
+  if (
+    out.phase === 'response_complete' &&
+    out.status !== undefined &&
+    out.status >= 200 &&
+    out.status < 300
+  ) {
+    try {
+      // A user callback: a throw means "no usable answer", never an escape.
+      matches = lookup!.matches(JSON.parse((out.body ?? Buffer.alloc(0)).toString('utf8')), params);
+      if (!Array.isArray(matches)) matches = null;
+    } catch {
+      matches = null;
     }
   }
   if (matches === null) {
     // The lookup itself failed: nothing learned, state unchanged.
-    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+    return {
+      step: 'lookup_failed',
+      envelope: envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null),
+    };
   }
   const refs = matches.map((m) => m.ref);
   const keyValid =
@@ -108,42 +214,64 @@ export async function reconcileOperation(
   });
   if (refs.length === 1) {
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
-    return envelopeOf(
-      action,
-      view,
-      { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
-      matches[0]!.record,
-      null,
-    );
+    return {
+      step: 'found',
+      envelope: envelopeOf(
+        action,
+        view,
+        { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
+        matches[0]!.record,
+        null,
+      ),
+    };
   }
   if (refs.length >= 2) {
     await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
-    return envelopeOf(
-      action,
-      view,
-      {
-        category: 'duplicate_effect',
-        retry: 'escalate',
-        remote_effect: 'applied',
-        retry_after_ms: null,
-      },
-      { remote_refs: refs },
-      null,
-    );
+    return {
+      step: 'duplicates',
+      envelope: envelopeOf(
+        action,
+        view,
+        {
+          category: 'duplicate_effect',
+          retry: 'escalate',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        { remote_refs: refs },
+        null,
+      ),
+    };
   }
   if (keyValid) {
     const licence = {
       reason: 'response_lost_after_dispatch',
       decision: 'reconciled_absent_key_valid',
     } as const;
-    return licensedAttempt(
-      ctx,
-      action,
-      params,
-      (await load(operationId))!,
-      licence,
-      'reconciliation',
-    );
+    return {
+      step: 'absent_retried',
+      envelope: await licensedAttempt(
+        ctx,
+        action,
+        params,
+        (await load(view.operation_id))!,
+        licence,
+        'reconciliation',
+      ),
+    };
   }
-  return envelopeOf(action, view, unknownOutcome('escalate'), null, null);
+  return {
+    step: 'absent',
+    envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+  };
+}
+
+/** The gate's lock, asking nobody; a lock that cannot be read counts as locked. */
+export async function lockedGate(ctx: EngineContext): Promise<boolean> {
+  if (!ctx.gate.locked) return false;
+  try {
+    return await ctx.gate.locked();
+  } catch {
+    return true;
+  }
 }

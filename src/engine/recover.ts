@@ -1,99 +1,294 @@
-import { unknownOutcome } from './context.js';
-// Recovery after a restart: every unresolved operation is reconciled where the destination offers
-// a lookup, retried where a retry cannot duplicate an effect, and otherwise handed to a person.
+// Recovery after a restart: every unresolved operation is worked through — never under a new
+// operation id — and each report line says what was really done:
+// - nothing was ever sent: its first attempt is made through the gate, as `run` would (never a
+//   lookup: there is nothing to find, and the operation must not turn `unknown`), or it is marked
+//   for a person, saying nothing was sent;
+// - an attempt may have been sent: looked up where the destination offers a lookup, retried under
+//   an honoured idempotency key (or as a read), or marked for a person with the reason.
+// A lookup or attempt that cannot be sent (gate locked, credential unavailable, budget spent)
+// leaves the operation for a person. Operations are worked through concurrently (bounded), so one
+// slow destination does not serialize every deadline.
 import type { Envelope } from '../core/envelope.js';
-import type { RetryDecision } from '../core/vocabulary.js';
+import { REDACTED } from '../vault/redact.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { ActionDefinition } from './action.js';
-import type { AnyAction, EngineContext } from './context.js';
+import { UNRESOLVED_STATES } from '../ledger/projection.js';
+import type { AnyAction, EngineContext, Licence } from './context.js';
+import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
-import { reconcileOperation } from './reconcile.js';
-import { recoverSshOperation } from './reconcile-ssh.js';
+import { lockedGate, maybeSent, reconcileView } from './reconcile.js';
+
+/** What recovery did with one operation. */
+export const RecoveryOutcome = {
+  /** A lookup found the one record the operation created: succeeded. */
+  found_by_lookup: 'found_by_lookup',
+  /** Sent again under the operation's honoured idempotency key (or as a read), and settled. */
+  retried_under_key: 'retried_under_key',
+  /** Nothing had been sent; the first attempt was made now, and it settled the operation. */
+  first_attempt_made: 'first_attempt_made',
+  /** Still unresolved (or needing a decision): a person must decide; `detail` says why. */
+  needs_person: 'needs_person',
+} as const;
+export type RecoveryOutcome = (typeof RecoveryOutcome)[keyof typeof RecoveryOutcome];
 
 export interface RecoveryItem {
   operation_id: string;
-  outcome: 'reconciled' | 'retried' | 'needs_person' | 'skipped';
+  /** The operation's action name as recorded. */
+  action: string | null;
+  outcome: RecoveryOutcome;
+  /** One plain sentence: what was done and, for a person, why. */
+  detail: string;
+  /** Whether the operation is still open or unknown after recovery. */
+  unresolved: boolean;
   envelope: Envelope;
 }
 
+/** Operations worked through at once. */
+export const RECOVERY_CONCURRENCY = 4;
+
 export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
-  const { ledger, actions, load, paramsOf, envelopeOf } = ctx;
-  const out: RecoveryItem[] = [];
-  for (const id of await ledger.unresolved()) {
-    const view = await load(id);
-    if (!view) continue;
-    const action = view.action ? actions.get(view.action) : undefined;
-    if (!action) {
-      out.push({
-        operation_id: id,
-        outcome: 'needs_person',
-        envelope: {
-          ok: false,
-          category: 'outcome_unknown',
-          operation: view.action ?? 'unknown',
-          operation_id: id,
-          retry: 'escalate',
-          remote_effect: 'unknown',
-          correlation_id: view.correlation_id,
-          message: `No action named "${view.action ?? '?'}" is configured here, so the operation cannot be checked; a person must decide.`,
-          data: null,
-          diagnostics_ref: null,
-        },
-      });
-      continue;
+  const ids = await ctx.ledger.unresolved();
+  const out: Array<RecoveryItem | null> = new Array<RecoveryItem | null>(ids.length).fill(null);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < ids.length) {
+      const i = next++;
+      out[i] = await recoverOne(ctx, ids[i]!);
     }
-    // SSH: settled through the remote marker (or the set_state check); see reconcile-ssh.ts.
-    if (action.destination.ssh) {
-      out.push({ operation_id: id, ...(await recoverSshOperation(ctx, action, view)) });
-      continue;
-    }
-    if (action.destination.reconciliation) {
-      out.push({
-        operation_id: id,
-        outcome: 'reconciled',
-        envelope: await reconcileOperation(ctx, id),
-      });
-      continue;
-    }
-    const last = view.attempts.at(-1);
-    const neverSent = view.attempts.every((a) => a.finish?.dispatch_state === 'not_sent');
-    if (action.destination.idempotency?.honoured || action.class === 'read' || neverSent) {
-      const params = await paramsOf(id);
-      const env = await driveRecovery(ctx, action, view, params, last === undefined || neverSent);
-      out.push({ operation_id: id, outcome: 'retried', envelope: env });
-      continue;
-    }
-    out.push({
-      operation_id: id,
-      outcome: 'needs_person',
-      envelope: envelopeOf(
-        action,
-        view,
-        unknownOutcome('escalate'),
-        null,
-        last?.finish?.diagnostics_ref ?? null,
-      ),
-    });
-  }
-  return out;
+  };
+  await Promise.all(
+    Array.from({ length: Math.min(RECOVERY_CONCURRENCY, ids.length) }, () => worker()),
+  );
+  return out.filter((x): x is RecoveryItem => x !== null);
 }
 
-async function driveRecovery(
+async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem | null> {
+  const view = await ctx.load(id);
+  if (!view) return null;
+  const sent = maybeSent(view);
+  const action = view.action ? ctx.actions.get(view.action) : undefined;
+  const person = (detail: string, envelope: Envelope): RecoveryItem => ({
+    operation_id: id,
+    action: view.action,
+    outcome: 'needs_person',
+    detail,
+    unresolved: true,
+    envelope,
+  });
+  const sentNote = sent ? 'an attempt may have reached the destination' : 'nothing was sent';
+  if (!action) {
+    return person(
+      `no action named "${view.action ?? '?'}" is configured here, so it cannot be checked; ${sentNote}`,
+      unconfigured(view, sent),
+    );
+  }
+  if (await lockedGate(ctx)) {
+    return person(
+      `the gate is locked, so nothing was sent or looked up; ${sentNote}`,
+      lockedEnvelope(ctx, action, view, sent),
+    );
+  }
+  if (!sent) return firstAttempt(ctx, action, view, person);
+
+  const lookup =
+    action.destination.reconciliation !== undefined ||
+    (action.destination.ssh !== undefined && action.class !== 'read');
+  if (lookup) {
+    const r = await reconcileView(ctx, action, view);
+    const after = await settledAfter(ctx, id);
+    const e = r.envelope;
+    if (r.step === 'found' || (r.step === 'ssh' && e.ok && !after.unresolved)) {
+      return item(view, 'found_by_lookup', 'found by lookup: the operation took effect', e, after);
+    }
+    if (r.step === 'absent_retried' && e.ok && !after.unresolved) {
+      return item(
+        view,
+        'retried_under_key',
+        'the lookup found no record; retried under the idempotency key, which settled it',
+        e,
+        after,
+      );
+    }
+    return person(lookupWhy(r.step, e), e);
+  }
+  if (action.destination.idempotency?.honoured || action.class === 'read') {
+    const how = action.class === 'read' ? 'retried as a read' : 'retried under the idempotency key';
+    const licence: Licence = {
+      reason: 'response_lost_after_dispatch',
+      decision: action.class === 'read' ? 'read_only' : 'destination_idempotency_confirmed',
+    };
+    const blocked = cannotAttempt(action, view);
+    if (blocked) return person(`${blocked}; ${sentNote}`, unknownEnvelope(ctx, action, view));
+    const params = await ctx.paramsOf(id);
+    const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+    const after = await settledAfter(ctx, id);
+    if (!after.unresolved && (e.ok || e.remote_effect === 'none'))
+      return item(view, 'retried_under_key', `${how}: ${e.message}`, e, after);
+    return person(`${how}, still not settled: ${e.message}`, e);
+  }
+  return person(
+    'an attempt may have reached the destination and there is neither a lookup nor an honoured idempotency key, so a retry could repeat the effect',
+    unknownEnvelope(ctx, action, view),
+  );
+}
+
+/** Nothing was sent: the first attempt, through the gate, under the budget, as `run` would. */
+async function firstAttempt(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  params: unknown,
-  neverSent: boolean,
-): Promise<Envelope> {
-  const a = action as unknown as ActionDefinition<unknown, unknown>;
-  const decision: RetryDecision = neverSent
-    ? 'not_sent'
-    : a.class === 'read'
-      ? 'read_only'
-      : 'destination_idempotency_confirmed';
-  const licence = {
-    reason: neverSent ? 'connection_not_established' : 'response_lost_after_dispatch',
-    decision,
-  } as const;
-  return licensedAttempt(ctx, a, params, view, licence, 'recovery');
+  person: (detail: string, envelope: Envelope) => RecoveryItem,
+): Promise<RecoveryItem> {
+  const nothing = notSentEnvelope(ctx, action, view);
+  const blocked = cannotAttempt(action, view);
+  if (blocked) return person(`${blocked}; nothing was sent`, nothing);
+  const params = await ctx.paramsOf(view.operation_id);
+  if (containsRedaction(params)) {
+    return person(
+      'the recorded input was redacted (it held a secret), so the request cannot be rebuilt; nothing was sent',
+      nothing,
+    );
+  }
+  // A first attempt after earlier not-sent ones is a retry of a request that never left.
+  const licence: Licence | null =
+    view.attempts.length > 0
+      ? { reason: 'connection_not_established', decision: 'not_sent' }
+      : null;
+  const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+  const after = await settledAfter(ctx, view.operation_id);
+  if (e.category === 'gate_locked' || e.category === 'approval_denied') {
+    const why = e.category === 'gate_locked' ? 'the gate is locked' : 'a person declined';
+    return {
+      ...person(`${why}, so the first attempt was not made; nothing was sent`, e),
+      unresolved: after.unresolved,
+    };
+  }
+  if (after.unresolved) return person(`first attempt made, still not settled: ${e.message}`, e);
+  return item(view, 'first_attempt_made', `first attempt made: ${e.message}`, e, after);
+}
+
+/** Why no attempt may be made (the budget is spent), or null. */
+function cannotAttempt(action: AnyAction, view: OperationView): string | null {
+  if (budgetLeft(action, view) <= 0)
+    return `the attempt budget (${action.attempt_budget ?? 3}) is spent`;
+  return null;
+}
+
+async function settledAfter(ctx: EngineContext, id: string): Promise<{ unresolved: boolean }> {
+  const v = await ctx.load(id);
+  return { unresolved: v?.state == null || UNRESOLVED_STATES.has(v.state) };
+}
+
+function item(
+  view: OperationView,
+  outcome: RecoveryOutcome,
+  detail: string,
+  envelope: Envelope,
+  after: { unresolved: boolean },
+): RecoveryItem {
+  return {
+    operation_id: view.operation_id,
+    action: view.action,
+    outcome: after.unresolved ? 'needs_person' : outcome,
+    detail,
+    unresolved: after.unresolved,
+    envelope,
+  };
+}
+
+function lookupWhy(step: string, e: Envelope): string {
+  switch (step) {
+    case 'duplicates':
+      return 'the lookup found more than one record: the effect happened more than once';
+    case 'absent':
+      return 'the lookup found no record, and without an honoured idempotency key a retry could duplicate a late effect';
+    case 'absent_retried':
+      return `the lookup found no record; the retry under the idempotency key did not settle it: ${e.message}`;
+    case 'lookup_failed':
+      return 'the lookup got no usable answer; the outcome is still unknown';
+    case 'gate_locked':
+      return 'the lookup was not sent: the gate is locked; the outcome is still unknown';
+    case 'credential_unavailable':
+      return 'the lookup was not sent: credential unavailable; the outcome is still unknown';
+    default:
+      return `checked, still not settled: ${e.message}`;
+  }
+}
+
+/** Whether a recorded value holds a redaction marker anywhere (the real value is not known). */
+function containsRedaction(value: unknown): boolean {
+  if (typeof value === 'string') return value.includes(REDACTED);
+  if (Array.isArray(value)) return value.some(containsRedaction);
+  if (value !== null && typeof value === 'object')
+    return Object.values(value).some(containsRedaction);
+  return false;
+}
+
+function notSentEnvelope(ctx: EngineContext, action: AnyAction, view: OperationView): Envelope {
+  const env = ctx.envelopeOf(
+    action,
+    view,
+    { category: 'local_failure', retry: 'escalate', remote_effect: 'none', retry_after_ms: null },
+    null,
+    null,
+  );
+  return {
+    ...env,
+    message: `Nothing was sent; ${action.subject} was not applied. A person must decide.`,
+  };
+}
+
+function unknownEnvelope(ctx: EngineContext, action: AnyAction, view: OperationView): Envelope {
+  return ctx.envelopeOf(
+    action,
+    view,
+    {
+      category: 'outcome_unknown',
+      retry: 'escalate',
+      remote_effect: 'unknown',
+      retry_after_ms: null,
+    },
+    null,
+    view.attempts.at(-1)?.finish?.diagnostics_ref ?? null,
+  );
+}
+
+function lockedEnvelope(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  sent: boolean,
+): Envelope {
+  const env = ctx.envelopeOf(
+    action,
+    view,
+    {
+      category: 'gate_locked',
+      retry: 'escalate',
+      remote_effect: sent ? 'unknown' : 'none',
+      retry_after_ms: null,
+    },
+    null,
+    null,
+  );
+  return {
+    ...env,
+    message: sent
+      ? `The gate is locked, so nothing was sent; whether ${action.subject} was applied is unknown.`
+      : `The gate is locked, so nothing was sent; ${action.subject} was not applied.`,
+  };
+}
+
+function unconfigured(view: OperationView, sent: boolean): Envelope {
+  return {
+    ok: false,
+    category: sent ? 'outcome_unknown' : 'local_failure',
+    operation: view.action ?? 'unknown',
+    operation_id: view.operation_id,
+    retry: 'escalate',
+    remote_effect: sent ? 'unknown' : 'none',
+    correlation_id: view.correlation_id,
+    message: `No action named "${view.action ?? '?'}" is configured here, so the operation cannot be checked; ${sent ? 'an attempt may have reached the destination' : 'nothing was sent'}, and a person must decide.`,
+    data: null,
+    diagnostics_ref: null,
+  };
 }

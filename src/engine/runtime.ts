@@ -10,11 +10,13 @@ import type { OperationView } from '../ledger/projection.js';
 import type { ActionDefinition } from './action.js';
 import {
   createEngineContext,
+  RequestUnbuildable,
   UsageError,
   type AnyAction,
   type RunOptions,
   type RuntimeOptions,
 } from './context.js';
+import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation } from './operation.js';
 import { reconcileOperation } from './reconcile.js';
@@ -93,14 +95,22 @@ export function createRuntime(options: RuntimeOptions): Runtime {
             `operation ${opts.operationId} is owned by ${view.owner}; only its owner decides a retry`,
           );
         }
+        // Only ever the same request, in every state: refused before any prompt or byte.
+        const changed = changedRequest(ctx, action, data, view);
+        if (changed) return changedRequestEnvelope(action, opts.operationId, changed, view);
       } else {
-        view = await openOperation(
-          ctx,
-          sessionId,
-          action as ActionDefinition<I, unknown>,
-          data,
-          opts,
-        );
+        try {
+          view = await openOperation(
+            ctx,
+            sessionId,
+            action as ActionDefinition<I, unknown>,
+            data,
+            opts,
+          );
+        } catch (error) {
+          if (error instanceof RequestUnbuildable) return unbuildableEnvelope(action, error);
+          throw error;
+        }
       }
       // SSH: the owner keeps the real input for its reconciliations (engine/ssh-action.ts).
       rememberSshInput(ctx, action, view.operation_id, data);
@@ -185,4 +195,30 @@ function validInput<I>(action: ActionDefinition<I, unknown>, input: I): I {
     'invalid_input',
     `input for ${action.name}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
   );
+}
+
+/**
+ * The request function refused this input before anything was opened: an input the action's
+ * templates cannot place (`invalid_input`, the agent must change it) or a failing function
+ * (`local_failure`, a person must look). Nothing was recorded or sent either way.
+ */
+function unbuildableEnvelope(
+  action: { name: string; subject: string },
+  e: RequestUnbuildable,
+): Envelope {
+  const misuse = e.cause instanceof UsageError && e.cause.code === 'invalid_input';
+  return {
+    ok: false,
+    category: misuse ? 'invalid_input' : 'local_failure',
+    operation: action.name,
+    operation_id: null,
+    retry: misuse ? 'never' : 'escalate',
+    remote_effect: 'none',
+    correlation_id: null,
+    message: misuse
+      ? `The arguments do not fit ${action.name}: ${e.cause.message}; nothing was sent.`
+      : `The request for ${action.subject} could not be built (the action's request function failed); nothing was sent and a person must look.`,
+    data: null,
+    diagnostics_ref: null,
+  };
 }

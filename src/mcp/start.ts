@@ -15,6 +15,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import { createRedactor, openVault, type Redactor, type Vault } from '../vault/index.js';
 import {
   answerFromElicitation,
+  anyLock,
   consoleApprover,
   createApprovalGate,
   createLockGate,
@@ -116,7 +117,10 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
 /** The approval gate from the `approvals:` section; without it, a gate that only watches the lock. */
 function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
   const spec = options.loaded.config.approvals;
-  const lock = options.vault ? vaultLock(options.vault) : lockFile(spec?.dir);
+  // Both locks hold: `candor vault lock` and `candor approve lock`.
+  const lock = options.vault
+    ? anyLock(vaultLock(options.vault), lockFile(spec?.dir))
+    : lockFile(spec?.dir);
   // Without approvals the gate still watches the lock: gate_locked, and transitions on record.
   if (!spec) return createLockGate({ ledger: options.ledger, lock });
   const policy = createPolicy({

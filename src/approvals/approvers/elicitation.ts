@@ -2,7 +2,7 @@
 // `server.elicitInput(elicitationRequest(card))` when the client declared the `elicitation`
 // capability, and maps the result with `answerFromElicitation`. A client without elicitation needs
 // another approver (console or terminal): never treat "cannot ask" as yes.
-import type { ApprovalCard } from '../card.js';
+import { requestLine, type ApprovalCard } from '../card.js';
 import type { Approver } from './approver.js';
 
 /** Asks the MCP client's user; resolves `approved` only on an explicit yes. */
@@ -35,6 +35,8 @@ export function elicitationRequest(card: ApprovalCard): {
     card.question,
     `Action: ${card.action} (${card.action_class}); operation ${card.operation_id}.`,
   ];
+  const request = requestLine(card);
+  if (request) lines.push(`Request: ${request}`);
   if (card.reason === 'retry_after_unknown') {
     lines.push(`Dispatch state so far: ${card.dispatch_state ?? 'unknown'}.`);
     if (card.planned_recovery) lines.push(`Planned recovery: ${card.planned_recovery.summary}`);

@@ -1,12 +1,23 @@
-// candor recover --config FILE [--ledger URL] [--json]: settle every unresolved operation after a
-// crash or restart — reconcile it, retry it under an honoured idempotency key, or mark it for a
-// person. Never mints a new operation id. Exit 1 when some operation needs a person.
+// candor recover --config FILE [--ledger URL] [--json]: work through every unresolved operation
+// after a crash or restart — look it up, retry it under an honoured idempotency key, make the first
+// attempt of one that never sent anything, or mark it for a person — and say for each what was
+// really done. Never mints a new operation id. Opens the vault as `serve` does. Exit 1 while any
+// operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { closeHttpPools } from '../../http/transport.js';
 import { openLedger } from '../../ledger/open.js';
 import { composeGateway } from '../../mcp/start.js';
+import type { RecoveryItem } from '../../engine/runtime.js';
+import { createRedactor, openVault, type Vault } from '../../vault/index.js';
 import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+
+const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
+  found_by_lookup: 'found by lookup',
+  retried_under_key: 'retried',
+  first_attempt_made: 'first attempt made',
+  needs_person: 'needs a person',
+};
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
@@ -27,7 +38,25 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
     return Exit.usage;
   }
-  const url = typeof flags.ledger === 'string' ? flags.ledger : loaded.value.config.ledger;
+  const { config } = loaded.value;
+  const redactor = createRedactor();
+  // The vault as `serve` opens it: `vault:` credentials resolve, and its lock holds.
+  let vault: Vault | undefined;
+  if (config.vault) {
+    const v = await openVault(
+      { kind: 'key_file', path: config.vault.key_file },
+      {
+        ...(config.vault.path ? { path: config.vault.path } : {}),
+        onSecret: (s) => void redactor.addSecret(s),
+      },
+    );
+    if (!v.ok) {
+      io.err(`candor recover: vault: ${v.failure.message} (vault: in ${file})\n`);
+      return Exit.environment;
+    }
+    vault = v.value;
+  }
+  const url = typeof flags.ledger === 'string' ? flags.ledger : config.ledger;
   const opened = await openLedger(url, { mustExist: true });
   if (!opened.ok) {
     io.err(`candor recover: cannot open ledger ${url}: ${opened.failure.message}\n`);
@@ -35,23 +64,29 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   }
   const ledger = opened.value;
   try {
-    const { runtime } = composeGateway({ loaded: loaded.value, ledger, env: process.env });
+    const { runtime } = composeGateway({
+      loaded: loaded.value,
+      ledger,
+      env: process.env,
+      redactor,
+      ...(vault ? { vault } : {}),
+    });
     const items = await runtime.recover();
     await runtime.endSession('recovery finished');
+    const open = items.filter((i) => i.outcome === 'needs_person' || i.unresolved);
     if (flags.json) {
       io.out(`${JSON.stringify(items, null, 2)}\n`);
     } else {
       for (const i of items) {
         io.out(
-          `${i.operation_id}  ${i.outcome.padEnd(12)} ${i.envelope.category} / ${i.envelope.retry}  ${i.envelope.message}\n`,
+          `${i.operation_id}  ${i.action ?? '?'}  ${LABEL[i.outcome]}: ${i.detail}  [${i.envelope.category} / ${i.envelope.retry}]\n`,
         );
       }
-      const people = items.filter((i) => i.outcome === 'needs_person').length;
       io.out(
-        `${items.length} unresolved operation(s): ${items.length - people} settled or retried, ${people} need a person\n`,
+        `${items.length} unresolved operation(s) worked through: ${items.length - open.length} settled, ${open.length} need a person\n`,
       );
     }
-    return items.some((i) => i.outcome === 'needs_person') ? Exit.check_failed : Exit.ok;
+    return open.length > 0 ? Exit.check_failed : Exit.ok;
   } finally {
     await ledger.close();
     await closeHttpPools();

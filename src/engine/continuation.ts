@@ -1,0 +1,132 @@
+// Continuing an operation (DESIGN.md §2): an operation id given again only ever carries the same
+// request — the same action, the same intent digest and, once an attempt exists, the same request
+// fingerprint — whatever the operation's state (stopped by the gate before any attempt, open,
+// unknown, settled). Anything else is refused before any prompt or byte, and nothing is recorded:
+// a changed request is a new operation (which may supersede the old one).
+//
+// Also here: the attempt budget, a hard limit per operation across run, reconcile and recover.
+import { canonicalJson } from '../core/canonical.js';
+import type { Envelope } from '../core/envelope.js';
+import { sha256Hex } from '../core/fingerprint.js';
+import { sshFingerprint } from './ssh-action.js';
+import type { Retry } from '../core/vocabulary.js';
+import type { OperationView } from '../ledger/projection.js';
+import type { ActionDefinition } from './action.js';
+import type { AnyAction, EngineContext } from './context.js';
+import { prepare } from './request.js';
+
+/** Why a continuation is not the operation's request. */
+export type ChangedRequest = 'other_action' | 'other_input' | 'other_request' | 'unbuildable';
+
+/** The intent's parameter digest, exactly as `operation_opened` records it. */
+export function paramsDigest(ctx: EngineContext, input: unknown): string {
+  return `sha256:${sha256Hex(canonicalJson(ctx.redactor.redactValue(input)))}`;
+}
+
+/** Null when `input` for `action` continues `view`'s request; otherwise why it does not. */
+export function changedRequest<I, O>(
+  ctx: EngineContext,
+  action: ActionDefinition<I, O>,
+  input: I,
+  view: OperationView,
+): ChangedRequest | null {
+  if (view.action !== action.name) return 'other_action';
+  if (view.intent?.params_digest !== paramsDigest(ctx, input)) return 'other_input';
+  const first = view.attempts[0];
+  if (!first) return null;
+  let fingerprint: string;
+  try {
+    // SSH: the recorded fingerprint also binds the check and the marker location.
+    fingerprint = sshFingerprint(
+      ctx.options.ssh,
+      action,
+      input,
+      prepare(action, input, view).fingerprint,
+    );
+  } catch {
+    return 'unbuildable';
+  }
+  // The action's definition may have changed since (a new configuration): the bytes would differ.
+  return fingerprint === first.request_fingerprint ? null : 'other_request';
+}
+
+const WHY: Readonly<Record<ChangedRequest, string>> = {
+  other_action: 'belongs to another action',
+  other_input: 'was opened with other input',
+  other_request: 'was sent as a different request',
+  unbuildable: 'cannot be rebuilt from this input',
+};
+
+/** The refusal of a changed request: nothing was sent for it, nothing recorded. */
+export function changedRequestEnvelope(
+  action: { name: string },
+  operationId: string,
+  why: ChangedRequest,
+  view: Pick<OperationView, 'action'>,
+): Envelope {
+  return {
+    ok: false,
+    category: 'invalid_input',
+    operation: action.name,
+    // Not the refused operation's id: this call made no operation, and the envelope's
+    // remote_effect speaks about this call only.
+    operation_id: null,
+    retry: 'never',
+    remote_effect: 'none',
+    correlation_id: null,
+    message: `A changed request is a new operation: operation ${operationId} ${WHY[why]}, so this call was not sent; call without operation_id to start a new operation.`,
+    data: { refused_operation_id: operationId, reason: why, operation_action: view.action },
+    diagnostics_ref: null,
+  };
+}
+
+/**
+ * Attempts left for the operation (never below 0). The hard limit counts the attempts that may
+ * have reached the destination (started and not proven `not_sent`): it bounds how many times the
+ * intent may have been delivered. One run still stops its own retries after `attempt_budget`
+ * attempts of any kind.
+ */
+export function budgetLeft(action: AnyAction, view: OperationView): number {
+  const delivered = view.attempts.filter(
+    (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
+  ).length;
+  return Math.max(0, (action.attempt_budget ?? 3) - delivered);
+}
+
+/**
+ * The answer once the budget is spent and no further attempt may be made: what the earlier
+ * attempts established, and as the next step a lookup when one exists, else a person.
+ */
+export function budgetSpent(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  lookedUp = false,
+): Envelope {
+  const { envelopeOf } = ctx;
+  const last = view.attempts.at(-1)?.finish ?? null;
+  const allNone =
+    view.attempts.length > 0 && view.attempts.every((a) => a.finish?.remote_effect === 'none');
+  const lookup =
+    !lookedUp &&
+    (action.destination.reconciliation !== undefined ||
+      (action.destination.ssh !== undefined && action.class !== 'read'));
+  const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
+  if (last && allNone) {
+    return envelopeOf(
+      action,
+      view,
+      { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
+      null,
+      last.diagnostics_ref,
+    );
+  }
+  // Some attempt may have reached the destination: its effect is not known.
+  return envelopeOf(
+    action,
+    view,
+    { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null },
+    null,
+    last?.diagnostics_ref ?? null,
+  );
+}

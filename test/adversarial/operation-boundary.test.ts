@@ -1,0 +1,126 @@
+// Issue 12, items 1 and 2: an existing operation id only ever continues the SAME request (same
+// action, same intent digest) in every state; a mismatch is refused before any prompt or byte with
+// `invalid_input` / `never`, and nothing is recorded as an attempt. Approval cards show the request
+// that will actually be sent.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startFakeService, type FakeService } from '../../src/fakes/index.js';
+import { closeHttpPools } from '../../src/http/transport.js';
+import { received, setup } from './support.js';
+
+let fake: FakeService;
+beforeAll(async () => {
+  fake = await startFakeService({ seed: 12 });
+});
+afterAll(async () => {
+  await closeHttpPools();
+  await fake.close();
+});
+
+const CHANGED = /a changed request is a new operation/i;
+
+describe('continuing an operation is only ever the same request', () => {
+  it('gate_locked, then the same operation_id with a changed amount: refused before any prompt or byte', async () => {
+    const s = setup(fake, ['approved', 'approved']);
+    s.lock.locked = true;
+    const locked = await s.run('create_payment', { amount: 100, currency: 'EUR' }, { cor: 'ob-1' });
+    expect(locked).toMatchObject({ category: 'gate_locked', remote_effect: 'none' });
+    const opId = locked.operation_id!;
+    s.lock.locked = false;
+
+    const changed = await s.run(
+      'create_payment',
+      { amount: 999_999, currency: 'EUR' },
+      { op: opId },
+    );
+    expect(changed).toMatchObject({
+      ok: false,
+      category: 'invalid_input',
+      retry: 'never',
+      remote_effect: 'none',
+    });
+    expect(changed.message).toMatch(CHANGED);
+    expect(s.approver.cards).toHaveLength(0); // nobody was asked
+    expect(received(fake, 'ob-1')).toBe(0); // no byte
+    const v = await s.view(opId);
+    expect(v.attempts).toHaveLength(0);
+    expect(v.approvals).toHaveLength(0);
+    expect(fake.resources.list('payments', { client_ref: 'ob-1' })).toEqual([]);
+
+    // The same request does continue: one prompt, whose card shows amount 100 — what is sent.
+    const same = await s.run('create_payment', { amount: 100, currency: 'EUR' }, { op: opId });
+    expect(same).toMatchObject({ ok: true, category: 'succeeded', operation_id: opId });
+    expect(fake.resources.list('payments', { client_ref: 'ob-1' }).map((p) => p.amount)).toEqual([
+      100,
+    ]);
+  });
+
+  it('a settled operation called again with changed input does not return the stored success', async () => {
+    const s = setup(fake, ['approved']);
+    const done = await s.run(
+      'create_deployment',
+      { service: 'billing', version: '1.0.0' },
+      { cor: 'ob-2' },
+    );
+    expect(done).toMatchObject({ ok: true, category: 'succeeded' });
+    const again = await s.run(
+      'create_deployment',
+      { service: 'billing', version: '2.0.0' },
+      { op: done.operation_id! },
+    );
+    expect(again).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    expect(again.message).toMatch(CHANGED);
+    expect(received(fake, 'ob-2', 'POST')).toBe(1);
+    expect((await s.view(done.operation_id!)).attempts).toHaveLength(1);
+    // The unchanged request still answers with the stored success, without sending.
+    const same = await s.run(
+      'create_deployment',
+      { service: 'billing', version: '1.0.0' },
+      { op: done.operation_id! },
+    );
+    expect(same).toMatchObject({ ok: true, category: 'succeeded' });
+    expect(received(fake, 'ob-2', 'POST')).toBe(1);
+  });
+
+  it("another tool given a payment's operation_id sends nothing under the payment", async () => {
+    const s = setup(fake, ['approved']);
+    const pay = await s.run('create_payment', { amount: 42, currency: 'EUR' }, { cor: 'ob-3' });
+    expect(pay).toMatchObject({ ok: true });
+    const note = await s.run(
+      'add_note',
+      { record_id: 'rec_1', text: 'hello' },
+      { op: pay.operation_id! },
+    );
+    expect(note).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    expect(note.message).toMatch(CHANGED);
+    expect(note.data).toMatchObject({ reason: 'other_action', operation_action: 'create_payment' });
+    expect(received(fake, 'ob-3')).toBe(1); // only the payment itself
+    const v = await s.view(pay.operation_id!);
+    expect(v.action).toBe('create_payment');
+    expect(v.attempts).toHaveLength(1);
+    expect(s.approver.cards).toHaveLength(1);
+  });
+});
+
+describe('approval cards show the request that will be sent', () => {
+  it('the card carries the prepared request of that attempt, as the fake received it', async () => {
+    const s = setup(fake, ['approved']);
+    const pay = await s.run('create_payment', { amount: 73, currency: 'CHF' }, { cor: 'ob-4' });
+    expect(pay).toMatchObject({ ok: true });
+    const card = s.approver.cards[0]!;
+    expect(card.request).toEqual({
+      method: 'POST',
+      target: '/v1/payments',
+      destination: fake.url,
+      body: { amount: 73, currency: 'CHF', client_ref: 'ob-4' },
+    });
+    expect(JSON.stringify(card)).not.toContain(TOKEN_FRAGMENT);
+    expect(fake.resources.list('payments', { client_ref: 'ob-4' })).toMatchObject([
+      { amount: 73, currency: 'CHF' },
+    ]);
+    // The card on record in the ledger is the same card.
+    const v = await s.view(pay.operation_id!);
+    expect(v.approvals[0]!.card).toMatchObject({ request: card.request });
+  });
+});
+
+const TOKEN_FRAGMENT = 'canary';
