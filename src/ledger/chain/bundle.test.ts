@@ -103,13 +103,31 @@ describe('bundle format', () => {
     const b = parseBundle(bytes);
     expect(b.problem).toBeNull();
     expect(b.records.map((r) => r.toString('hex'))).toEqual(records.map((r) => r.toString('hex')));
-    expect(verifyBundle(b)).toMatchObject({
+    expect(
+      verifyBundle(b, { logKeys: [LOG.verifierKey], witnessKeys: [WIT.verifierKey] }),
+    ).toMatchObject({
       ok: true,
       code: 'INTACT',
       size: 24,
       checkpoints: 3,
       witnessed_size: 24,
+      witnessed_by: ['witness.test/w1'],
+      claimed_witnesses: [],
       signatures_checked: true,
+      log_key: 'anchored',
+    });
+  });
+
+  it("without the auditor's keys the bundle's own keys are only claimed", () => {
+    expect(verifyBundle(parseBundle(bytes))).toMatchObject({
+      ok: true,
+      code: 'INTACT',
+      signatures_checked: true,
+      log_key: 'claimed',
+      witnessed_size: 0,
+      witnessed_by: [],
+      claimed_witnessed_size: 24,
+      claimed_witnesses: [WIT.verifierKey.split('+').slice(0, 2).join('+')],
     });
   });
 
