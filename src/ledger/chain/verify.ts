@@ -368,9 +368,9 @@ function parseKeys(
   const parsed: NoteVerifier[][] = [];
   const lists = [
     [input.logKeys ?? [], SigType.ed25519, ''],
-    [input.claimedLogKeys ?? [], SigType.ed25519, 'the bundle\'s '],
+    [input.claimedLogKeys ?? [], SigType.ed25519, "the bundle's "],
     [input.witnessKeys ?? [], SigType.cosignature_v1, ''],
-    [input.claimedWitnessKeys ?? [], SigType.cosignature_v1, 'the bundle\'s '],
+    [input.claimedWitnessKeys ?? [], SigType.cosignature_v1, "the bundle's "],
   ] as const;
   for (const [list, want, whose] of lists) {
     const into: NoteVerifier[] = [];
@@ -408,7 +408,6 @@ function parseKeys(
     logTrust,
     witness,
     claimed,
-    isTrustedWitness: (s) =>
-      witness.some((w) => w.name === s.name && w.keyId === s.keyId),
+    isTrustedWitness: (s) => witness.some((w) => w.name === s.name && w.keyId === s.keyId),
   };
 }
