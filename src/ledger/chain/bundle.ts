@@ -113,9 +113,12 @@ const startsWith = (line: Buffer, prefix: Buffer): boolean =>
   line.length >= prefix.length && line.subarray(0, prefix.length).equals(prefix);
 
 /** Parses `text` as JSON and requires it to be in canonical form (so no byte can change unseen). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 function canonical(line: Buffer): unknown {
-  const text = line.toString('utf8');
   try {
+    // Fatal decoding: a byte that is not UTF-8 is damage, never silently read as U+FFFD.
+    const text = UTF8.decode(line);
     const v: unknown = JSON.parse(text);
     return canonicalJson(v) === text ? v : undefined;
   } catch {
