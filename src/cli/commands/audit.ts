@@ -5,7 +5,8 @@
 //   export --ledger URL --out FILE [--sign-key FILE] [--log-key K] [--witness-key K] [--checkpoint FILE]
 //   decrypt PATH --key FILE [--json]     opens the sealed payloads of a bundle with the auditor key
 //   keygen --kind seal|log|witness --name NAME --out FILE   writes the secret key, prints the public one
-// Keys (K) are verifier key strings or files holding one; several may be comma-separated.
+// Keys (K) are verifier key strings or files holding one per line (a trust file; '#' starts a
+// comment line); several may be comma-separated.
 import { existsSync, readFileSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle, verifyBundleFile } from '../../ledger/chain/bundle.js';
@@ -58,7 +59,7 @@ export function readKeys(value: string | boolean | undefined): string[] {
     return readFileSync(t, 'utf8')
       .split('\n')
       .map((l) => l.trim())
-      .filter((l) => l.length > 0);
+      .filter((l) => l.length > 0 && !l.startsWith('#'));
   });
 }
 
