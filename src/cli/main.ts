@@ -66,8 +66,9 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   audit: {
     usage:
-      'candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen --kind seal|log|witness --name NAME --out FILE',
-    summary: 'verify (offline, no key), export and decrypt the tamper-evident ledger',
+      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
+    summary:
+      'verify (offline; only keys you pass with --log-key/--witness-key are trusted, a bundle cannot vouch for itself), export and decrypt the tamper-evident ledger',
     load: () => import('./commands/audit.js'),
   },
   witness: {

@@ -197,8 +197,34 @@ export const configSchema = z.strictObject({
       log_key_file: z.string().min(1).optional(),
       /** Checkpoint after this many records (also at session end and before sensitive actions). */
       checkpoint_every: z.number().int().positive().default(1000),
-      /** A `candor witness serve` URL that cosigns each checkpoint (needs log_key_file). */
+      /** A `candor witness serve` URL that cosigns each checkpoint (needs log_key_file, witness_key). */
       witness_url: z.url().optional(),
+      /** The witness's verifier key (`candor audit keygen --kind witness` prints it): only valid cosignatures by it are stored. */
+      witness_key: z.string().min(1).optional(),
+      /** true: a sensitive action waits for a cosignature and is held (gate_locked, nothing sent) without one. */
+      witness_required: z.boolean().default(false),
+      /** How long a sensitive action waits for the witness when witness_required (milliseconds). */
+      witness_wait_ms: z.number().int().positive().max(300_000).default(10_000),
+    })
+    .superRefine((a, ctx) => {
+      if (a.witness_url && !a.witness_key)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['witness_url'],
+          message: 'witness_url needs witness_key: a witness is trusted only through its key',
+        });
+      if (a.witness_url && !a.log_key_file)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['witness_url'],
+          message: 'witness_url needs log_key_file: only signed checkpoints can be witnessed',
+        });
+      if (a.witness_required && !a.witness_url)
+        ctx.addIssue({
+          code: 'custom',
+          path: ['witness_required'],
+          message: 'witness_required needs witness_url and witness_key',
+        });
     })
     .optional()
     .describe('tamper evidence: sealed diagnostics and signed checkpoints'),

@@ -166,7 +166,7 @@ export async function drive<I, O>(
   view: OperationView,
   opts: RunOptions,
 ): Promise<Envelope> {
-  const { options, sleep, backoff, load, resolve, envelopeOf } = ctx;
+  const { sleep, backoff, load, resolve, envelopeOf } = ctx;
   let retry: Licence | null = null;
   if (view.attempts.length > 0) {
     const last = view.attempts.at(-1)!;
@@ -203,8 +203,12 @@ export async function drive<I, O>(
     if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view);
     const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal);
     if (refused) return refused;
-    // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed.
-    if (SENSITIVE.has(action.class)) await options.audit?.checkpoints?.checkpoint();
+    // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
+    // (and, with audit.witness_required, are cosigned by the witness or the action is held).
+    if (SENSITIVE.has(action.class)) {
+      const held = await witnessHold(ctx, action, input, view, retry);
+      if (held) return held;
+    }
     const result = await attempt(ctx, action, input, view, retry, opts, 'attempt');
     if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
@@ -332,4 +336,28 @@ export function subjectRefOf<I>(
   } catch {
     return null;
   }
+}
+
+/**
+ * `audit.witness_required`: the checkpoint before a sensitive action must be cosigned by the
+ * witness. Without a cosignature within the bound the action is held exactly as a locked gate
+ * holds it (gate_locked, nothing sent, the same truth about earlier attempts), and the message
+ * names the witness so a person knows what to fix.
+ */
+async function witnessHold<I, O>(
+  ctx: EngineContext,
+  action: ActionDefinition<I, O>,
+  input: I,
+  view: OperationView,
+  retry: Licence | null,
+): Promise<Envelope | null> {
+  const check = await ctx.options.audit?.checkpoints?.beforeSensitive();
+  if (!check?.held) return null;
+  const locked = { check: () => Promise.resolve({ decision: 'gate_locked' as const }) };
+  const refused = await gateRefusal({ ...ctx, gate: locked }, action, input, view, retry);
+  if (!refused) return null;
+  return {
+    ...refused,
+    message: `The audit witness ${check.witness} (${check.url}) did not cosign the checkpoint before this sensitive action (${check.problem}). ${refused.message}`,
+  };
 }

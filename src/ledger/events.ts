@@ -131,7 +131,14 @@ export interface EventPayloads {
   };
   operation_superseded: { superseded_by: string; reason: string };
   gate_changed: { locked: boolean; by: string };
-  checkpoint: { size: number; root_hash: string; note: string; witnessed?: boolean };
+  checkpoint: {
+    size: number;
+    root_hash: string;
+    note: string;
+    witnessed?: boolean;
+    /** Why a configured witness's cosignature is missing (no answer, or answered badly). */
+    witness_problem?: string;
+  };
 }
 
 /** An event as the writer hands it to the store. */

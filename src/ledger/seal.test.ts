@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
+  clampX25519,
   decodeSealPrivateKey,
   decodeSealPublicKey,
   deriveSealKeyPair,
@@ -120,9 +121,32 @@ describe('write-blind payload sealing', () => {
     const pk = encodeSealPublicKey(auditor.publicKey);
     const sk = encodeSealPrivateKey(auditor.privateKey);
     expect(decodeSealPublicKey(pk)).toEqual({ ok: true, value: auditor.publicKey });
-    expect(decodeSealPrivateKey(`${sk}\n`)).toEqual({ ok: true, value: auditor.privateKey });
+    expect(decodeSealPrivateKey(`${sk}\n`)).toEqual({
+      ok: true,
+      value: clampX25519(auditor.privateKey),
+    });
     expect(decodeSealPrivateKey(pk).ok).toBe(false);
     expect(decodeSealPublicKey(pk.slice(0, -2)).ok).toBe(false);
+  });
+
+  it('stores X25519 private keys clamped (RFC 9180 §7.1.2); the clamped key opens the same payloads', () => {
+    // A derived key is not clamped (the RFC's own vectors are not): find one that is not.
+    let kp = deriveSealKeyPair(Buffer.alloc(32, 1));
+    for (let i = 2; (kp.privateKey[0]! & 7) === 0 && (kp.privateKey[31]! & 0xc0) === 0x40; i++)
+      kp = deriveSealKeyPair(Buffer.alloc(32, i));
+    const stored = Buffer.from(
+      encodeSealPrivateKey(kp.privateKey).slice('candor-seal-sk-v1:'.length),
+      'base64url',
+    );
+    expect(stored.equals(kp.privateKey)).toBe(false);
+    expect(stored[0]! & 7).toBe(0);
+    expect(stored[31]! & 0xc0).toBe(0x40);
+    expect(stored.subarray(1, 31).equals(kp.privateKey.subarray(1, 31))).toBe(true);
+    // A key stored unclamped by an older version is clamped on reading.
+    const legacy = `candor-seal-sk-v1:${kp.privateKey.toString('base64url')}`;
+    expect(decodeSealPrivateKey(legacy)).toEqual({ ok: true, value: stored });
+    const p = sealPayload(kp.publicKey, 'clamped', 3);
+    expect(openPayload(stored, p, 3)).toEqual({ ok: true, value: Buffer.from('clamped') });
   });
 
   it('rejects a low-order (all-zero) encapsulated key', () => {

@@ -350,8 +350,21 @@ export function encodeSealPublicKey(pk: Bytes): string {
   return PK_PREFIX + Buffer.from(pk).toString('base64url');
 }
 
+/**
+ * RFC 9180 §7.1.2: SerializePrivateKey for X25519 clamps its output (RFC 7748 §5), so a stored key
+ * reads the same in every HPKE implementation; DeserializePrivateKey clamps its input. X25519
+ * clamps internally, so clamping changes neither the public key nor any shared secret.
+ */
+export function clampX25519(sk: Bytes): Buffer {
+  const c = Buffer.from(sk);
+  c[0]! &= 248;
+  c[31]! &= 127;
+  c[31]! |= 64;
+  return c;
+}
+
 export function encodeSealPrivateKey(sk: Bytes): string {
-  return SK_PREFIX + Buffer.from(sk).toString('base64url');
+  return SK_PREFIX + clampX25519(sk).toString('base64url');
 }
 
 function decodeKey(s: string, prefix: string): Result<Buffer> {
@@ -366,4 +379,7 @@ function decodeKey(s: string, prefix: string): Result<Buffer> {
 }
 
 export const decodeSealPublicKey = (s: string): Result<Buffer> => decodeKey(s, PK_PREFIX);
-export const decodeSealPrivateKey = (s: string): Result<Buffer> => decodeKey(s, SK_PREFIX);
+export function decodeSealPrivateKey(s: string): Result<Buffer> {
+  const k = decodeKey(s, SK_PREFIX);
+  return k.ok ? { ok: true, value: clampX25519(k.value) } : k;
+}

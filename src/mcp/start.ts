@@ -6,8 +6,8 @@ import { configCredentials } from '../config/credentials.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
-import { createCheckpointer } from '../ledger/chain/checkpointer.js';
-import { parseSignerKey } from '../ledger/chain/note.js';
+import { createCheckpointer, type WitnessOptions } from '../ledger/chain/checkpointer.js';
+import { parseSignerKey, parseVerifierKey, SigType } from '../ledger/chain/note.js';
 import { decodeSealPublicKey } from '../ledger/seal.js';
 import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
@@ -108,10 +108,32 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
       signer: signer.value,
       origin: signer.value.name,
       every: spec.checkpoint_every,
-      ...(spec.witness_url ? { witness: { url: spec.witness_url } } : {}),
+      ...(options.log ? { log: options.log } : {}),
+      ...(spec.witness_url ? { witness: witnessOptions(spec, spec.witness_url) } : {}),
     });
   }
   return out;
+}
+
+/** The witness: its URL and the key its cosignatures must verify with. */
+function witnessOptions(
+  spec: NonNullable<ComposeOptions['loaded']['config']['audit']>,
+  url: string,
+): WitnessOptions {
+  if (!spec.witness_key)
+    throw new Error(
+      'audit.witness_key is required with audit.witness_url: the witness is trusted only through its key',
+    );
+  const key = parseVerifierKey(spec.witness_key);
+  if (!key.ok) throw new Error(`audit.witness_key: ${key.failure}`);
+  if (key.value.type !== SigType.cosignature_v1)
+    throw new Error('audit.witness_key: not a witness (cosignature, type 0x04) key');
+  return {
+    url,
+    key: key.value,
+    required: spec.witness_required,
+    waitMs: spec.witness_wait_ms,
+  };
 }
 
 /** The approval gate from the `approvals:` section; without it, a gate that only watches the lock. */

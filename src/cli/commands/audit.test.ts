@@ -50,11 +50,23 @@ describe('candor audit', () => {
     ).toBe(0);
     const logVkey = c.out().trim();
     expect(logVkey).toMatch(/^candor\.test\/log\+[0-9a-f]{8}\+/);
+    // stdout is exactly the public key; the label says what it is and where the secret half went.
+    expect(c.out().split('\n')).toHaveLength(2);
+    expect(c.err()).toContain(
+      `log key candor.test/log (Ed25519): the signing key is in ${join(dir, 'log.key')}`,
+    );
     const s = capture();
     expect(await audit(['keygen', '--kind', 'seal', '--out', join(dir, 'auditor.key')], s.io)).toBe(
       0,
     );
     expect(decodeSealPublicKey(s.out().trim()).ok).toBe(true);
+    expect(s.err()).toContain(`the auditor's private key is in ${join(dir, 'auditor.key')}`);
+    // Stored clamped (RFC 9180 §7.1.2).
+    const sk = Buffer.from(
+      readFileSync(join(dir, 'auditor.key'), 'utf8').trim().split(':')[1]!,
+      'base64url',
+    );
+    expect([sk[0]! & 7, sk[31]! & 0xc0]).toEqual([0, 0x40]);
     expect(
       await audit(
         ['keygen', '--kind', 'seal', '--out', join(dir, 'auditor.key')],
@@ -93,7 +105,11 @@ describe('candor audit', () => {
     const v = capture();
     expect(await audit(['verify', bundle, '--log-key', logVkey], v.io)).toBe(0);
     expect(v.out()).toMatch(/^INTACT: 4 records intact; every record is covered/);
-    expect(v.out()).toContain('signatures checked');
+    expect(v.out()).toContain('log key: anchored (given with --log-key)');
+    // Without --log-key the bundle's own key proves self-consistency only, and the report says so.
+    const selfOnly = capture();
+    expect(await audit(['verify', bundle], selfOnly.io)).toBe(0);
+    expect(selfOnly.out()).toContain('log key: claimed by the bundle, not trusted');
 
     const viaStore = capture();
     expect(await audit(['verify', url, '--json'], viaStore.io)).toBe(0);

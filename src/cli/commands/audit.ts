@@ -1,10 +1,12 @@
 // candor audit verify|export|decrypt|keygen — argv to ledger/chain calls and an exit code.
-//   verify PATH [--trusted CHECKPOINT] [--json] [--log-key K] [--witness-key K]
-//          PATH is a bundle file or a ledger URL (sqlite:…, postgres://…); exit 0 only when INTACT
+//   verify PATH [--log-key K] [--witness-key K] [--trusted CHECKPOINT] [--json]
+//          PATH is a bundle file or a ledger URL (sqlite:…, postgres://…); exit 0 only when INTACT.
+//          Only keys given here are trusted: a bundle's own keys are reported as claimed.
 //   export --ledger URL --out FILE [--sign-key FILE] [--log-key K] [--witness-key K] [--checkpoint FILE]
 //   decrypt PATH --key FILE [--json]     opens the sealed payloads of a bundle with the auditor key
 //   keygen --kind seal|log|witness --name NAME --out FILE   writes the secret key, prints the public one
-// Keys (K) are verifier key strings or files holding one; several may be comma-separated.
+// Keys (K) are verifier key strings or files holding one per line (a trust file; '#' starts a
+// comment line); several may be comma-separated.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle, verifyBundleFile } from '../../ledger/chain/bundle.js';
@@ -22,8 +24,11 @@ import {
 } from '../../ledger/seal.js';
 import { checkOutputPath, Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
 
-const USAGE =
-  'usage: candor audit verify PATH [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE | decrypt PATH --key FILE | keygen --kind seal|log|witness --name NAME --out FILE';
+const VERIFY_USAGE =
+  'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json]';
+const EXPORT_USAGE =
+  'candor audit export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE]';
+const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -54,7 +59,7 @@ export function readKeys(value: string | boolean | undefined): string[] {
     return readFileSync(t, 'utf8')
       .split('\n')
       .map((l) => l.trim())
-      .filter((l) => l.length > 0);
+      .filter((l) => l.length > 0 && !l.startsWith('#'));
   });
 }
 
@@ -66,16 +71,44 @@ function readText(path: string, what: string): string {
   }
 }
 
+const LOG_KEY_LINE: Record<VerifyReport['log_key'], string> = {
+  anchored:
+    'log key: anchored (given with --log-key): checkpoint signatures prove the log signed them',
+  claimed:
+    'log key: claimed by the bundle, not trusted: signatures checked for self-consistency only (whoever rewrites a bundle can replace its key); pass --log-key to anchor it',
+  none: 'log key: none: checkpoint signatures NOT checked; roots still compared (pass --log-key)',
+};
+
 function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
   if (json) {
     io.out(`${JSON.stringify(r, null, 2)}\n`);
-  } else {
+    return r.ok ? Exit.ok : Exit.check_failed;
+  }
+  io.out(
+    `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`,
+  );
+  io.out(`size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)\n`);
+  io.out(`${LOG_KEY_LINE[r.log_key]}\n`);
+  io.out(
+    r.witnessed_by.length > 0
+      ? `witnessed up to ${r.witnessed_size} by ${r.witnessed_by.join(', ')} (trusted: given with --witness-key)\n`
+      : `witnessed up to 0: no cosignature from a witness given with --witness-key\n`,
+  );
+  if (r.claimed_witnesses.length > 0) {
     io.out(
-      `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`,
+      `witness key(s) claimed by the bundle, not trusted: ${r.claimed_witnesses.join(', ')}` +
+        (r.claimed_witnessed_size > 0
+          ? ` (they would vouch up to ${r.claimed_witnessed_size}; pass a key with --witness-key only if you trust it)`
+          : '') +
+        '\n',
     );
-    io.out(`size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)`);
-    io.out(r.signatures_checked ? ', signatures checked' : ', signatures NOT checked (no log key)');
-    io.out(`, witnessed up to ${r.witnessed_size}\n`);
+  }
+  if (r.ignored_signatures.length > 0) {
+    const where = r.ignored_signatures.map(
+      (s) =>
+        `${s.key} (${s.checkpoint_seq === null ? 'bundle checkpoint' : `seq ${s.checkpoint_seq}`})`,
+    );
+    io.out(`ignored ${where.length} signature line(s) from unknown keys: ${where.join(', ')}\n`);
   }
   return r.ok ? Exit.ok : Exit.check_failed;
 }
@@ -88,10 +121,9 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
     'witness-key': 'string',
   });
   const [path] = positional;
-  if (path === undefined || positional.length > 1)
-    throw new UsageError('usage: candor audit verify PATH [--trusted CHECKPOINT] [--json]');
+  if (path === undefined || positional.length > 1) throw new UsageError(`usage: ${VERIFY_USAGE}`);
   const logKeys = readKeys(flags['log-key']);
-  // No --log-key: a bundle's own key is used (self-consistency); an explicit key anchors trust.
+  // No --log-key: a bundle's own key is used for self-consistency only (reported as claimed).
   const opts = {
     ...(logKeys.length > 0 ? { logKeys } : {}),
     witnessKeys: readKeys(flags['witness-key']),
@@ -132,9 +164,7 @@ async function exportCmd(args: string[], io: CommandIo): Promise<number> {
     checkpoint: 'string',
   });
   if (positional.length > 0 || typeof flags.out !== 'string') {
-    throw new UsageError(
-      'usage: candor audit export --ledger URL --out FILE [--sign-key FILE] [--checkpoint FILE]',
-    );
+    throw new UsageError(`usage: ${EXPORT_USAGE}`);
   }
   checkOutputPath('out', flags.out);
   let signer;
@@ -160,7 +190,9 @@ async function exportCmd(args: string[], io: CommandIo): Promise<number> {
         typeof flags.checkpoint === 'string' ? [readText(flags.checkpoint, 'checkpoint')] : [],
     });
     io.out(
-      `exported ${summary.records} records and ${summary.checkpoints} checkpoint(s) to ${flags.out}\n`,
+      `exported ${summary.records} records and ${summary.checkpoints} checkpoint(s) to ${flags.out}: ` +
+        `${summary.inside_ledger} inside the ledger, ${summary.alongside} alongside` +
+        `${summary.signed_now ? ' (1 signed now over every record)' : ''}\n`,
     );
     if (summary.dropped_checkpoints > 0)
       io.err(
@@ -248,16 +280,22 @@ async function keygen(args: string[], io: CommandIo): Promise<number> {
   }
   let secret: string;
   let pub: string;
+  let label: string;
   if (kind === 'seal') {
     const kp = generateSealKeyPair();
     secret = encodeSealPrivateKey(kp.privateKey);
     pub = encodeSealPublicKey(kp.publicKey);
+    label = `seal key pair (HPKE X25519): the auditor's private key is in ${flags.out} (keep it off the gateway); public key for audit.seal_to:`;
   } else {
     if (typeof flags.name !== 'string')
       throw new UsageError('--name is required for log and witness keys');
     const k = generateKey(flags.name, kind === 'log' ? SigType.ed25519 : SigType.cosignature_v1);
     secret = k.signerKey;
     pub = k.verifierKey;
+    label =
+      kind === 'log'
+        ? `log key ${flags.name} (Ed25519): the signing key is in ${flags.out} (for audit.log_key_file); verifier key for auditors (--log-key) and witnesses:`
+        : `witness key ${flags.name} (cosignature/v1): the signing key is in ${flags.out} (for candor witness serve --key); verifier key for audit.witness_key and auditors (--witness-key):`;
   }
   await writeFile(flags.out, `${secret}\n`, { mode: 0o600, flag: 'wx' }).catch(
     (err: NodeJS.ErrnoException) => {
@@ -268,6 +306,8 @@ async function keygen(args: string[], io: CommandIo): Promise<number> {
       );
     },
   );
+  // The label goes to stderr so that stdout stays exactly one key (scripts capture it).
+  io.err(`${label}\n`);
   io.out(`${pub}\n`);
   return Exit.ok;
 }

@@ -6,9 +6,11 @@
 //   4. trailer  {"end":{"checkpoints":M,"records":N}}
 // Raw record lines keep the bundle greppable and let verification hash the file's own bytes with no
 // decoding step. Everything in the bundle is covered by something the verifier checks: records by
-// the chain and the tree, checkpoints by signatures, the header by being the key/origin those
-// signatures are checked against, the trailer by the counts. Bundles list every key whose signature
-// lines they carry, so a checkpoint line signed by an unlisted key is rejected.
+// the chain and the tree, checkpoints by signatures, the trailer by the counts. The header's keys
+// are claims, never trust: a bundle cannot vouch for itself. Its log key is used only when the
+// auditor anchors none (and the report says `claimed`); its witness keys never raise the witnessed
+// size. Signature lines from keys nobody listed are ignored, as the signed-note spec requires, and
+// reported.
 import { open, readFile } from 'node:fs/promises';
 import { canonicalJson } from '../../core/canonical.js';
 import { parseNote, formatSignatureLine, type NoteSigner } from './note.js';
@@ -111,9 +113,12 @@ const startsWith = (line: Buffer, prefix: Buffer): boolean =>
   line.length >= prefix.length && line.subarray(0, prefix.length).equals(prefix);
 
 /** Parses `text` as JSON and requires it to be in canonical form (so no byte can change unseen). */
+const UTF8 = new TextDecoder('utf-8', { fatal: true });
+
 function canonical(line: Buffer): unknown {
-  const text = line.toString('utf8');
   try {
+    // Fatal decoding: a byte that is not UTF-8 is damage, never silently read as U+FFFD.
+    const text = UTF8.decode(line);
     const v: unknown = JSON.parse(text);
     return canonicalJson(v) === text ? v : undefined;
   } catch {
@@ -285,8 +290,9 @@ export async function readBundle(path: string): Promise<Bundle> {
 }
 
 export interface VerifyOptions {
-  /** Anchored log verifier keys; when given, the bundle's own `log_key` is not trusted. */
+  /** Log verifier keys the auditor anchors; without one the bundle's own key is only `claimed`. */
   logKeys?: readonly string[];
+  /** Witness keys the auditor trusts: the only ones that count as witnesses. */
   witnessKeys?: readonly string[];
   trusted?: string;
 }
@@ -309,11 +315,12 @@ export function verifyBundle(b: Bundle, opts: VerifyOptions = {}): VerifyReport 
 function judge(scan: ScanResult, b: Omit<Bundle, 'records'>, opts: VerifyOptions): VerifyReport {
   const report = classify(scan, {
     checkpoints: b.checkpoints,
-    logKeys: opts.logKeys ?? (b.header?.log_key ? [b.header.log_key] : []),
-    witnessKeys: [...(opts.witnessKeys ?? []), ...(b.header?.witness_keys ?? [])],
+    logKeys: opts.logKeys ?? [],
+    claimedLogKeys: b.header?.log_key ? [b.header.log_key] : [],
+    witnessKeys: opts.witnessKeys ?? [],
+    claimedWitnessKeys: b.header?.witness_keys ?? [],
     ...(opts.trusted === undefined ? {} : { trusted: opts.trusted }),
     ...(b.header?.origin ? { origin: b.header.origin } : {}),
-    strict: true,
   });
   if (!b.problem || RECORD_CODES.has(report.code)) return report;
   return { ...report, ok: false, ...b.problem };

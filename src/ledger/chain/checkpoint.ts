@@ -79,6 +79,8 @@ export interface OpenedCheckpoint {
   text: string;
   /** Names of witness keys (type 0x04) whose cosignatures verified. */
   witnessed_by: string[];
+  /** The cosignatures (type 0x04) that verified, to tell trusted witnesses from claimed ones. */
+  cosigners: NoteSignature[];
   /** Cosignature timestamps (seconds) by witness name. */
   cosigned_at: Record<string, number>;
   unknown: NoteSignature[];
@@ -87,24 +89,19 @@ export interface OpenedCheckpoint {
 export interface OpenCheckpointOptions {
   /** The origin the caller expects; a different origin is rejected. */
   origin?: string;
-  /** Reject signature lines from keys not in `verifiers`. */
-  strict?: boolean;
 }
 
 /**
  * Opens a checkpoint note: it must carry a valid signature from one of the log keys (type 0x01)
- * among `verifiers`; every signature from a known witness key must verify too.
+ * among `verifiers`; every signature from a known witness key must verify too; signatures from
+ * unknown keys are ignored (returned in `unknown`).
  */
 export function openCheckpoint(
   note: string,
   verifiers: readonly NoteVerifier[],
   opts: OpenCheckpointOptions = {},
 ): Result<OpenedCheckpoint> {
-  const opened = openNote(
-    note,
-    verifiers,
-    opts.strict === undefined ? {} : { strict: opts.strict },
-  );
+  const opened = openNote(note, verifiers);
   if (!opened.ok) return opened;
   const cp = parseCheckpointText(opened.value.text);
   if (!cp.ok) return cp;
@@ -126,6 +123,7 @@ export function openCheckpoint(
       checkpoint: cp.value,
       text: opened.value.text,
       witnessed_by: witnesses.map((w) => w.name),
+      cosigners: witnesses,
       cosigned_at,
       unknown: opened.value.unknown,
     },

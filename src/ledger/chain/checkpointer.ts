@@ -1,16 +1,39 @@
 // Issues signed checkpoints into the ledger itself: a `checkpoint` event carrying the C2SP signed
 // note of the Merkle tree over every record before it. The writer keeps the tree incrementally and
 // reads only the records appended since its last look (other processes may append too).
+//
+// A witness is trusted only through the key it was configured with: what it returns is checked
+// (`checkCosignatures`) before a byte of it enters the hash chain. A witness that does not answer,
+// or answers with anything but a valid cosignature over this exact checkpoint, leaves the
+// checkpoint signed by the log alone, with the reason on the event (`witness_problem`).
 import type { Clock } from '../../core/time.js';
 import { systemClock } from '../../core/time.js';
 import type { StoredEvent } from '../events.js';
 import type { LedgerStore } from '../store.js';
 import { signCheckpoint } from './checkpoint.js';
-import { requestCosignature } from './witness.js';
+import { checkCosignatures, requestCosignature } from './witness.js';
 import { storedBytes } from './export.js';
 import { leafHash } from './merkle.js';
 import { MerkleLog } from './merkle-log.js';
-import type { NoteSigner } from './note.js';
+import type { NoteSigner, NoteVerifier } from './note.js';
+
+export interface WitnessOptions {
+  /** A C2SP tlog-witness (`candor witness serve`) base URL. */
+  url: string;
+  /** The witness's verifier key (type 0x04): only its valid cosignatures are stored. */
+  key: NoteVerifier;
+  /**
+   * Before a sensitive action, the checkpoint must be cosigned: the witness is asked again until
+   * `waitMs` has passed, and otherwise the action is held (see `beforeSensitive`).
+   */
+  required?: boolean;
+  /** How long a sensitive action waits for a cosignature when `required` (default 10 s). */
+  waitMs?: number;
+  /** Per-request limit (default 5 s, never beyond what is left of `waitMs`). */
+  requestTimeoutMs?: number;
+  /** How far a cosignature's timestamp may be from now (default 600 s). */
+  maxSkewSeconds?: number;
+}
 
 export interface CheckpointerOptions {
   ledger: LedgerStore;
@@ -20,49 +43,118 @@ export interface CheckpointerOptions {
   /** Issue a checkpoint once this many records arrived since the last one (default 1000). */
   every?: number;
   clock?: Clock;
-  /**
-   * A C2SP tlog-witness (`candor witness serve`) that must cosign each checkpoint; its cosignature
-   * lines are added to the note before the checkpoint is stored. A witness that does not answer
-   * leaves the checkpoint signed by the log alone (`witnessed: false` on the event).
-   */
-  witness?: { url: string };
+  /** Waits between requests to a witness that did not cosign (injected for tests). */
+  sleep?: (ms: number) => Promise<void>;
+  /** Where a witness that answered badly or not at all is reported (one line each). */
+  log?: (line: string) => void;
+  /** A witness that must cosign each checkpoint; see `WitnessOptions`. */
+  witness?: WitnessOptions;
 }
+
+/** Whether the checkpoint before a sensitive action was witnessed as the configuration requires. */
+export type SensitiveCheck =
+  | { held: false }
+  | { held: true; witness: string; url: string; problem: string; waited_ms: number };
 
 export interface Checkpointer {
   /** Signs and appends a checkpoint of everything stored so far (null if nothing new). */
   checkpoint(): Promise<StoredEvent | null>;
   /** Checkpoints when `every` records arrived since the last checkpoint. */
   maybe(): Promise<StoredEvent | null>;
+  /**
+   * The checkpoint before a sensitive action. When the witness is `required` and has not cosigned
+   * within `waitMs`, the answer is `held` and the action must not be dispatched.
+   */
+  beforeSensitive(): Promise<SensitiveCheck>;
 }
 
+type Cosigned = { ok: true; lines: string } | { ok: false; problem: string };
+
 export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
-  const { ledger, signer, origin } = options;
+  const { ledger, signer, origin, witness } = options;
   const every = options.every ?? 1000;
   const clock = options.clock ?? systemClock;
+  const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
   const log = new MerkleLog();
   let lastSize = 0;
   let witnessedSize = 0;
 
-  /** Cosignature lines from the witness, proving consistency with what it saw last; null on failure. */
-  async function cosign(url: string, size: number, note: string): Promise<string | null> {
+  /** One round with the witness: cosignature lines proving consistency with what it saw last. */
+  async function cosignOnce(
+    w: WitnessOptions,
+    size: number,
+    note: string,
+    timeoutMs: number,
+  ): Promise<Cosigned> {
+    const text = note.slice(0, note.lastIndexOf('\n\n') + 1);
     try {
       let old = witnessedSize;
       for (let tries = 0; tries < 2; tries++) {
         const proof = old > 0 && old < size ? log.consistencyProof(old, size) : [];
-        const r = await requestCosignature(url, old, proof, note);
-        if (r.ok) return r.cosignatures;
-        // The witness knows a different size (e.g. this writer restarted): prove from there.
-        if (r.status === 409 && r.size !== undefined && r.size <= size) {
-          old = r.size;
-          continue;
+        const r = await requestCosignature(w.url, old, proof, note, AbortSignal.timeout(timeoutMs));
+        if (!r.ok) {
+          // The witness knows a different size (e.g. this writer restarted): prove from there.
+          if (r.status === 409 && r.size !== undefined && r.size <= size) {
+            old = r.size;
+            continue;
+          }
+          return {
+            ok: false,
+            problem: `witness refused (${r.status}): ${r.message.slice(0, 200)}`,
+          };
         }
-        return null;
+        const checked = checkCosignatures(
+          r.cosignatures,
+          text,
+          w.key,
+          clock.now(),
+          w.maxSkewSeconds,
+        );
+        if (checked.problems.length > 0) {
+          options.log?.(
+            `checkpoint ${size}: witness ${w.url} answered badly: ${checked.problems.join('; ')}`,
+          );
+        }
+        if (checked.lines === '') {
+          return { ok: false, problem: `witness answered badly: ${checked.problems.join('; ')}` };
+        }
+        return { ok: true, lines: checked.lines };
       }
-      return null;
-    } catch {
-      return null;
+      return { ok: false, problem: 'witness kept reporting a different tree size' };
+    } catch (err) {
+      const e = err as { name?: string; cause?: { code?: string } };
+      const why =
+        e.name === 'TimeoutError'
+          ? `no answer within ${timeoutMs} ms`
+          : (e.cause?.code ?? 'no answer');
+      return { ok: false, problem: `witness did not answer: ${why}` };
     }
   }
+
+  /** Asks the witness; when `waitMs` is given, asks again with backoff until that much time passed. */
+  async function cosign(
+    w: WitnessOptions,
+    size: number,
+    note: string,
+    waitMs: number | null,
+  ): Promise<Cosigned & { waited: number }> {
+    const perRequest = w.requestTimeoutMs ?? 5_000;
+    const started = clock.now();
+    // Time spent sleeping counts even under a clock that does not move, so the wait is bounded.
+    let slept = 0;
+    const elapsed = (): number => Math.max(clock.now() - started, slept);
+    let delay = 100;
+    for (;;) {
+      const left = waitMs === null ? perRequest : waitMs - elapsed();
+      const r = await cosignOnce(w, size, note, Math.max(1, Math.min(perRequest, left)));
+      const waited = elapsed();
+      if (r.ok || waitMs === null || waited + delay >= waitMs) return { ...r, waited };
+      await sleep(delay);
+      slept += delay;
+      delay = Math.min(delay * 2, 2_000);
+    }
+  }
+
   let chain: Promise<unknown> = Promise.resolve();
 
   async function sync(): Promise<void> {
@@ -73,21 +165,24 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
     }
   }
 
-  async function issue(): Promise<StoredEvent | null> {
+  async function issue(
+    waitMs: number | null,
+  ): Promise<{ stored: StoredEvent | null; cosigned: (Cosigned & { waited: number }) | null }> {
     await sync();
     const size = log.size;
-    if (size === 0 || size === lastSize) return null;
+    if (size === 0 || size === lastSize) return { stored: null, cosigned: null };
     const root = log.root(size);
     const signed = signCheckpoint({ origin, size, root, extensions: [] }, signer);
     if (!signed.ok) throw new Error(`checkpoint: ${signed.failure}`);
     let note = signed.value;
-    let witnessed = false;
-    if (options.witness) {
-      const cosigned = await cosign(options.witness.url, size, note);
-      if (cosigned !== null) {
-        note += cosigned;
-        witnessed = true;
+    let cosigned: (Cosigned & { waited: number }) | null = null;
+    if (witness) {
+      cosigned = await cosign(witness, size, note, waitMs);
+      if (cosigned.ok) {
+        note += cosigned.lines;
         witnessedSize = size;
+      } else {
+        options.log?.(`checkpoint ${size} stored unwitnessed: ${cosigned.problem}`);
       }
     }
     const [stored] = await ledger.append([
@@ -101,12 +196,13 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
           size,
           root_hash: root.toString('hex'),
           note,
-          ...(options.witness ? { witnessed } : {}),
+          ...(witness ? { witnessed: cosigned?.ok === true } : {}),
+          ...(cosigned && !cosigned.ok ? { witness_problem: cosigned.problem } : {}),
         },
       },
     ]);
     lastSize = size;
-    return stored ?? null;
+    return { stored: stored ?? null, cosigned };
   }
 
   // Serialised: two checkpoints never race each other for the same tree.
@@ -117,11 +213,26 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
   };
 
   return {
-    checkpoint: () => serial(issue),
+    checkpoint: () => serial(async () => (await issue(null)).stored),
     maybe: () =>
       serial(async () => {
         await sync();
-        return log.size - lastSize >= every ? issue() : null;
+        return log.size - lastSize >= every ? (await issue(null)).stored : null;
+      }),
+    beforeSensitive: () =>
+      serial(async (): Promise<SensitiveCheck> => {
+        const required = witness?.required === true;
+        const { cosigned } = await issue(required ? (witness.waitMs ?? 10_000) : null);
+        if (!required || cosigned?.ok === true) return { held: false };
+        // Nothing new to checkpoint: what counts is whether the last checkpoint was witnessed.
+        if (!cosigned && witnessedSize === lastSize) return { held: false };
+        return {
+          held: true,
+          witness: witness.key.name,
+          url: witness.url,
+          problem: cosigned ? cosigned.problem : 'the latest checkpoint is not witnessed',
+          waited_ms: cosigned ? cosigned.waited : 0,
+        };
       }),
   };
 }

@@ -32,14 +32,18 @@ export interface StoreRecords {
   records: Buffer[];
   /** Seqs whose rebuilt bytes do not hash to the hash the store reported. */
   mismatched: number[];
+  /** How many records are `checkpoint` events (checkpoints inside the ledger). */
+  checkpoints: number;
 }
 
 export async function readStoreRecords(store: LedgerStore, pageSize = 5000): Promise<StoreRecords> {
   const records: Buffer[] = [];
   const mismatched: number[] = [];
+  let checkpoints = 0;
   for (let from = 1; ;) {
     const page = await store.read(from, pageSize);
     for (const e of page) {
+      if (e.kind === 'checkpoint') checkpoints++;
       const bytes = storedBytes(e);
       if (sha256Hex(bytes) !== e.hash) mismatched.push(e.seq);
       records.push(bytes);
@@ -47,7 +51,7 @@ export async function readStoreRecords(store: LedgerStore, pageSize = 5000): Pro
     if (page.length < pageSize) break;
     from = page[page.length - 1]!.seq + 1;
   }
-  return { records, mismatched };
+  return { records, mismatched, checkpoints };
 }
 
 /** Verifies a store directly (no bundle): chain, tree, embedded and given checkpoints. */
@@ -94,7 +98,14 @@ export interface ExportOptions {
 
 export interface ExportSummary {
   records: number;
+  /** Every checkpoint the bundle carries: `inside_ledger` + `alongside`. */
   checkpoints: number;
+  /** `checkpoint` events among the records (the ones the gateway issued). */
+  inside_ledger: number;
+  /** Checkpoint lines after the records (given with --checkpoint, or signed at export). */
+  alongside: number;
+  /** Whether one of `alongside` was signed at export over every record. */
+  signed_now: boolean;
   /** Seqs whose stored bytes are not canonical (the export carries the canonical rebuild). */
   mismatched: number[];
   /** Checkpoint notes dropped because they carried no signature from a listed key. */
@@ -107,7 +118,7 @@ export async function exportBundle(
   outPath: string,
   opts: ExportOptions = {},
 ): Promise<ExportSummary> {
-  const { records, mismatched } = await readStoreRecords(store);
+  const { records, mismatched, checkpoints: inside } = await readStoreRecords(store);
   const logKey = opts.signer ? verifierKeyOf(opts.signer) : (opts.logKey ?? null);
   const witnessKeys = [...(opts.witnessKeys ?? [])];
   const known = [logKey, ...witnessKeys].flatMap((k) => {
@@ -131,7 +142,10 @@ export async function exportBundle(
   });
   return {
     records: records.length,
-    checkpoints: checkpoints.length,
+    checkpoints: inside + checkpoints.length,
+    inside_ledger: inside,
+    alongside: checkpoints.length,
+    signed_now: opts.signer !== undefined,
     mismatched,
     dropped_checkpoints: given.length - (checkpoints.length - (opts.signer ? 1 : 0)),
   };

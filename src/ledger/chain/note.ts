@@ -64,14 +64,24 @@ export function strictBase64(s: string): Buffer | null {
   return b.toString('base64') === s ? b : null;
 }
 
-/** Key names: non-empty, no Unicode space, no '+'. */
+/**
+ * Key names (C2SP signed-note): non-empty, well-formed Unicode, no Unicode space and no '+'.
+ * "Unicode space" is the White_Space property, exactly as Go's `unicode.IsSpace`: U+0085 is a
+ * space, U+FEFF is not (JavaScript's `\s` gets both wrong).
+ */
 export function isValidKeyName(name: string): boolean {
-  return name.length > 0 && !/[\s+]/u.test(name) && !hasControl(name);
+  return name.length > 0 && !/[\p{White_Space}+]/u.test(name) && isWellFormed(name);
 }
 
+/** ASCII control characters other than newline (a signed note must not contain them). */
 function hasControl(s: string): boolean {
   // eslint-disable-next-line no-control-regex
   return /[\u0000-\u0009\u000b-\u001f]/.test(s);
+}
+
+/** No lone surrogate: the string is valid UTF-8 once encoded. U+FFFD itself is valid text. */
+function isWellFormed(s: string): boolean {
+  return !/[\uD800-\uDFFF]/u.test(s);
 }
 
 export function keyId(name: string, type: SigType, publicKey: Uint8Array): number {
@@ -231,7 +241,7 @@ export function generateKey(
 }
 
 function isValidText(text: string): boolean {
-  return text.endsWith('\n') && !hasControl(text) && !text.includes('\uFFFD');
+  return text.endsWith('\n') && !hasControl(text) && isWellFormed(text);
 }
 
 export function formatSignatureLine(sig: NoteSignature): string {
@@ -261,7 +271,8 @@ export function signNote(
 
 /** Splits a signed note into text and signature lines; checks syntax only. */
 export function parseNote(msg: string): Result<Note> {
-  if (hasControl(msg) || msg.includes('\uFFFD')) return fail('malformed note: control characters');
+  if (hasControl(msg)) return fail('malformed note: control characters');
+  if (!isWellFormed(msg)) return fail('malformed note: not valid UTF-8');
   if (!msg.endsWith('\n')) return fail('malformed note: must end with a newline');
   const split = msg.lastIndexOf('\n\n');
   if (split < 0) return fail('malformed note: no blank line before the signatures');
@@ -270,7 +281,8 @@ export function parseNote(msg: string): Result<Note> {
   if (lines.length > MAX_SIGNATURES) return fail('malformed note: too many signatures');
   const sigs: NoteSignature[] = [];
   for (const line of lines) {
-    const m = /^\u2014 (\S+) (\S+)$/u.exec(line);
+    // As Go does: the name runs to the first U+0020; the rest must be strict base64.
+    const m = /^\u2014 ([^ ]+) (.+)$/u.exec(line);
     if (!m) return fail('malformed note: bad signature line');
     const name = m[1]!;
     const raw = strictBase64(m[2]!);
@@ -284,20 +296,20 @@ export function parseNote(msg: string): Result<Note> {
 export interface OpenedNote extends Note {
   /** Signatures that verified against a known key. */
   verified: NoteSignature[];
-  /** Signatures from keys the caller does not know (ignored, per the spec). */
+  /** Signatures from keys the caller does not know: ignored, as the spec requires. */
   unknown: NoteSignature[];
 }
 
+const sameKey = (a: NoteVerifier, b: NoteVerifier): boolean =>
+  a.type === b.type && a.publicKey.equals(b.publicKey);
+
 /**
- * Opens a signed note: a signature whose (name, key ID) matches a known key MUST verify, otherwise
- * the whole note is rejected; unknown signatures are ignored (or rejected under `strict`); at
- * least one known signature must verify.
+ * Opens a signed note (C2SP signed-note): a signature whose (name, key ID) matches a known key MUST
+ * verify, otherwise the whole note is rejected; signatures from unknown keys are ignored and
+ * returned in `unknown`; at least one known signature must verify. The same key listed twice is
+ * one key; only two different keys sharing a name and key ID are ambiguous.
  */
-export function openNote(
-  msg: string,
-  verifiers: readonly NoteVerifier[],
-  opts: { strict?: boolean } = {},
-): Result<OpenedNote> {
+export function openNote(msg: string, verifiers: readonly NoteVerifier[]): Result<OpenedNote> {
   const parsed = parseNote(msg);
   if (!parsed.ok) return parsed;
   const { text, sigs } = parsed.value;
@@ -305,13 +317,13 @@ export function openNote(
   const unknown: NoteSignature[] = [];
   for (const sig of sigs) {
     const matches = verifiers.filter((v) => v.name === sig.name && v.keyId === sig.keyId);
-    if (matches.length > 1) return fail(`ambiguous key ${sig.name}+${hex8(sig.keyId)}`);
     const v = matches[0];
     if (!v) {
-      if (opts.strict) return fail(`signature from unknown key ${sig.name}+${hex8(sig.keyId)}`);
       unknown.push(sig);
       continue;
     }
+    if (matches.some((m) => !sameKey(m, v)))
+      return fail(`ambiguous key ${sig.name}+${hex8(sig.keyId)}: two different keys`);
     if (!v.verify(text, sig.sig))
       return fail(`invalid signature for key ${sig.name}+${hex8(sig.keyId)}`);
     verified.push(sig);
@@ -319,3 +331,7 @@ export function openNote(
   if (verified.length === 0) return fail('note has no verifiable signatures');
   return { ok: true, value: { text, sigs, verified, unknown } };
 }
+
+/** `name+hex id` of a signature, for reports. */
+export const signatureKeyLabel = (s: Pick<NoteSignature, 'name' | 'keyId'>): string =>
+  `${s.name}+${hex8(s.keyId)}`;

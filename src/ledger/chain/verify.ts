@@ -5,7 +5,7 @@
 // record structure (seq and hash chain) -> checkpoint validity -> fork -> truncation -> root ->
 // trusted checkpoint -> torn tail. A crash-torn final record is never reported over tampering.
 import { openCheckpoint, peekCheckpoint, type Checkpoint } from './checkpoint.js';
-import { parseVerifierKey, SigType, type NoteVerifier } from './note.js';
+import { parseVerifierKey, signatureKeyLabel, SigType, type NoteVerifier } from './note.js';
 import { scanRecords, type EmbeddedCheckpoint, type ScanResult } from './scan.js';
 
 export const VerifyCode = {
@@ -38,8 +38,30 @@ export interface VerifyReport {
   checkpoints: number;
   /** Whether checkpoint signatures were checked (a log verifier key was available). */
   signatures_checked: boolean;
-  /** Largest checkpoint size cosigned by a known witness (0 if none). */
+  /**
+   * Where the log key came from: `anchored` (the auditor gave it), `claimed` (the bundle's own
+   * key: proves self-consistency only, since whoever rewrites a bundle can replace it), `none`.
+   */
+  log_key: LogKeyTrust;
+  /** Largest checkpoint size cosigned by a witness the auditor trusts (0 if none). */
   witnessed_size: number;
+  /** Trusted witnesses (keys the auditor gave) whose cosignatures verified. */
+  witnessed_by: string[];
+  /** Witness keys the bundle names but the auditor did not give: claimed, not trusted. */
+  claimed_witnesses: string[];
+  /** Largest size cosigned only by claimed witness keys; never counts as witnessed. */
+  claimed_witnessed_size: number;
+  /** Signature lines from unknown keys, ignored as the signed-note spec requires. */
+  ignored_signatures: IgnoredSignature[];
+}
+
+export type LogKeyTrust = 'anchored' | 'claimed' | 'none';
+
+export interface IgnoredSignature {
+  /** Seq of the `checkpoint` event carrying the note; null for a checkpoint outside the log. */
+  checkpoint_seq: number | null;
+  /** `name+keyid` of the unknown key. */
+  key: string;
 }
 
 export interface VerifyInput {
@@ -47,19 +69,24 @@ export interface VerifyInput {
   records: readonly Uint8Array[];
   /** Signed checkpoint notes from outside the log (export, witness). */
   checkpoints?: readonly string[];
-  /** Log verifier keys (`name+id+key`, type 0x01). Without one, signatures are not checked. */
+  /** Log verifier keys the auditor anchored (`name+id+key`, type 0x01). */
   logKeys?: readonly string[];
-  /** Witness verifier keys (type 0x04). */
+  /**
+   * Log keys the material claims for itself (a bundle header): used only when no key is anchored,
+   * and then reported as `claimed`. Without any log key, signatures are not checked.
+   */
+  claimedLogKeys?: readonly string[];
+  /** Witness verifier keys the auditor trusts (type 0x04): only these count as witnessed. */
   witnessKeys?: readonly string[];
+  /**
+   * Witness keys the material claims (a bundle header): their cosignatures must verify, but they
+   * never raise the witnessed size. A claimed key identical to a trusted one is that trusted key.
+   */
+  claimedWitnessKeys?: readonly string[];
   /** A checkpoint note the auditor already trusts (e.g. saved at the last audit). */
   trusted?: string;
   /** Expected log origin; defaults to the origin of the first checkpoint. */
   origin?: string;
-  /**
-   * Reject signature lines of external checkpoints from keys not listed (a bundle lists every key it
-   * carries). Notes inside `checkpoint` events keep the signed-note rule: unknown keys are ignored.
-   */
-  strict?: boolean;
 }
 
 interface Found {
@@ -73,6 +100,7 @@ interface ValidCheckpoint {
   /** Seq of the carrying event, or null for an external note. */
   at: number | null;
   witnessed: boolean;
+  claimedOnly: boolean;
 }
 
 export function verifyRecords(input: VerifyInput): VerifyReport {
@@ -93,8 +121,18 @@ export function classify(scan: ScanResult, input: Omit<VerifyInput, 'records'>):
     root: rootAt(size) ?? '',
     checkpoints: valid.length,
     signatures_checked: keys.ok && keys.log.length > 0,
+    log_key: keys.ok ? keys.logTrust : 'none',
     witnessed_size: Math.max(0, ...valid.filter((v) => v.witnessed).map((v) => v.cp.size)),
+    witnessed_by: [...witnessedBy],
+    claimed_witnesses: keys.ok ? keys.claimed.map((k) => signatureKeyLabel(k)) : [],
+    claimed_witnessed_size: Math.max(
+      0,
+      ...valid.filter((v) => v.claimedOnly).map((v) => v.cp.size),
+    ),
+    ignored_signatures: ignored,
   });
+  const witnessedBy = new Set<string>();
+  const ignored: IgnoredSignature[] = [];
   const valid: ValidCheckpoint[] = [];
 
   const structural = recordStructure(scan, torn);
@@ -118,20 +156,27 @@ export function classify(scan: ScanResult, input: Omit<VerifyInput, 'records'>):
       });
     const opened =
       keys.log.length > 0
-        ? openCheckpoint(c.note, [...keys.log, ...keys.witness], {
-            strict: c.at === null && input.strict === true,
-          })
+        ? openCheckpoint(c.note, [...keys.log, ...keys.witness, ...keys.claimed])
         : peekCheckpoint(c.note);
     if (!opened.ok) return bad(opened.failure);
     const cp = 'checkpoint' in opened.value ? opened.value.checkpoint : opened.value;
-    const witnessed = 'witnessed_by' in opened.value && opened.value.witnessed_by.length > 0;
+    let witnessed = false;
+    let claimedOnly = false;
+    if ('cosigners' in opened.value) {
+      const trustedHere = opened.value.cosigners.filter((s) => keys.isTrustedWitness(s));
+      for (const s of trustedHere) witnessedBy.add(s.name);
+      witnessed = trustedHere.length > 0;
+      claimedOnly = !witnessed && opened.value.cosigners.length > 0;
+      for (const u of opened.value.unknown)
+        ignored.push({ checkpoint_seq: c.at, key: signatureKeyLabel(u) });
+    }
     origin ??= cp.origin;
     if (cp.origin !== origin)
       return bad(`origin ${JSON.stringify(cp.origin)} is not ${JSON.stringify(origin)}`);
     if (c.ev && (c.ev.size !== cp.size || c.ev.root_hash !== cp.root.toString('hex'))) {
       return bad('its size/root_hash fields disagree with its signed note');
     }
-    valid.push({ cp, at: c.at, witnessed });
+    valid.push({ cp, at: c.at, witnessed, claimedOnly });
   }
   let trusted: Checkpoint | null = null;
   if (input.trusted !== undefined) {
@@ -306,33 +351,63 @@ function recordStructure(scan: ScanResult, torn: boolean): Found | null {
   };
 }
 
+interface Keys {
+  ok: true;
+  /** The log keys signatures are checked with: anchored ones, else the claimed ones. */
+  log: NoteVerifier[];
+  logTrust: LogKeyTrust;
+  witness: NoteVerifier[];
+  /** Claimed witness keys that are not also trusted. */
+  claimed: NoteVerifier[];
+  isTrustedWitness(s: { name: string; keyId: number }): boolean;
+}
+
 function parseKeys(
   input: Omit<VerifyInput, 'records'>,
-):
-  | { ok: true; log: NoteVerifier[]; witness: NoteVerifier[] }
-  | { ok: false; log: NoteVerifier[]; message: string } {
-  const log: NoteVerifier[] = [];
-  const witness: NoteVerifier[] = [];
-  for (const [list, want, into] of [
-    [input.logKeys ?? [], SigType.ed25519, log],
-    [input.witnessKeys ?? [], SigType.cosignature_v1, witness],
-  ] as const) {
+): Keys | { ok: false; log: NoteVerifier[]; message: string } {
+  const parsed: NoteVerifier[][] = [];
+  const lists = [
+    [input.logKeys ?? [], SigType.ed25519, ''],
+    [input.claimedLogKeys ?? [], SigType.ed25519, "the bundle's "],
+    [input.witnessKeys ?? [], SigType.cosignature_v1, ''],
+    [input.claimedWitnessKeys ?? [], SigType.cosignature_v1, "the bundle's "],
+  ] as const;
+  for (const [list, want, whose] of lists) {
+    const into: NoteVerifier[] = [];
     for (const k of list) {
       const v = parseVerifierKey(k);
       if (!v.ok)
         return {
           ok: false,
           log: [],
-          message: `verifier key ${JSON.stringify(k)} is invalid: ${v.failure}`,
+          message: `${whose}verifier key ${JSON.stringify(k)} is invalid: ${v.failure}`,
         };
       if (v.value.type !== want)
         return {
           ok: false,
           log: [],
-          message: `verifier key ${v.value.name} has the wrong signature type`,
+          message: `${whose}verifier key ${v.value.name} has the wrong signature type`,
         };
       into.push(v.value);
     }
+    parsed.push(into);
   }
-  return { ok: true, log, witness };
+  const [anchored = [], claimedLog = [], witness = [], claimedWitness = []] = parsed;
+  const same = (a: NoteVerifier, b: NoteVerifier): boolean =>
+    a.name === b.name && a.keyId === b.keyId && a.publicKey.equals(b.publicKey);
+  const log = anchored.length > 0 ? anchored : claimedLog;
+  const logTrust: LogKeyTrust =
+    anchored.length > 0 ? 'anchored' : claimedLog.length > 0 ? 'claimed' : 'none';
+  // The same key given by the auditor and named by the bundle is one trusted key, not two.
+  const claimed = claimedWitness.filter(
+    (c, i) => !witness.some((w) => same(w, c)) && claimedWitness.findIndex((o) => same(o, c)) === i,
+  );
+  return {
+    ok: true,
+    log,
+    logTrust,
+    witness,
+    claimed,
+    isTrustedWitness: (s) => witness.some((w) => w.name === s.name && w.keyId === s.keyId),
+  };
 }

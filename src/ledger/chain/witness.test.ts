@@ -67,6 +67,36 @@ describe('tlog-witness add-checkpoint over loopback', () => {
     });
   });
 
+  it('cosigns a checkpoint whose text holds U+FFFD (valid UTF-8, not a control character)', async () => {
+    const origin = 'candor.test/\ufffd-log';
+    const k = generateKey(origin, SigType.ed25519, Buffer.alloc(32, 4));
+    const signer = must(parseSignerKey(k.signerKey));
+    const w = await startWitness({
+      signer: witnessSigner(),
+      logs: [must(parseVerifierKey(k.verifierKey))],
+      state: memoryWitnessState(),
+    });
+    try {
+      const n = must(
+        signCheckpoint(
+          { origin, size: 3, root: rootOf(leaves.slice(0, 3)), extensions: [] },
+          signer,
+        ),
+      );
+      const r = await requestCosignature(w.url, 0, [], n);
+      expect(r).toMatchObject({ ok: true });
+      const opened = must(
+        openCheckpoint(n + (r.ok ? r.cosignatures : ''), [
+          must(parseVerifierKey(k.verifierKey)),
+          witnessVerifier,
+        ]),
+      );
+      expect(opened.witnessed_by).toEqual(['witness.test/w1']);
+    } finally {
+      await w.close();
+    }
+  });
+
   it('409 with its current size when the old size is stale; 422 on a bad proof', async () => {
     await withWitness(memoryWitnessState(), async (url) => {
       expect((await requestCosignature(url, 0, [], note(9))).ok).toBe(true);

@@ -8,7 +8,15 @@ import type { AddressInfo } from 'node:net';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { cosignatureLine, openCheckpoint, parseCheckpointText } from './checkpoint.js';
 import { verifyConsistency } from './merkle.js';
-import { SigType, parseNote, strictBase64, type NoteSigner, type NoteVerifier } from './note.js';
+import {
+  SigType,
+  formatSignatureLine,
+  parseNote,
+  signatureKeyLabel,
+  strictBase64,
+  type NoteSigner,
+  type NoteVerifier,
+} from './note.js';
 
 export interface WitnessEntry {
   size: number;
@@ -249,4 +257,51 @@ export async function requestCosignature(
     return { ok: false, status: 409, message: 'stale old size', size: Number(reply.trim()) };
   }
   return { ok: false, status: res.status, message: reply.trim() };
+}
+
+export interface CosignatureCheck {
+  /** The lines kept: valid cosignatures from the expected witness key over this exact text. */
+  lines: string;
+  /** Why each other line (or the whole body) was not kept. */
+  problems: string[];
+}
+
+/**
+ * Client side of trust in a witness: of what a witness returned, keep only lines that are valid
+ * tlog-cosignatures (type 0x04) from `witness` over exactly `checkpointText`, timestamped within
+ * `maxSkewSeconds` of `nowMs`. Anything else — an HTML page, a line from another key, a bad
+ * signature, a stale or future time — is a problem to report, never bytes to store in the ledger.
+ */
+export function checkCosignatures(
+  body: string,
+  checkpointText: string,
+  witness: NoteVerifier,
+  nowMs: number,
+  maxSkewSeconds = 600,
+): CosignatureCheck {
+  const excerpt = JSON.stringify(body.length > 80 ? `${body.slice(0, 80)}…` : body);
+  const parsed = parseNote(`${checkpointText}\n${body}`);
+  if (!parsed.ok || parsed.value.text !== checkpointText) {
+    return { lines: '', problems: [`not a cosignature line: ${excerpt}`] };
+  }
+  const kept: string[] = [];
+  const problems: string[] = [];
+  const now = Math.floor(nowMs / 1000);
+  for (const sig of parsed.value.sigs) {
+    const who = signatureKeyLabel(sig);
+    if (sig.name !== witness.name || sig.keyId !== witness.keyId) {
+      problems.push(`a line from an unknown key ${who}`);
+    } else if (
+      witness.type !== SigType.cosignature_v1 ||
+      !witness.verify(checkpointText, sig.sig)
+    ) {
+      problems.push(`an invalid cosignature from ${who}`);
+    } else {
+      const at = Number(sig.sig.readBigUInt64BE(0));
+      if (Math.abs(at - now) > maxSkewSeconds) {
+        problems.push(`a cosignature from ${who} timestamped ${at}, ${at - now} s from now`);
+      } else kept.push(formatSignatureLine(sig));
+    }
+  }
+  return { lines: kept.join(''), problems };
 }
