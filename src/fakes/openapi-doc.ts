@@ -103,7 +103,10 @@ export async function loadOpenApi(file: string): Promise<ApiLoadResult> {
     await readFile(file);
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? 'error';
-    return { ok: false, failure: { kind: 'unreadable', message: `${file}: cannot read (${code})` } };
+    return {
+      ok: false,
+      failure: { kind: 'unreadable', message: `${file}: cannot read (${code})` },
+    };
   }
   const invalid = (message: string): ApiLoadResult => ({
     ok: false,
@@ -119,7 +122,8 @@ export async function loadOpenApi(file: string): Promise<ApiLoadResult> {
     return invalid(oneLine(msg.replace(`Error parsing ${file}: `, '')));
   }
   if (!isObj(raw)) return invalid('(root): expected an OpenAPI document (a mapping)');
-  if (raw.swagger !== undefined) return invalid('swagger: Swagger 2.0 is not supported; use OpenAPI 3.0 or 3.1');
+  if (raw.swagger !== undefined)
+    return invalid('swagger: Swagger 2.0 is not supported; use OpenAPI 3.0 or 3.1');
   if (typeof raw.openapi !== 'string' || !/^3\.[01]\./.test(raw.openapi))
     return invalid(`openapi: expected 3.0.x or 3.1.x, got ${JSON.stringify(raw.openapi ?? null)}`);
   try {
@@ -160,7 +164,8 @@ function modelOf(doc: Obj, file: string): ApiModel {
     };
   }
   const servers = Array.isArray(doc.servers) ? doc.servers : [];
-  const server = isObj(servers[0]) && typeof servers[0].url === 'string' ? servers[0].url : undefined;
+  const server =
+    isObj(servers[0]) && typeof servers[0].url === 'string' ? servers[0].url : undefined;
   const title = isObj(doc.info) && typeof doc.info.title === 'string' ? doc.info.title : 'api';
   const operations: ApiOperation[] = [];
   const names = new Map<string, string>();
@@ -213,7 +218,11 @@ function operationOf(
   const headers = of('header');
   const key = headers.find((h) => /^(x-)?idempotency-key$/i.test(h.name));
   const success = successOf(op.responses);
-  const security = Array.isArray(op.security) ? op.security : Array.isArray(doc.security) ? doc.security : [];
+  const security = Array.isArray(op.security)
+    ? op.security
+    : Array.isArray(doc.security)
+      ? doc.security
+      : [];
   const first: unknown = security[0];
   const declared = op['x-candor-class'] ?? op['x-candor-action-class'];
   const segments = path.split('/').filter((s) => s !== '');
@@ -267,7 +276,14 @@ function jsonSchemaOf(holder: unknown): JsonSchema | undefined {
   return isObj(media) && isObj(media.schema) ? normalizeSchema(media.schema) : undefined;
 }
 
-const DROP = new Set(['xml', 'externalDocs', 'discriminator', 'readOnly', 'writeOnly', 'deprecated']);
+const DROP = new Set([
+  'xml',
+  'externalDocs',
+  'discriminator',
+  'readOnly',
+  'writeOnly',
+  'deprecated',
+]);
 
 /**
  * A plain JSON Schema (draft 2020-12 subset) from an OpenAPI schema: `nullable` becomes a type
@@ -297,4 +313,18 @@ export function normalizeSchema(schema: unknown, seen: Set<unknown> = new Set())
 /** The example values a schema carries (for placeholder inputs), without the normalization. */
 export function exampleOf(schema: unknown): unknown {
   return isObj(schema) ? (schema.example ?? schema.default) : undefined;
+}
+
+/** Properties and required names of an object schema, through `allOf`. */
+export function objectShapeOf(schema: unknown): { props: Obj; required: string[] } {
+  const props: Obj = {};
+  const required: string[] = [];
+  const walk = (s: unknown): void => {
+    if (!isObj(s)) return;
+    if (isObj(s.properties)) Object.assign(props, s.properties);
+    if (Array.isArray(s.required)) required.push(...s.required.map(String));
+    if (Array.isArray(s.allOf)) s.allOf.forEach(walk);
+  };
+  walk(schema);
+  return { props, required: [...new Set(required)] };
 }

@@ -5,7 +5,12 @@
 // as a guess in a comment; what the document cannot tell (a lookup for a write that no list
 // operation can find) is a `# TODO: lookup`, and until then the action's unknown outcomes escalate.
 import { Document, isMap, isScalar, isSeq } from 'yaml';
-import type { ApiModel, ApiOperation, JsonSchema } from '../fakes/openapi-doc.js';
+import {
+  objectShapeOf,
+  type ApiModel,
+  type ApiOperation,
+  type JsonSchema,
+} from '../fakes/openapi-doc.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 
 type Obj = Record<string, unknown>;
@@ -62,7 +67,11 @@ export function classFor(op: ApiOperation): ClassChoice {
     PATCH: 'set_state',
     DELETE: 'destructive',
   };
-  return { class: byMethod[op.method] ?? 'execute', reason: `guessed from ${op.method}`, guessed: true };
+  return {
+    class: byMethod[op.method] ?? 'execute',
+    reason: `guessed from ${op.method}`,
+    guessed: true,
+  };
 }
 
 /** Where a problem in the document is: an x-candor-class that names no class. */
@@ -75,19 +84,7 @@ export function declaredClassProblem(model: ApiModel): string | null {
 
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** Properties and required names of an object schema, through `allOf`. */
-export function objectShape(schema: JsonSchema | undefined): { props: Obj; required: string[] } {
-  const props: Obj = {};
-  const required: string[] = [];
-  const walk = (s: unknown): void => {
-    if (!isObj(s)) return;
-    if (isObj(s.properties)) Object.assign(props, s.properties);
-    if (Array.isArray(s.required)) required.push(...s.required.map(String));
-    if (Array.isArray(s.allOf)) s.allOf.forEach(walk);
-  };
-  walk(schema);
-  return { props, required: [...new Set(required)] };
-}
+export const objectShape = objectShapeOf;
 
 /** The list operation that finds records of a collection by a client-reference query field. */
 export function lookupFor(
@@ -150,7 +147,9 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
   const base = new URL(options.origin ?? model.server ?? 'http://127.0.0.1:8080');
   const origin = base.origin;
   const prefix = base.pathname.replace(/\/+$/, '');
-  const api = slug((model.file.split(/[\\/]/).at(-1) ?? model.title).replace(/\.(ya?ml|json)$/i, ''));
+  const api = slug(
+    (model.file.split(/[\\/]/).at(-1) ?? model.title).replace(/\.(ya?ml|json)$/i, ''),
+  );
   const credentials: Obj = {};
   const destinations: Obj = {};
   const credComments = new Map<string, string>();
@@ -180,7 +179,11 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
         `${scheme}: ${how}; store it with \`candor vault set ${api}-${slug(scheme)}\` (never in this file)`,
       );
     }
-    const destName = [api, ...(scheme ? [slug(scheme)] : []), ...(op.idempotency_header ? ['keyed'] : [])]
+    const destName = [
+      api,
+      ...(scheme ? [slug(scheme)] : []),
+      ...(op.idempotency_header ? ['keyed'] : []),
+    ]
       .join('-')
       .slice(0, 64);
     if (!Object.hasOwn(destinations, destName)) {
@@ -322,7 +325,9 @@ function compact(node: unknown): void {
   if (isMap(node) || isSeq(node)) {
     const items = isMap(node) ? node.items.map((p) => p.value) : node.items;
     items.forEach(compact);
-    node.flow = items.every((v) => isScalar(v) || ((isMap(v) || isSeq(v)) && v.flow === true && v.items.length <= 3));
+    node.flow = items.every(
+      (v) => isScalar(v) || ((isMap(v) || isSeq(v)) && v.flow === true && v.items.length <= 3),
+    );
     if (node.flow && JSON.stringify(node.toJSON()).length > 90) node.flow = false;
   }
 }

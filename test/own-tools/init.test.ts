@@ -10,7 +10,11 @@ const PETSTORE = 'examples/openapi/petstore.yaml';
 function io() {
   const out: string[] = [];
   const err: string[] = [];
-  return { io: { out: (s: string) => void out.push(s), err: (s: string) => void err.push(s) }, out, err };
+  return {
+    io: { out: (s: string) => void out.push(s), err: (s: string) => void err.push(s) },
+    out,
+    err,
+  };
 }
 
 describe('candor init --openapi', () => {

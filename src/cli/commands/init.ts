@@ -48,7 +48,9 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   // The file must load exactly as `candor serve` would load it.
   const check = parseConfig(yaml, out);
   if (!check.ok) {
-    io.err(`candor init: the generated configuration does not load: ${check.failure.message.split('\n')[0]}\n`);
+    io.err(
+      `candor init: the generated configuration does not load: ${check.failure.message.split('\n')[0]}\n`,
+    );
     return Exit.usage;
   }
   const tmp = `${out}.${process.pid}.tmp`;
