@@ -54,8 +54,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./commands/init.js'),
   },
   proxy: {
-    usage:
-      'candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]',
+    usage: 'candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]',
     summary:
       'fault-injecting HTTP/1.1 proxy in front of a real service; ground truth from what the upstream answered',
     load: () => import('./commands/proxy.js'),

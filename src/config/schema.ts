@@ -89,7 +89,11 @@ const reconcileSchema = z
       .string()
       .startsWith('/')
       .describe('lookup path; placeholders as in request.path (the recorded input is available)'),
-    items: z.string().min(1).default('items').describe('dot path of the array of matching records; `.` when the body is the array'),
+    items: z
+      .string()
+      .min(1)
+      .default('items')
+      .describe('dot path of the array of matching records; `.` when the body is the array'),
     ref: z
       .string()
       .min(1)

@@ -204,8 +204,8 @@ export class Connection {
 
   private answer(cur: Current, outcome: ApiOutcome): void {
     const fault = cur.armed?.fault;
-    for (const m of outcome.mutations) this.log(cur, 'mutation_committed', { ...m });
     for (const e of outcome.truth ?? []) this.log(cur, e.event, e.details);
+    for (const m of outcome.mutations) this.log(cur, 'mutation_committed', { ...m });
     const settle = (): void => {
       if (outcome.ticket !== undefined) this.ctx.api.keys.settle(outcome.ticket, outcome.response);
     };

@@ -227,7 +227,7 @@ function listBody(schema: JsonSchema | undefined, items: Rec[]): unknown {
 function sample(schema: JsonSchema | undefined): unknown {
   if (!schema) return undefined;
   try {
-    return OpenAPISampler.sample(schema as never, { skipReadOnly: false, quiet: true });
+    return OpenAPISampler.sample(schema, { skipReadOnly: false, quiet: true });
   } catch {
     return {};
   }
@@ -257,7 +257,9 @@ function plain(status: number, body: unknown): ApiOutcome {
 }
 
 function scalar(v: unknown): string | undefined {
-  return v === undefined || (typeof v === 'object' && v !== null) ? undefined : String(v);
+  return typeof v === 'string' || typeof v === 'number' || typeof v === 'boolean'
+    ? String(v)
+    : undefined;
 }
 
 function slug(s: string): string {

@@ -43,12 +43,12 @@ export interface ClassChoice {
 }
 
 const WORDS: ReadonlyArray<[RegExp, string]> = [
+  [/\b(delete|remove|cancel|purge|destroy)\b/i, 'destructive'],
   [/\b(permissions?|roles?|grant|revoke|acl|access)\b/i, 'permission_change'],
   [/\b(password|credentials?|secret|api ?key|rotate)\b/i, 'credential_change'],
   [/\b(pay|payment|charge|refund|transfer|purchase|order|invoice|checkout)\b/i, 'financial'],
   [/\b(notify|notification|send|email|sms|alert)\b/i, 'notify'],
   [/\b(run|exec|execute|command|restart|reboot)\b/i, 'execute'],
-  [/\b(delete|remove|cancel|purge|destroy)\b/i, 'destructive'],
 ];
 
 /** `x-candor-class` wins; otherwise the method and the operation's own wording decide (a guess). */
