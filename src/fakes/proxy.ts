@@ -23,6 +23,11 @@ export interface ProxyOptions extends Omit<FakeServiceOptions, 'handler' | 'fixt
 
 export interface ProxyService extends FakeService {
   readonly upstream: string;
+  /**
+   * Resolves once every request of this id that was forwarded has its upstream answer (or failure)
+   * recorded: a client cut off by `after_forward` learns nothing, but the ground truth must.
+   */
+  settled(callId: string): Promise<void>;
 }
 
 /** Headers that belong to one connection and are never passed on (RFC 9110 §7.6.1). */
@@ -100,53 +105,75 @@ export async function startProxy(options: ProxyOptions): Promise<ProxyService> {
     : new http.Agent({ keepAlive: true, maxSockets: 16 });
   const timeout = options.upstreamTimeoutMs ?? 60_000;
 
+  const pending = new Map<string, Set<Promise<ApiOutcome>>>();
+  const track = (req: ApiRequest, p: Promise<ApiOutcome>): Promise<ApiOutcome> => {
+    for (const id of new Set([req.headers['x-candor-call-id'], req.correlationId])) {
+      if (id === undefined || id === null || id === '') continue;
+      const set = pending.get(id) ?? new Set();
+      set.add(p);
+      pending.set(id, set);
+      void p.finally(() => {
+        set.delete(p);
+        if (set.size === 0) pending.delete(id);
+      });
+    }
+    return p;
+  };
   const forward =
     (): RequestHandler =>
     (req, hooks): Promise<ApiOutcome> =>
-      new Promise((resolve) => {
-        const method = req.method.toUpperCase();
-        const query = req.query.toString();
-        const headers: Record<string, string> = {};
-        for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k)) headers[k] = v;
-        headers['content-length'] = String(req.body.length);
-        const failed = (code: string): void =>
-          resolve({
-            response: { status: 502, headers: {}, body: { error: 'upstream_failed', code } },
-            mutations: [],
-            replayed: false,
-            truth: [{ event: 'upstream_failed', details: { detail: code } }],
-          });
-        const r = (secure ? https : http).request(
-          {
-            protocol: base.protocol,
-            hostname: base.hostname.replace(/^\[|\]$/g, ''),
-            port: base.port || (secure ? 443 : 80),
-            method,
-            path: `${prefix}${req.path}${query ? `?${query}` : ''}`,
-            headers,
-            agent,
-            timeout,
-          },
-          (res) => {
-            const chunks: Buffer[] = [];
-            res.on('data', (c: Buffer) => chunks.push(c));
-            res.on('error', () => failed('upstream_body_broken'));
-            res.on('end', () => resolve(answered(req, method, res, Buffer.concat(chunks))));
-          },
-        );
-        // `finish`: the whole request was handed to the upstream socket.
-        r.once('finish', () => hooks.forwarded());
-        r.once('timeout', () =>
-          r.destroy(new UpstreamError('upstream timeout', 'upstream_timeout')),
-        );
-        r.once('error', (e: NodeJS.ErrnoException) => failed(e.code ?? 'upstream_error'));
-        r.end(req.body);
-      });
+      track(
+        req,
+        new Promise((resolve) => {
+          const method = req.method.toUpperCase();
+          const query = req.query.toString();
+          const headers: Record<string, string> = {};
+          for (const [k, v] of Object.entries(req.headers)) if (!HOP.has(k)) headers[k] = v;
+          headers['content-length'] = String(req.body.length);
+          const failed = (code: string): void =>
+            resolve({
+              response: { status: 502, headers: {}, body: { error: 'upstream_failed', code } },
+              mutations: [],
+              replayed: false,
+              truth: [{ event: 'upstream_failed', details: { detail: code } }],
+            });
+          const r = (secure ? https : http).request(
+            {
+              protocol: base.protocol,
+              hostname: base.hostname.replace(/^\[|\]$/g, ''),
+              port: base.port || (secure ? 443 : 80),
+              method,
+              path: `${prefix}${req.path}${query ? `?${query}` : ''}`,
+              headers,
+              agent,
+              timeout,
+            },
+            (res) => {
+              const chunks: Buffer[] = [];
+              res.on('data', (c: Buffer) => chunks.push(c));
+              res.on('error', () => failed('upstream_body_broken'));
+              res.on('end', () => resolve(answered(req, method, res, Buffer.concat(chunks))));
+            },
+          );
+          // `finish`: the whole request was handed to the upstream socket.
+          r.once('finish', () => hooks.forwarded());
+          r.once('timeout', () =>
+            r.destroy(new UpstreamError('upstream timeout', 'upstream_timeout')),
+          );
+          r.once('error', (e: NodeJS.ErrnoException) => failed(e.code ?? 'upstream_error'));
+          r.end(req.body);
+        }),
+      );
 
   const service = await startFakeService({ ...options, handler: forward });
   return {
     ...service,
     upstream: options.upstream,
+    async settled(callId) {
+      // Connection logs the answer in the same turn the promise resolves; one more turn for it.
+      await Promise.all([...(pending.get(callId) ?? [])]);
+      await new Promise((r) => setImmediate(r));
+    },
     async close() {
       await service.close();
       agent.destroy();

@@ -36,13 +36,10 @@ export interface ConfigRunOptions {
 
 /** The configured actions, every destination pointed at `origin` (the fake or the proxy). */
 export function pointedAt(config: LoadedConfig, origin: string): ActionDefinition[] {
-  return config.actions.map(
-    (a) =>
-      ({
-        ...a.definition,
-        destination: { ...a.definition.destination, origin },
-      }),
-  );
+  return config.actions.map((a) => ({
+    ...a.definition,
+    destination: { ...a.definition.destination, origin },
+  }));
 }
 
 export async function runMatrixOnConfig(

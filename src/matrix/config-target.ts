@@ -6,6 +6,7 @@
 import type { ActionDefinition } from '../engine/action.js';
 import type { Runtime } from '../engine/runtime.js';
 import type { BeforeBytesVariant, FakeService, FaultSpec } from '../fakes/index.js';
+import type { ProxyService } from '../fakes/proxy.js';
 import { oracle, truthTimeline } from './reference-actions.js';
 import { combineVerdicts, type Check, type MatrixRow, type RowTarget } from './spec.js';
 
@@ -33,6 +34,8 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
     fake: FakeService,
   ): Promise<RowTarget> {
     const vars: Record<string, unknown> = { correlation_id: cor };
+    let setupAt = 0;
+    let setupOp: string | null = null;
     if (row.setup?.action !== undefined) {
       const creator = actions.get(row.setup.action);
       if (!creator) throw new Error(`setup.action "${row.setup.action}" is no configured action`);
@@ -48,6 +51,8 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
           `setup: ${row.setup.action} did not create a record (${made.category}); the row cannot run`,
         );
       vars['setup.id'] = id;
+      setupOp = made.operation_id;
+      setupAt = performance.timeOrigin + performance.now();
     }
     const input = fill(row.input, vars) as Record<string, unknown>;
     let action = base;
@@ -68,20 +73,40 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
     return {
       action,
       input,
-      afterFirstClaim: () => {
+      afterFirstClaim: async () => {
         firstClaimAt = now();
-        return Promise.resolve();
+        // Behind the proxy a cut-off client does not end the request: wait for the upstream.
+        if ('settled' in fake) await (fake as ProxyService).settled(cor);
       },
       remote: () => remoteCheck(row, fake, cor),
       oracle: (env, final) => {
         const truth = fake.groundTruth(cor);
+        // The first claim is about the requests that had arrived by then, whenever their answer
+        // came (a proxied upstream may answer after the client was cut off).
+        const early = new Set(
+          truth.filter((t) => t.event === 'received' && t.at <= firstClaimAt).map((t) => t.request),
+        );
         const first = oracle(
-          truth.filter((t) => t.at <= firstClaimAt),
+          truth.filter((t) => early.has(t.request)),
           env,
         );
         return final === env ? first : combineVerdicts(first, oracle(truth, final));
       },
-      truthTimeline: () => truthTimeline(fake.groundTruth(cor)),
+      // The setup record's id goes into the timeline: an outside check (a service's own data
+      // file) can find what a delete or an update was about.
+      truthTimeline: () => [
+        ...(vars['setup.id'] !== undefined
+          ? [
+              {
+                at: setupAt,
+                source: 'fake' as const,
+                event: 'setup_created',
+                detail: JSON.stringify({ id: vars['setup.id'], operation_id: setupOp }),
+              },
+            ]
+          : []),
+        ...truthTimeline(fake.groundTruth(cor)),
+      ],
       dispose: () => {
         fake.disarm();
         return Promise.resolve();

@@ -47,14 +47,11 @@ async function send(
   input: unknown,
   ids: { operation_id: string; call_id: string; key: string | null },
 ): Promise<{ status: number; body: unknown }> {
-  const req = action.request(
-    input,
-    {
-      operation_id: ids.operation_id,
-      correlation_id: ids.call_id,
-      idempotency_key: ids.key,
-    },
-  );
+  const req = action.request(input, {
+    operation_id: ids.operation_id,
+    correlation_id: ids.call_id,
+    idempotency_key: ids.key,
+  });
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-candor-call-id': ids.call_id,
