@@ -88,7 +88,14 @@ export function generateConfigMatrix(
                   ...cc,
                   condition: { ...cc.condition, delay_ms: (deadline ?? 0) + 400 },
                 }
-              : cc,
+              : cc.suffix.startsWith('body-cut-')
+                ? // A real service's body may be tiny (`{}`): one byte in is a cut for any JSON.
+                  {
+                    ...cc,
+                    title: cc.title.replace('byte 5', 'byte 1'),
+                    condition: { ...cc.condition, at_byte: 1 },
+                  }
+                : cc,
           ),
           AFTER_FORWARD,
         ]
