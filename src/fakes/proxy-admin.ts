@@ -3,6 +3,7 @@
 // checked whole before anything starts, and an admin API on its own loopback port:
 //   GET /health · GET /faults · POST /faults (one fault) · DELETE /faults[/ID] · GET /truth[?call_id=]
 import http from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { readFile } from 'node:fs/promises';
 import { isNode, LineCounter, parseDocument } from 'yaml';
 import { parseFault, type Fault } from './faults.js';
@@ -36,7 +37,7 @@ export async function loadFaultFile(file: string): Promise<FaultFileResult> {
   }
   const raw: unknown = doc.toJS();
   const wrapped = raw !== null && typeof raw === 'object' && !Array.isArray(raw) && 'faults' in raw;
-  const list: unknown = wrapped ? (raw as { faults: unknown }).faults : raw;
+  const list: unknown = wrapped ? raw.faults : raw;
   if (!Array.isArray(list))
     return invalid(`${file}: (root): expected a list of faults or { faults: [...] }`);
   const faults: Fault[] = [];
@@ -123,7 +124,7 @@ export async function startProxyAdmin(
     server.once('error', reject);
     server.listen({ host, port: options.port ?? 0 }, () => resolve());
   });
-  const port = (server.address() as import('node:net').AddressInfo).port;
+  const port = (server.address() as AddressInfo).port;
   return {
     url: `http://${host}:${port}`,
     close: () =>

@@ -23,7 +23,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   if (typeof spec !== 'string' || positional.length > 0) throw new UsageError(USAGE);
   const out = typeof flags.out === 'string' ? flags.out : undefined;
   let yaml: string;
-  let summary: string;
+  let summary: (out: string) => string;
   if (typeof flags.config === 'string') {
     const model = await loadOpenApi(spec);
     if (!model.ok) {
@@ -49,7 +49,10 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       return Exit.usage;
     }
     yaml = generated.value.yaml;
-    summary = `wrote ${generated.value.matrix.rows.length} rows for ${config.value.config.actions.length} configured actions`;
+    const rows = generated.value.matrix.rows.length;
+    const configFile = flags.config;
+    summary = (o) =>
+      `wrote ${rows} rows for ${config.value.config.actions.length} configured actions to ${o} (they run as written: candor matrix run ${o} --config ${configFile})`;
   } else {
     let text: string;
     try {
@@ -64,7 +67,9 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       return Exit.usage;
     }
     yaml = generated.value.yaml;
-    summary = `wrote ${generated.value.matrix.rows.length} rows for ${generated.value.operations.length} operations (generated, ready to edit: check the TODO comments)`;
+    const { matrix, operations } = generated.value;
+    summary = (o) =>
+      `wrote ${matrix.rows.length} rows for ${operations.length} operations to ${o} (generated, ready to edit: check the TODO comments)`;
   }
   if (out === undefined) {
     io.out(yaml);
@@ -79,7 +84,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     io.err(`candor matrix generate: cannot write ${out}: ${errCode(e)}\n`);
     return Exit.environment;
   }
-  io.out(`${summary} to ${out}\n`);
+  io.out(`${summary(out)}\n`);
   return Exit.ok;
 }
 
