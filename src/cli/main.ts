@@ -36,15 +36,29 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   matrix: {
     usage:
-      'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] | matrix generate --openapi SPEC [--out FILE]',
+      'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] | matrix run FILE --config candor.yaml [--openapi SPEC] [--target fake|proxy --upstream URL] [--report F] | matrix generate --openapi SPEC [--config candor.yaml] [--out FILE]',
     summary:
-      'run a failure matrix against the fake service (exit 1 if any row fails), or generate one from an OpenAPI 3 document',
+      'run a failure matrix against the fake service, the OpenAPI fake or a proxied real service (exit 1 if any row fails), or generate one from an OpenAPI 3 document',
     load: () => import('./commands/matrix.js'),
   },
   fake: {
-    usage: 'candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]',
-    summary: 'run the fault-injecting fake HTTP service on loopback',
+    usage:
+      'candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE] | fake serve --openapi SPEC [--idempotency honoured|ignored] [--port N] [--log FILE]',
+    summary:
+      'run the fault-injecting fake HTTP service on loopback (or emulate an OpenAPI document)',
     load: () => import('./commands/fake.js'),
+  },
+  init: {
+    usage:
+      'candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]',
+    summary: 'write a gateway configuration with one action per operation of an OpenAPI document',
+    load: () => import('./commands/init.js'),
+  },
+  proxy: {
+    usage: 'candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]',
+    summary:
+      'fault-injecting HTTP/1.1 proxy in front of a real service; ground truth from what the upstream answered',
+    load: () => import('./commands/proxy.js'),
   },
   vault: {
     usage: 'candor vault init|set|list|lock|unlock|rotate [--vault PATH] [--key-file F]',

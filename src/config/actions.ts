@@ -215,6 +215,8 @@ function checkAction(
 }
 
 function dig(value: unknown, dotPath: string): unknown {
+  // `.` is the body itself: services whose list answers are bare arrays.
+  if (dotPath === '.') return value;
   let v = value;
   for (const part of dotPath.split('.')) {
     if (v === null || typeof v !== 'object' || !Object.hasOwn(v, part)) return undefined;

@@ -93,7 +93,11 @@ const reconcileSchema = z
       .string()
       .regex(ORIGIN_PATH, ORIGIN_PATH_PROBLEM)
       .describe('lookup path; placeholders as in request.path (the recorded input is available)'),
-    items: z.string().min(1).default('items').describe('dot path of the array of matching records'),
+    items: z
+      .string()
+      .min(1)
+      .default('items')
+      .describe('dot path of the array of matching records; `.` when the body is the array'),
     ref: z
       .string()
       .min(1)

@@ -12,6 +12,7 @@
 import type { Access, TokenBook } from './auth.js';
 import type { IdempotencyStore, KeyTicket, StoredResponse } from './idempotency.js';
 import type { IdempotencyMode, Json, Resource, ResourceStore } from './resources.js';
+import type { TruthDetails, TruthEventKind } from './truth.js';
 
 export interface ApiRequest {
   method: string;
@@ -35,6 +36,8 @@ export interface ApiOutcome {
   replayed: boolean;
   /** Idempotency key to settle with the final response once processing has finished. */
   ticket?: KeyTicket;
+  /** Further ground truth of a handler (the proxy: forwarded, upstream_answered). */
+  truth?: Array<{ event: TruthEventKind; details: TruthDetails }>;
 }
 
 export interface ApiContext {

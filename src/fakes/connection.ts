@@ -4,7 +4,7 @@
 // ECONNRESET), `stall` = the socket stays open and silent, `keepalive` = ready for the next request,
 // `client_closed` = the peer went away before the answer was complete.
 import type net from 'node:net';
-import { handle, type ApiContext } from './api.js';
+import { handle, type ApiContext, type ApiOutcome, type ApiRequest } from './api.js';
 import type { ArmedFault, Fault, FaultRegistry } from './faults.js';
 import type { StoredResponse } from './idempotency.js';
 import { render, renderMalformed, type WireOptions, type WireResponse } from './response.js';
@@ -18,8 +18,20 @@ export interface AdminRequest {
   body: Buffer;
 }
 
+/**
+ * What answers a request once its fault (if any) let it through: the reference API by default, the
+ * OpenAPI emulation, or the proxy's upstream (asynchronous). `forwarded` is called when the request
+ * has reached the service (the proxy: written to the upstream), which is where an `after_forward`
+ * fault cuts the client off.
+ */
+export type RequestHandler = (
+  req: ApiRequest,
+  hooks: { forwarded(): void },
+) => ApiOutcome | Promise<ApiOutcome>;
+
 export interface ServiceContext {
   now(): number;
+  handler?: RequestHandler;
   truth: TruthLog;
   faults: FaultRegistry;
   api: ApiContext;
@@ -165,7 +177,7 @@ export class Connection {
         kind: 'normal',
       });
     }
-    const outcome = handle(this.ctx.api, {
+    const req: ApiRequest = {
       method: cur.head.method,
       path: cur.path,
       query: cur.query,
@@ -173,11 +185,32 @@ export class Connection {
       body,
       correlationId: cur.correlationId,
       request: cur.request,
-    });
+    };
+    // Only an asynchronous handler (the proxy) reports forwarding; a synchronous one has already
+    // processed the request when it returns, and `answer` applies an after_forward fault.
+    const hooks = {
+      forwarded: () => {
+        this.log(cur, 'forwarded');
+        if (fault?.phase === 'after_forward' && !cur.closed) this.closeWith(cur, fault.action);
+      },
+    };
+    const result = this.ctx.handler ? this.ctx.handler(req, hooks) : handle(this.ctx.api, req);
+    if (!(result instanceof Promise)) return this.answer(cur, result);
+    result.then(
+      (outcome) => this.answer(cur, outcome),
+      () => this.answer(cur, { response: BAD_GATEWAY, mutations: [], replayed: false }),
+    );
+  }
+
+  private answer(cur: Current, outcome: ApiOutcome): void {
+    const fault = cur.armed?.fault;
+    for (const e of outcome.truth ?? []) this.log(cur, e.event, e.details);
     for (const m of outcome.mutations) this.log(cur, 'mutation_committed', { ...m });
     const settle = (): void => {
       if (outcome.ticket !== undefined) this.ctx.api.keys.settle(outcome.ticket, outcome.response);
     };
+    // The client is already gone (an after_forward fault): the service's answer is only evidence.
+    if (cur.closed || this.dead) return settle();
     const res = fault?.phase === 'status' ? statusResponse(fault) : outcome.response;
     const opts = this.wireOptions(cur);
     const replayed = outcome.replayed;
@@ -192,6 +225,9 @@ export class Connection {
           });
           return;
         }
+        settle();
+        return this.closeWith(cur, fault.action);
+      case 'after_forward':
         settle();
         return this.closeWith(cur, fault.action);
       case 'malformed':
@@ -344,6 +380,8 @@ export class Connection {
     this.ctx.truth.record(cur.callId, cur.request, event, details, at);
   }
 }
+
+const BAD_GATEWAY: StoredResponse = { status: 502, headers: {}, body: { error: 'bad_gateway' } };
 
 function statusResponse(fault: Extract<Fault, { phase: 'status' }>): StoredResponse {
   const headers: Record<string, string> = {};

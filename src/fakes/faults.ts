@@ -59,6 +59,16 @@ export const faultSchema = z.discriminatedUnion('phase', [
   }),
   z.strictObject({
     ...common,
+    /**
+     * The request reached the service (the proxy: written to the upstream; the fake: processed and
+     * committed) and the client connection dies before any answer. The proxy still waits for the
+     * upstream's answer, so the ground truth says whether it was applied.
+     */
+    phase: z.literal('after_forward'),
+    action: close3,
+  }),
+  z.strictObject({
+    ...common,
     phase: z.literal('during_response_body'),
     action: close3,
     /** Body bytes written before the fault (the head is always written whole). */

@@ -5,7 +5,7 @@ import { seededRandom } from '../core/time.js';
 import { handleAdmin } from './admin.js';
 import type { ApiContext } from './api.js';
 import { TokenBook, type TokenSpec } from './auth.js';
-import { Connection, type ServiceContext } from './connection.js';
+import { Connection, type RequestHandler, type ServiceContext } from './connection.js';
 import {
   FaultRegistry,
   parseFault,
@@ -45,6 +45,11 @@ export interface FakeServiceOptions {
   fixtures?: readonly FixtureCase[];
   /** Idle keep-alive sockets are closed after this long (announced as Keep-Alive). Default 5000. */
   keepAliveTimeoutMs?: number;
+  /**
+   * What answers requests instead of the reference API (the OpenAPI emulation, the proxy's
+   * upstream); it gets the service's idempotency store and token book.
+   */
+  handler?: (api: ApiContext) => RequestHandler;
 }
 
 export interface FakeService {
@@ -155,7 +160,9 @@ export async function startFakeService(options: FakeServiceOptions = {}): Promis
     },
   };
 
+  const handler = options.handler?.(api);
   const ctx: ServiceContext = {
+    ...(handler ? { handler } : {}),
     now,
     truth,
     faults,

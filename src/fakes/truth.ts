@@ -12,6 +12,12 @@ export const TruthEventKind = {
   mutation_committed: 'mutation_committed',
   response_bytes_written: 'response_bytes_written',
   close_kind: 'close_kind',
+  /** Proxy only: the request was written whole to the upstream. */
+  forwarded: 'forwarded',
+  /** Proxy only: the upstream's answer (`status`); absent when it never answered. */
+  upstream_answered: 'upstream_answered',
+  /** Proxy only: the upstream could not be reached or broke off (`detail`). */
+  upstream_failed: 'upstream_failed',
 } as const;
 export type TruthEventKind = (typeof TruthEventKind)[keyof typeof TruthEventKind];
 
@@ -51,6 +57,8 @@ export interface TruthEvent {
   fault_id?: string;
   /** `close_kind` for a stale keep-alive socket: bytes of the next request that were never read. */
   unread_bytes?: number;
+  /** `upstream_failed`: the error code. */
+  detail?: string;
 }
 
 export type TruthDetails = Omit<TruthEvent, 'call_id' | 'seq' | 'at' | 'event' | 'request'>;

@@ -297,7 +297,7 @@ function previous(to: unknown, prop: unknown, field: string): unknown {
 
 // ---- conditions and expectations ----------------------------------------------------------------
 
-interface ConditionCase {
+export interface ConditionCase {
   suffix: string;
   title: string;
   condition: Obj;
@@ -307,14 +307,14 @@ interface ConditionCase {
   commits: boolean;
 }
 
-const when = (
+export const when = (
   suffix: string,
   title: string,
   condition: Obj,
   evidence: Evidence,
   commits: boolean,
 ): ConditionCase => ({ suffix, title, condition, evidence, commits });
-const sent = (local_error: Evidence['local_error']): Evidence => ({
+export const sent = (local_error: Evidence['local_error']): Evidence => ({
   phase: 'request_sent',
   local_error,
 });
@@ -411,8 +411,17 @@ const REASON_LOOKUP_NONE =
 const REASON_NO_LOOKUP =
   'the action has neither a lookup nor an honoured idempotency key, so only a person can establish the remote state';
 
-export function rowFor(op: SpecOperation, cc: ConditionCase): Row {
-  const ctr = op.contract;
+export interface Expectation {
+  c: Classification;
+  next: ReturnType<typeof nextActionFor>;
+  final: { category: Classification['category']; retry?: Classification['retry'] } | undefined;
+  unknownReason: string | undefined;
+  /** Whether the write ends up applied (once) after the engine and the scripted agent are done. */
+  committed: boolean;
+}
+
+/** What Candor's rules say a row under `cc` ends with, for an action with contract `ctr`. */
+export function expectationFor(ctr: ResolvedContract, cc: ConditionCase): Expectation {
   const write = ctr.action_class !== 'read';
   let c: Classification = classify(cc.evidence, ctr);
   let committed = write && cc.commits;
@@ -424,7 +433,7 @@ export function rowFor(op: SpecOperation, cc: ConditionCase): Row {
   }
   // The scripted agent's policy reads only `ok` and `retry` from the envelope.
   const next = nextActionFor({ ok: c.category === 'succeeded', retry: c.retry } as Envelope);
-  let final: { category: Classification['category']; retry?: Classification['retry'] } | undefined;
+  let final: Expectation['final'];
   let unknownReason: string | undefined;
   if (next === 'retry_same_operation') {
     final = { category: c.category }; // only not-sent failures get here: the origin stays unreachable
@@ -440,6 +449,13 @@ export function rowFor(op: SpecOperation, cc: ConditionCase): Row {
   } else if (c.remote_effect === 'unknown') {
     unknownReason = REASON_NO_LOOKUP;
   }
+  return { c, next, final, unknownReason, committed };
+}
+
+export function rowFor(op: SpecOperation, cc: ConditionCase): Row {
+  const ctr = op.contract;
+  const write = ctr.action_class !== 'read';
+  const { c, next, final, unknownReason, committed } = expectationFor(ctr, cc);
   return {
     id: `${op.operation.replace(/_/g, '-')}-${cc.suffix}`,
     title: `${op.operation} + ${cc.title}`,

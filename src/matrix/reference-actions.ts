@@ -361,7 +361,7 @@ function remoteCheck(
   };
 }
 
-function oracle(truth: TruthEvent[], env: Envelope): Verdict {
+export function oracle(truth: TruthEvent[], env: Envelope): Verdict {
   const committed = truth.some((t) => t.event === 'mutation_committed');
   const received = truth.some((t) => t.event === 'received');
   if (committed && (UNSAFE_WHEN_COMMITTED.has(env.category) || env.remote_effect === 'none')) {
@@ -384,7 +384,7 @@ function oracle(truth: TruthEvent[], env: Envelope): Verdict {
   };
 }
 
-function truthTimeline(truth: TruthEvent[]): TimelineEntry[] {
+export function truthTimeline(truth: TruthEvent[]): TimelineEntry[] {
   return truth.map((t) => {
     const detail = [
       t.method,

@@ -59,6 +59,12 @@ export interface MatrixRunOptions {
   ssh?: SshMatrixEnv;
   /** Why SSH rows cannot run; `fail` (under CI=true) fails them instead of skipping them. */
   sshUnavailable?: { reason: string; fail: boolean };
+  /** The user's own actions (`--config`) instead of the reference actions. */
+  actions?: ActionDefinition[];
+  /** Credential headers per authority reference (default: the canary for the reference API). */
+  credentials?: Record<string, Record<string, string>>;
+  /** How an HTTP row is armed and checked (default: the reference fake's target). */
+  target?: typeof httpTarget;
 }
 
 export interface MatrixReport {
@@ -80,13 +86,17 @@ export const isSshRow = (row: MatrixRow): boolean => 'ssh' in row.condition;
 export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Promise<MatrixReport> {
   const { fake, ledger } = options;
   const actions = new Map(
-    [...referenceActions(fake.url), ...(options.ssh?.actions ?? [])].map((a) => [a.name, a]),
+    [...(options.actions ?? referenceActions(fake.url)), ...(options.ssh?.actions ?? [])].map(
+      (a) => [a.name, a],
+    ),
   );
   const runtime = createRuntime({
     ledger,
-    credentials: staticCredentials({
-      [REFERENCE_AUTHORITY]: { authorization: `Bearer ${options.canary}` },
-    }),
+    credentials: staticCredentials(
+      options.credentials ?? {
+        [REFERENCE_AUTHORITY]: { authorization: `Bearer ${options.canary}` },
+      },
+    ),
     actions: [...actions.values()],
     backoff_ms: () => 5,
     ...(options.lookup ? { lookup: options.lookup } : {}),
@@ -171,7 +181,7 @@ async function runRow(
   }
   const base = actions.get(row.operation);
   if (!base) {
-    result.error = `unknown operation "${row.operation}" (reference actions: ${[...actions.keys()].join(', ')})`;
+    result.error = `unknown operation "${row.operation}" (${options.actions ? 'configured' : 'reference'} actions: ${[...actions.keys()].join(', ')})`;
     return result;
   }
   const recorder = createRecorder();
@@ -180,7 +190,7 @@ async function runRow(
     target =
       ssh && options.ssh
         ? sshTarget(row, cor, options.ssh)
-        : await httpTarget(row, cor, base, runtime, fake);
+        : await (options.target ?? httpTarget)(row, cor, base, runtime, fake);
     const { action, input } = target;
     if (target.warmup) await target.warmup();
     const call = async (

@@ -51,7 +51,10 @@ export const conditionSchema = z.union([
 
 const httpRemoteSchema = z.strictObject({
   kind: z.string().describe('resource kind in the fake service, e.g. deployments'),
-  /** Live resources of `kind` whose client_ref is the row's correlation id. */
+  /**
+   * Live resources of `kind` whose client_ref is the row's correlation id. Rows on a user's own
+   * actions (`--config`): how many writes of the row the service applied (ground truth).
+   */
   count: z.number().int().nonnegative().optional(),
   /** A field of the resource created by `setup`, after the row ran. */
   setup_field: z.string().optional(),
@@ -82,6 +85,12 @@ export const rowSchema = z.strictObject({
     .strictObject({
       kind: z.string(),
       fields: z.record(z.string(), z.unknown()).default({}),
+      /**
+       * Rows on a user's own actions (`--config`): the action that creates the record, run through
+       * the service without a fault, and its input; `{{setup.id}}` is its remote reference.
+       */
+      action: z.string().optional(),
+      input: z.record(z.string(), z.unknown()).optional(),
       /** Also create N extra records carrying the row's client_ref (for duplicate rows). */
       same_client_ref: z.number().int().nonnegative().default(0),
     })
@@ -116,6 +125,8 @@ export type MatrixRow = z.output<typeof rowSchema>;
 export const matrixSchema = z.strictObject({
   matrix: z.string(),
   description: z.string().optional(),
+  /** The OpenAPI document the rows were generated from (relative to this file): `--target fake` emulates it. */
+  openapi: z.string().optional(),
   seed: z.number().int().default(1),
   rows: z.array(rowSchema).min(1),
 });

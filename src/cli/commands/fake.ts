@@ -1,12 +1,15 @@
 // candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]
+// candor fake serve --openapi SPEC [--idempotency honoured|ignored] [...]
 // Starts the fault-injecting fake on loopback, prints its URL on stdout, and runs until SIGINT or
 // SIGTERM. It is driven through its admin API (see src/fakes/README.md).
 import { loadFixtureDir, type FixtureCase } from '../../fakes/fixtures.js';
+import { loadOpenApi } from '../../fakes/openapi-doc.js';
+import { startOpenApiFake, type OpenApiIdempotency } from '../../fakes/openapi-fake.js';
 import { startFakeService, type FakeServiceOptions } from '../../fakes/service.js';
 import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
 
 const USAGE =
-  'usage: candor fake serve [--fixtures DIR] [--port N] [--host H] [--seed N] [--log FILE]';
+  'usage: candor fake serve [--fixtures DIR | --openapi SPEC [--idempotency honoured|ignored]] [--port N] [--host H] [--seed N] [--log FILE]';
 
 export interface RunOptions {
   /** Stops the service like a signal does (tests). */
@@ -16,10 +19,14 @@ export interface RunOptions {
 export async function run(args: string[], io: CommandIo, opts: RunOptions = {}): Promise<number> {
   let options: FakeServiceOptions;
   let fixtures: string | undefined;
+  let openapi: string | undefined;
+  let idempotency: OpenApiIdempotency | undefined;
   try {
     const parsed = parseArgs(args);
     options = parsed.options;
     fixtures = parsed.fixtures;
+    openapi = parsed.openapi;
+    idempotency = parsed.idempotency;
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     io.err(`candor fake: ${error.message}\n`);
@@ -33,9 +40,24 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
     }
     options.fixtures = loaded.value satisfies FixtureCase[];
   }
+  let model;
+  if (openapi !== undefined) {
+    const loaded = await loadOpenApi(openapi);
+    if (!loaded.ok) {
+      io.err(`candor fake: ${loaded.failure.message}\n`);
+      return loaded.failure.kind === 'unreadable' ? Exit.environment : Exit.usage;
+    }
+    model = loaded.value;
+  }
   let service;
   try {
-    service = await startFakeService(options);
+    service =
+      model === undefined
+        ? await startFakeService(options)
+        : await startOpenApiFake(model, {
+            ...options,
+            ...(idempotency ? { idempotency_mode: idempotency } : {}),
+          });
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code ?? String(error);
     io.err(
@@ -60,9 +82,16 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
   return Exit.ok;
 }
 
-function parseArgs(args: string[]): { options: FakeServiceOptions; fixtures: string | undefined } {
+function parseArgs(args: string[]): {
+  options: FakeServiceOptions;
+  fixtures: string | undefined;
+  openapi: string | undefined;
+  idempotency: OpenApiIdempotency | undefined;
+} {
   const { flags, positional } = parseFlags(args, {
     fixtures: 'string',
+    openapi: 'string',
+    idempotency: 'string',
     port: 'string',
     host: 'string',
     seed: 'string',
@@ -93,5 +122,13 @@ function parseArgs(args: string[]): { options: FakeServiceOptions; fixtures: str
   }
   const log = str('log');
   if (log !== undefined) options.logFile = log;
-  return { options, fixtures: str('fixtures') };
+  const openapi = str('openapi');
+  if (openapi !== undefined && str('fixtures') !== undefined)
+    throw new UsageError('--fixtures and --openapi cannot be combined');
+  const idempotency = str('idempotency');
+  if (idempotency !== undefined && idempotency !== 'honoured' && idempotency !== 'ignored')
+    throw new UsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
+  if (idempotency !== undefined && openapi === undefined)
+    throw new UsageError('--idempotency needs --openapi');
+  return { options, fixtures: str('fixtures'), openapi, idempotency };
 }

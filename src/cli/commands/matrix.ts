@@ -21,7 +21,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return mod.run(rest, io);
   }
   throw new UsageError(
-    'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] | candor matrix generate --openapi SPEC',
+    'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] [--config candor.yaml [--target fake|proxy --upstream URL]] | candor matrix generate --openapi SPEC [--config candor.yaml]',
   );
 }
 
@@ -32,7 +32,19 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
     ledger: 'string',
     only: 'string',
     quiet: 'boolean',
+    config: 'string',
+    openapi: 'string',
+    target: 'string',
+    upstream: 'string',
+    idempotency: 'string',
+    report: 'string',
   });
+  if (typeof flags.config === 'string') {
+    const mod = await import('./matrix-config.js');
+    return mod.runOnConfig(flags, positional, io);
+  }
+  for (const f of ['openapi', 'target', 'upstream', 'idempotency', 'report'])
+    if (flags[f] !== undefined) throw new UsageError(`--${f} needs --config candor.yaml`);
   if (positional.length !== 1)
     throw new UsageError(
       'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
