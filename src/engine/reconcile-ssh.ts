@@ -199,6 +199,10 @@ export async function reconcileSshOperation(
   if (isSettled(view.state)) return envelopeFromView(ctx, action, view);
   const checkedAt = clock.now();
   const real = await realInput(ctx, action, view);
+  // Another host, user or marker directory than the attempt used: nothing found or missing there
+  // says anything about this operation, so nothing is looked up there.
+  if (!real.ok && real.code === 'request_changed')
+    return escalate(ctx, action, view, real.code, real.reason);
   if (action.class === 'set_state')
     return convergenceCheck(ctx, action, view, decl, real, checkedAt);
   const found = await lookupSshMarker(options.ssh, decl, view.operation_id);

@@ -6,6 +6,7 @@
 // replay one with CANDOR_SSH_KILL_SEED.
 import { spawn } from 'node:child_process';
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   mkdtempSync,
@@ -22,7 +23,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom } from '../../src/core/time.js';
 import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime, type RecoveryItem } from '../../src/engine/runtime.js';
-import { sshdSkipReason, startSshd, type SshdFixture } from '../../src/fakes/sshd.js';
+import {
+  createLocalUser,
+  localUserUnavailableReason,
+  sshdSkipReason,
+  startSshd,
+  type LocalUser,
+  type SshdFixture,
+} from '../../src/fakes/sshd.js';
 import { projectOperations } from '../../src/ledger/projection.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
 import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
@@ -92,13 +100,25 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000
   let sshd: SshdFixture;
   let tree: ReturnType<typeof compileTree>;
   let dir: string;
+  // The remote account: as root (CI), a throwaway user whose login shell is plain sh, so each SSH
+  // session costs what the protocol costs and not what the test machine's own bash start-up files
+  // cost (seconds per login here); otherwise the current user.
+  let account: LocalUser | undefined;
   beforeAll(async () => {
     tree = compileTree();
     sshd = await startSshd();
     dir = mkdtempSync(join(tmpdir(), 'candor-ssh-kill-'));
+    if (localUserUnavailableReason() === undefined) {
+      account = createLocalUser('/bin/sh');
+      // The jobs' count files live under `dir`, written by the remote account.
+      chmodSync(dir, 0o777);
+    } else {
+      console.info('SSH kill campaign: logging in as the current user (no second account here)');
+    }
   });
   afterAll(async () => {
     await sshd?.stop();
+    account?.remove();
     tree?.remove();
     // Remote jobs of the last kills may still be finishing: retry the removal.
     if (dir) rmSync(dir, { recursive: true, force: true, maxRetries: 10, retryDelay: 200 });
@@ -135,7 +155,12 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000
     const root = join(dir, `t${n}`);
     mkdirSync(root, { recursive: true });
     const ledgerPath = join(dir, `t${n}.db`);
-    const entry = sshd.entry({ marker_dir: join(dir, `t${n}-ops`) });
+    if (account) chmodSync(root, 0o777);
+    const entry = sshd.entry(
+      account
+        ? { user: account.name, marker_dir: join(account.home, `t${n}-ops`) }
+        : { marker_dir: join(dir, `t${n}-ops`) },
+    );
     await runAndKill(
       { ledger: ledgerPath, root, entry, keyPath: entry.key_ref.slice('file:'.length), trial: n },
       delayMs,

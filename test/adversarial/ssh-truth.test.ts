@@ -142,7 +142,7 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
       expect(executions(root, 'revoke')).toBe(1);
     });
 
-    it('marker: a licensed new attempt runs the real input, never the redacted copy', async () => {
+    it('marker: an operation that never sent anything is not looked up, and its first attempt runs the real input', async () => {
       const ledger = openMemoryLedger();
       const write = defineSshAction({
         name: 'write_token',
@@ -155,9 +155,16 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
       });
       const rt = runtimeOn(ledger, sshOptions(sshd), [write]);
       const d = jobDir(root, 'write-token');
-      // Opened (write-ahead) and never attempted: the ledger proves nothing reached the wrapper.
+      // Opened (write-ahead) and never attempted: the ledger proves nothing reached the wrapper,
+      // so reconciliation has nothing to look up and says so, without touching the host.
       const id = await rt.open(write, { job: 'write-token', token: TOKEN });
-      const env = await rt.reconcile(id);
+      const checked = await rt.reconcile(id);
+      expect(checked).toMatchObject({ ok: false, remote_effect: 'none', retry: 'allowed' });
+      expect(checked.message).toMatch(/Nothing was sent/);
+      expect(executions(root, 'write-token')).toBe(0);
+      // Continuing the operation makes its first attempt with the real input, not the ledger's
+      // redacted copy.
+      const env = await rt.run(write, { job: 'write-token', token: TOKEN }, { operationId: id });
       expect(env).toMatchObject({ ok: true, category: 'succeeded' });
       expect(readFileSync(join(d, 'out'), 'utf8')).toBe(TOKEN);
       expect(executions(root, 'write-token')).toBe(1);
@@ -235,7 +242,11 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
         const asOther = sshd.entry({ user: other!.name, marker_dir: otherDir });
         const rt2 = runtimeOn(ledger, sshOptions(sshd, asOther), [act]);
         const env = await rt2.reconcile(cut.id);
-        expect(env).toMatchObject({ retry: 'escalate', remote_effect: 'unknown' });
+        expect(env).toMatchObject({
+          retry: 'escalate',
+          remote_effect: 'unknown',
+          data: { escalation: { code: 'request_changed' } },
+        });
         expect(executions(root, 'user-changed')).toBe(1);
         const v = await view(ledger, cut.id);
         expect(v.attempts).toHaveLength(1);
@@ -454,7 +465,7 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
       expect(items).toEqual([
         expect.objectContaining({
           operation_id: cut.id,
-          outcome: 'reconciled',
+          outcome: 'found_by_lookup',
           envelope: expect.objectContaining({ category: 'succeeded' }),
         }),
       ]);
@@ -472,22 +483,27 @@ describe.skipIf(skip !== undefined)('SSH: issue 22 on a real sshd', { timeout: 2
       }).stdout.trim();
       expect(shell).toMatch(/bash$/);
       const ledger = openMemoryLedger();
+      const stateFile = join(root, 'sh-only', 'state');
       const shOnly = defineSshAction({
         name: 'sh_only',
         class: 'set_state',
         subject: 'the state',
         input: jobInput,
         host_ref: HOST,
-        command: (i) => jobCommand(root, i.job),
-        check: () => '[ -z "$BASH_VERSION" ]',
+        command: (i) => jobCommand(root, i.job, 'touch "$d/state"'),
+        // Holds only under sh, and only once the job has converged the state.
+        check: () => `[ -z "$BASH_VERSION" ] && test -f ${shQuote(stateFile)}`,
         deadline_ms: 120_000,
       });
       const rt = runtimeOn(ledger, sshOptions(sshd), [shOnly]);
-      jobDir(root, 'sh-only');
-      const id = await rt.open(shOnly, { job: 'sh-only' });
-      const env = await rt.reconcile(id);
+      const d = jobDir(root, 'sh-only', true);
+      const cut = await runCut(rt, shOnly, { job: 'sh-only' }, join(d, 'started'));
+      expect(cut.envelope).toMatchObject({ category: 'outcome_unknown' });
+      writeFileSync(join(d, 'go'), '');
+      await until(() => isDone(root, 'sh-only'), 'the job to finish');
+      const env = await rt.reconcile(cut.id);
       expect(env).toMatchObject({ ok: true, category: 'succeeded' });
-      expect(executions(root, 'sh-only')).toBe(0);
+      expect(executions(root, 'sh-only')).toBe(1);
     });
   });
 
