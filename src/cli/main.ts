@@ -7,6 +7,8 @@ import { version } from './version.js';
 interface CommandEntry {
   usage: string;
   summary: string;
+  /** More lines for `candor <command> --help` (every flag). */
+  details?: string;
   load: () => Promise<{ run: Command }>;
 }
 
@@ -62,6 +64,29 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   vault: {
     usage: 'candor vault init|set|list|lock|unlock|rotate [--vault PATH] [--key-file F]',
+    details: [
+      'Subcommands:',
+      '  init                       create an empty, unlocked vault (--key-file F is created if missing)',
+      '  set NAME --type bearer|basic|api_key|ssh_key --bind URL|ssh:HOST [--bind …]',
+      '         [--username U] [--header H] [--value-env VAR | --value-file F]',
+      '                             store a credential bound to origins/prefixes (value from env, file or prompt; never argv)',
+      '  list [--json]              names, types, bindings, times; the gate, verified when a key is given',
+      '  lock [--by NAME]           close the gate (needs no key); every credential is withheld',
+      '  unlock [--by NAME]         open the gate (needs the key)',
+      '  rotate NAME [--value-env VAR | --value-file F]   replace one value',
+      '  rotate --rekey [--new-key-file F]                re-encrypt under a new key file or passphrase',
+      '',
+      'Options:',
+      '  --vault PATH        vault file (default ./.candor/vault.json)',
+      '  --key-file F        key file instead of a passphrase',
+      '  --by NAME           who locks/unlocks (default: the OS user, as cli:USER)',
+      '  --value-env VAR     read the value from environment variable VAR',
+      '  --value-file F      read the value from file F (a PEM key keeps its newlines)',
+      '  --new-key-file F    with rotate --rekey: the new key file (created if missing)',
+      '  --rekey             with rotate: re-encrypt the whole vault',
+      '  --json              with list: JSON output (gate.verified: true, false or null without a key)',
+      'Passphrases: CANDOR_VAULT_PASSPHRASE, CANDOR_VAULT_NEW_PASSPHRASE (rekey), or the prompt.',
+    ].join('\n'),
     summary:
       'encrypted credential store; values never printed (passphrase: CANDOR_VAULT_PASSPHRASE, --key-file or prompt)',
     load: async () => {
@@ -193,7 +218,9 @@ export async function main(argv: string[], io: CommandIo = defaultIo): Promise<n
     return Exit.usage;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
-    io.out(`Usage: ${entry.usage}\n\n${entry.summary}\n`);
+    io.out(
+      `Usage: ${entry.usage}\n\n${entry.summary}\n${entry.details ? `\n${entry.details}\n` : ''}`,
+    );
     return Exit.ok;
   }
   try {

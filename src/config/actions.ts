@@ -2,6 +2,7 @@
 // (references resolve, templates name known fields, JSON Schemas convert, paths stay under the
 // destination's route prefix).
 import { z } from 'zod';
+import { DEFAULT_SCOPES, SENSITIVE_CLASSES } from '../approvals/policy.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
 import { defineAction, type ActionDefinition, type Destination } from '../engine/action.js';
 import { UsageError } from '../engine/runtime.js';
@@ -124,6 +125,44 @@ export function checkConfig(config: GatewayConfig): Problem[] {
   }
   const names = new Set<string>();
   config.actions.forEach((a, i) => out.push(...checkAction(config, a, ['actions', i], names)));
+  out.push(...checkApprovals(config));
+  return out;
+}
+
+/**
+ * A typo never weakens a contract: an approval override must name a configured action or a known
+ * class, and may never make a sensitive class (or an action of one) run without a person.
+ */
+function checkApprovals(config: GatewayConfig): Problem[] {
+  const spec = config.approvals;
+  if (!spec) return [];
+  const out: Problem[] = [];
+  for (const [cls, scope] of Object.entries(spec.classes ?? {})) {
+    const at = ['approvals', 'classes', cls];
+    if (!Object.hasOwn(DEFAULT_SCOPES, cls))
+      out.push({
+        path: at,
+        problem: `unknown action class "${cls}" (one of ${Object.keys(DEFAULT_SCOPES).join(', ')})`,
+        at: 'key',
+      });
+    else if (scope === 'auto' && SENSITIVE_CLASSES.has(cls))
+      out.push({
+        path: at,
+        problem: `class ${cls} is sensitive and cannot be approved automatically (session or per_call)`,
+      });
+  }
+  const byName = new Map(config.actions.map((a) => [a.name, a]));
+  for (const [name, scope] of Object.entries(spec.actions ?? {})) {
+    const at = ['approvals', 'actions', name];
+    const action = byName.get(name);
+    if (action === undefined)
+      out.push({ path: at, problem: `no action named "${name}" under actions`, at: 'key' });
+    else if (scope === 'auto' && SENSITIVE_CLASSES.has(action.class))
+      out.push({
+        path: at,
+        problem: `action ${name} is of sensitive class ${action.class} and cannot be approved automatically`,
+      });
+  }
   return out;
 }
 

@@ -45,6 +45,27 @@ export function envDeclarations(config: GatewayConfig): Record<string, EnvCreden
   return out;
 }
 
+/**
+ * `vault:` references that name no credential in the vault: a typo found at start, not at the
+ * first call. `names` are the vault's credential names (`vault.list()`).
+ */
+export function missingVaultRefs(
+  config: GatewayConfig,
+  names: ReadonlySet<string>,
+): Array<{ path: string[]; problem: string }> {
+  const out: Array<{ path: string[]; problem: string }> = [];
+  for (const [name, c] of Object.entries(config.credentials)) {
+    if (!c.ref.startsWith('vault:')) continue;
+    const wanted = c.ref.slice('vault:'.length);
+    if (!names.has(wanted))
+      out.push({
+        path: ['credentials', name, 'ref'],
+        problem: `the vault holds no credential named "${wanted}" (candor vault list shows what it holds)`,
+      });
+  }
+  return out;
+}
+
 const PORT_CODE: Readonly<
   Record<ResolveFailureCode, 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable'>
 > = {

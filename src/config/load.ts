@@ -5,13 +5,15 @@ import { readFile } from 'node:fs/promises';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { buildActions, checkConfig, type ConfiguredAction } from './actions.js';
-import { fieldName, formatIssue, issueAt, type ConfigIssue } from './locate.js';
+import { fieldName, formatIssue, issueAt, type ConfigIssue, type FieldPath } from './locate.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 export interface LoadedConfig {
   file: string;
   config: GatewayConfig;
   actions: ConfiguredAction[];
+  /** The place of a field in the file, for problems found after load (e.g. against the vault). */
+  locate?: (path: FieldPath, problem: string, at?: 'value' | 'key') => ConfigIssue;
 }
 
 export type LoadFailure =
@@ -115,7 +117,12 @@ export function parseConfig(text: string, file: string): LoadResult {
   try {
     return {
       ok: true,
-      value: { file, config: parsed.data, actions: buildActions(parsed.data) },
+      value: {
+        file,
+        config: parsed.data,
+        actions: buildActions(parsed.data),
+        locate: (path, problem, at = 'value') => issueAt(file, doc, lines, path, problem, at),
+      },
     };
   } catch (error) {
     // checkConfig converts every schema first, so this is a defect, reported with its place.

@@ -103,10 +103,10 @@ describe('classify: the rest of the DESIGN.md §1 table', () => {
       { category: 'local_failure', retry: 'allowed' },
     ],
     [
-      'credential fetch failed',
+      'credential unavailable needs a person, not a retry',
       { phase: 'not_sent', local_error: 'credential_unavailable' },
       { action_class: 'create' },
-      { category: 'local_failure', retry: 'allowed' },
+      { category: 'local_failure', retry: 'escalate', remote_effect: 'none' },
     ],
     [
       'SSH host key mismatch is never retried',

@@ -54,6 +54,8 @@ export const NOT_SENT_RULES: Readonly<
   ssh_auth_rejected: { category: Category.authentication_failed, retry: Retry.never },
   // A changed host key is a possible interception: never retried automatically.
   host_key_mismatch: { category: Category.local_failure, retry: Retry.never },
+  // A missing, unbound or undecryptable credential is not fixed by trying again: a person must act.
+  credential_unavailable: { category: Category.local_failure, retry: Retry.escalate },
 };
 
 /** Explicit refusals by HTTP status (response complete or not: the status line is the answer). */

@@ -7,12 +7,16 @@ export interface MessageContext {
   retry_after_ms?: number | null;
   /** A retry was refused by a person or the gate after an earlier attempt that may have applied. */
   retry_declined?: { remote_effect: 'applied' | 'unknown' };
+  /** The classification rule; `not_sent_credential_unavailable` names the credential as the cause. */
+  rule?: string;
 }
 
 const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   succeeded: (c) => `Done: ${c.subject} was applied.`,
   local_failure: (c) =>
-    `Nothing was sent: the connection could not be made, so ${c.subject} was not applied.`,
+    c.rule === 'not_sent_credential_unavailable'
+      ? `Nothing was sent: the credential is unavailable (missing, not bound to this destination, or unreadable), so ${c.subject} was not applied; a person must fix it.`
+      : `Nothing was sent: the connection could not be made, so ${c.subject} was not applied.`,
   authentication_failed: (c) =>
     `The destination rejected the credential; ${c.subject} was not applied and needs authorised credential recovery, not another token.`,
   authorization_denied: (c) => `The destination refused permission; ${c.subject} was not applied.`,

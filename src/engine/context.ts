@@ -108,7 +108,8 @@ export interface EngineContext {
   readonly envelopeOf: (
     action: { name: string; subject: string },
     view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
-    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'>,
+    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> &
+      Partial<Pick<Classification, 'rule'>>,
     data: unknown,
     diagnosticsRef: string | null,
     variant?: 'retry_declined',
@@ -178,6 +179,7 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
         message: messageFor(c.category, {
           subject: action.subject,
           retry_after_ms: c.retry_after_ms,
+          ...(c.rule !== undefined ? { rule: c.rule } : {}),
           ...(variant === 'retry_declined' && c.remote_effect !== 'none'
             ? { retry_declined: { remote_effect: c.remote_effect } }
             : {}),

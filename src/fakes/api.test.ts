@@ -255,9 +255,11 @@ describe('idempotency keys (draft-ietf-httpapi-idempotency-key-header)', () => {
       ).status,
     ).toBe(201);
     fake.arm({ call_id: 'drop', phase: 'after_commit', action: 'rst' });
+    // The connection is reset after the commit: a socket error, not an HTTP answer of any kind.
     await expect(
       call('POST', '/v1/payments', pay, { 'idempotency-key': 'key-4', 'x-candor-call-id': 'drop' }),
-    ).rejects.toBeDefined();
+    ).rejects.toMatchObject({ code: expect.stringMatching(/^(ECONNRESET|UND_ERR_SOCKET)$/) });
+    expect(fake.resources.all('payments')).toHaveLength(2);
     const retry = await call('POST', '/v1/payments', pay, { 'idempotency-key': 'key-4' });
     expect(retry).toMatchObject({ status: 201, headers: { 'idempotent-replayed': 'true' } });
     expect(fake.resources.all('payments')).toHaveLength(2);

@@ -353,10 +353,14 @@ export function ledgerContractSuite(
       await expect(store.read()).rejects.toThrow();
     });
 
-    it('persists across handles and continues the same chain (persistent adapters)', async () => {
+    it('persists across handles and continues the same chain (persistent adapters)', async (ctx) => {
       const subject = await makeStore();
       if (!subject.reopen) {
         await subject.store.close();
+        // A reasoned skip, not a silent pass: this adapter keeps nothing once its handle closes.
+        const reason = 'this adapter is not persistent (no reopen): nothing survives close()';
+        console.info(`skipping "persists across handles": ${reason}`);
+        ctx.skip(reason);
         return;
       }
       await subject.store.append([opened('op_1'), started('op_1', 'att_1')]);

@@ -18,16 +18,17 @@ import { startSshMatrixEnv, type SshMatrixEnv } from './ssh-reference.js';
 
 /**
  * The SSH fixture when the selected rows need one. Without sshd the SSH rows are skipped with the
- * reason, except under CI=true, where they fail: CI must never silently skip them.
+ * reason, except when the caller says this is CI (`ci: true`), where they fail: CI must never
+ * silently skip them. The library never reads the environment itself; the CLI and tests decide.
  */
 async function sshFor(
   matrix: Matrix,
   filter: MatrixRunOptions['filter'],
+  ci: boolean,
 ): Promise<Pick<MatrixRunOptions, 'ssh' | 'sshUnavailable'>> {
   if (!matrix.rows.some((r) => isSshRow(r) && (filter?.(r) ?? true))) return {};
   const missing = sshdUnavailableReason();
-  if (missing !== undefined)
-    return { sshUnavailable: { reason: missing, fail: process.env.CI === 'true' } };
+  if (missing !== undefined) return { sshUnavailable: { reason: missing, fail: ci } };
   try {
     return { ssh: await startSshMatrixEnv() };
   } catch (e) {
@@ -48,6 +49,8 @@ export async function runMatrixWithFake(
     filter?: MatrixRunOptions['filter'];
     classify?: MatrixRunOptions['classify'];
     ledger?: LedgerStore;
+    /** Running under CI: SSH rows that cannot run fail instead of being skipped. */
+    ci?: boolean;
   },
 ): Promise<HarnessResult> {
   let ledger = options.ledger;
@@ -71,7 +74,7 @@ export async function runMatrixWithFake(
   });
   let ssh: SshMatrixEnv | undefined;
   try {
-    const sshOptions = await sshFor(matrix, options.filter);
+    const sshOptions = await sshFor(matrix, options.filter, options.ci === true);
     ssh = sshOptions.ssh;
     const report = await runMatrix(matrix, {
       ...sshOptions,

@@ -14,7 +14,8 @@ export function progressLine(r: RowResult, index: number, total: number): string
 export function summaryLine(report: MatrixReport): string {
   const s = report.summary;
   const skipped = s.skipped > 0 ? `, ${s.skipped} skipped` : '';
-  return `${s.rows} rows, ${s.passed} passed, ${s.failed} failed${skipped}, ${s.imprecise} imprecise, ${s.unsafe} unsafe claims, ${s.secret_leaks} secret leaks`;
+  const notRun = s.not_run > 0 ? `, ${s.not_run} not judged by the oracle (did not run)` : '';
+  return `${s.rows} rows, ${s.passed} passed, ${s.failed} failed${skipped}, ${s.imprecise} imprecise, ${s.unsafe} unsafe claims, ${s.secret_leaks} secret leaks${notRun}`;
 }
 
 export function tableText(report: MatrixReport): string {
@@ -44,7 +45,7 @@ export function tableText(report: MatrixReport): string {
       m(r.assertions.agent_next_action.ok),
       m(r.assertions.remote_state.ok),
       m(r.assertions.event_trail.ok),
-      r.skipped !== undefined ? '-' : r.oracle.verdict,
+      r.oracle.verdict,
     ];
   });
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((row) => row[i]!.length)));
@@ -69,6 +70,7 @@ export function failureText(r: RowResult): string {
     );
   }
   if (r.oracle.verdict === 'unsafe') out.push(`  oracle: UNSAFE: ${r.oracle.detail}`);
+  if (r.oracle.verdict === 'not_run') out.push(`  oracle: not_run: ${r.oracle.detail}`);
   if (r.secret_in_result)
     out.push('  secret_in_result: a secret reached the result, transcript or ledger');
   if (r.timeline.length) {
@@ -96,7 +98,8 @@ export function toJunit(report: MatrixReport): string {
       : r.skipped !== undefined
         ? `<skipped message="${esc(r.skipped)}"/>`
         : `<failure message="${esc(failureText(r).split('\n')[1]?.trim() ?? 'failed')}">${esc(failureText(r))}</failure>`;
-    return `    <testcase classname="candor.matrix.${esc(report.matrix)}" name="${esc(r.id)}">${body}</testcase>`;
+    const oracle = `<properties><property name="oracle" value="${esc(r.oracle.verdict)}"/></properties>`;
+    return `    <testcase classname="candor.matrix.${esc(report.matrix)}" name="${esc(r.id)}">${oracle}${body}</testcase>`;
   });
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',

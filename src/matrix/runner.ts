@@ -78,6 +78,8 @@ export interface MatrixReport {
     unsafe: number;
     secret_leaks: number;
     skipped: number;
+    /** Rows the oracle never judged (skipped or stopped early): never counted as consistent. */
+    not_run: number;
   };
 }
 
@@ -121,6 +123,7 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
     unsafe: results.filter((r) => r.oracle.verdict === 'unsafe').length,
     secret_leaks: results.filter((r) => r.secret_in_result).length,
     skipped: results.filter((r) => r.skipped !== undefined).length,
+    not_run: results.filter((r) => r.oracle.verdict === 'not_run').length,
   };
   return { matrix: matrix.matrix, rows: results, summary };
 }
@@ -155,7 +158,7 @@ function unranRow(row: MatrixRow, cor: string): RowResult {
       remote_state: fail('not run'),
       event_trail: fail('not run'),
     },
-    oracle: { verdict: 'consistent', detail: '' },
+    oracle: { verdict: 'not_run', detail: 'the row did not run' },
     secret_in_result: false,
     passed: false,
     error: null,
@@ -271,8 +274,9 @@ async function runRow(
 
     // Oracle: the ground truth against the tool's claim.
     result.oracle = target.oracle(env, final);
+    // By time; ledger entries within one millisecond keep their ledger order (sequence).
     result.timeline = [...ledgerTimeline(events), ...target.truthTimeline()].sort(
-      (a, b) => a.at - b.at,
+      (a, b) => a.at - b.at || (a.seq ?? 0) - (b.seq ?? 0),
     );
 
     // No secret in the envelope, transcript, event trail or timeline.
@@ -342,6 +346,6 @@ function ledgerTimeline(events: StoredEvent[]): TimelineEntry[] {
         : e.kind === 'observation_recorded'
           ? `${String(d.matches)} match(es): ${String(d.conclusion)}`
           : '';
-    return { at: e.at, source: 'ledger' as const, event: e.kind, detail };
+    return { at: e.at, seq: e.seq, source: 'ledger' as const, event: e.kind, detail };
   });
 }

@@ -149,10 +149,13 @@ export interface Check {
   detail?: string;
 }
 
-export type OracleVerdict = 'consistent' | 'imprecise' | 'unsafe';
+/** `not_run`: the row never ran (skipped, or it stopped before the oracle could judge a claim). */
+export type OracleVerdict = 'consistent' | 'imprecise' | 'unsafe' | 'not_run';
 
 export interface TimelineEntry {
   at: number;
+  /** The ledger sequence number of a `ledger` entry: orders client events within one millisecond. */
+  seq?: number;
   /** `ledger`: the client's record; `fake`: the ground-truth side (fake service or SSH fixture). */
   source: 'ledger' | 'fake';
   event: string;

@@ -2,7 +2,8 @@
 // runtime, MCP server, transport. Shutdown waits for in-flight calls so that every dispatched
 // attempt has its attempt_finished record before the ledger closes.
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
-import { configCredentials } from '../config/credentials.js';
+import { configCredentials, missingVaultRefs } from '../config/credentials.js';
+import { formatIssue, type ConfigIssue } from '../config/locate.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
@@ -189,7 +190,12 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
   });
 }
 
-export type StartFailure = { code: 'ledger' | 'vault' | 'listen' | 'config'; message: string };
+export type StartFailure = {
+  code: 'ledger' | 'vault' | 'listen' | 'config';
+  message: string;
+  /** Problems at a place in the configuration file (exit 2, one `FILE:LINE:COL` line each). */
+  issues?: ConfigIssue[];
+};
 
 export interface RunningGateway {
   readonly gateway: Gateway;
@@ -226,6 +232,35 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       return { ok: false, failure: { code: 'vault', message: `vault: ${v.failure.message}` } };
     }
     vault = v.value;
+    const listing = await vault.list();
+    if (!listing.ok) {
+      vault.close();
+      await ledger.close();
+      return {
+        ok: false,
+        failure: { code: 'vault', message: `vault: ${listing.failure.message}` },
+      };
+    }
+    const missing = missingVaultRefs(config, new Set(listing.value.credentials.map((c) => c.name)));
+    if (missing.length > 0) {
+      vault.close();
+      await ledger.close();
+      const issues = missing.map((m) =>
+        options.loaded.locate
+          ? options.loaded.locate(m.path, m.problem)
+          : {
+              file: options.loaded.file,
+              line: 1,
+              col: 1,
+              field: m.path.join('.'),
+              problem: m.problem,
+            },
+      );
+      return {
+        ok: false,
+        failure: { code: 'config', message: issues.map(formatIssue).join('\n'), issues },
+      };
+    }
   }
   let composed: ReturnType<typeof composeGateway>;
   try {

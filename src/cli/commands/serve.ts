@@ -41,6 +41,10 @@ export async function run(
     log: (line) => io.err(`${line}\n`),
   });
   if (!started.ok) {
+    if (started.failure.issues) {
+      for (const issue of started.failure.issues) io.err(`${formatIssue(issue)}\n`);
+      return Exit.usage;
+    }
     io.err(`candor serve: ${started.failure.message}\n`);
     return Exit.environment;
   }

@@ -5,6 +5,7 @@
 // `rotate NAME` replaces one value; `rotate --rekey` re-encrypts the whole vault under a new
 // passphrase (CANDOR_VAULT_NEW_PASSPHRASE or the prompt) or a new key file (--new-key-file F).
 import { readFile, stat } from 'node:fs/promises';
+import { userInfo } from 'node:os';
 import type { Clock, Random } from '../../core/time.js';
 import {
   createKeyFile,
@@ -131,8 +132,11 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
     case 'list': {
       const { flags } = parse(others, { json: 'boolean' }, 0, binds);
       const listing = check(await listCredentials(vaultOptions(flags, deps)));
+      const verified = await gateVerifies(flags, env, deps);
       io.out(
-        flags.json === true ? `${JSON.stringify(listing, null, 2)}\n` : formatListing(listing),
+        flags.json === true
+          ? `${JSON.stringify({ ...listing, gate: { ...listing.gate, verified } }, null, 2)}\n`
+          : formatListing(listing, verified),
       );
       return Exit.ok;
     }
@@ -404,9 +408,40 @@ function check<T>(result: { ok: true; value: T } | { ok: false; failure: VaultFa
   );
 }
 
-function formatListing(listing: VaultListing): string {
-  const g = listing.gate;
-  const lines = [`gate: ${g.locked ? 'LOCKED' : 'unlocked'} since ${iso(g.at)} by ${g.by}`];
+/**
+ * Whether the gate's unlock token verifies under the key (true: open; false: locked, whatever the
+ * flag says), or null when no key was given (`list` never prompts).
+ */
+async function gateVerifies(
+  flags: Record<string, string | boolean>,
+  env: Readonly<Record<string, string | undefined>>,
+  deps: VaultCommandDeps,
+): Promise<boolean | null> {
+  const passphrase = env['CANDOR_VAULT_PASSPHRASE'];
+  const key: KeySource | null =
+    typeof flags['key-file'] === 'string'
+      ? { kind: 'key_file', path: flags['key-file'] }
+      : passphrase !== undefined && passphrase !== ''
+        ? { kind: 'passphrase', passphrase }
+        : null;
+  if (key === null) return null;
+  const vault = check(await openVault(key, vaultOptions(flags, deps)));
+  const gate = await vault.checkGate();
+  vault.close();
+  return gate.ok && !gate.value.locked;
+}
+
+function gateLine(g: GateChange, verified: boolean | null): string {
+  const when = `since ${iso(g.at)} by ${g.by}`;
+  if (g.locked) return `gate: LOCKED ${when}`;
+  if (verified === true) return `gate: unlocked (unlock token verified) ${when}`;
+  if (verified === false)
+    return `gate: LOCKED (the file says unlocked but its unlock token does not verify: it was changed without the key) ${when}`;
+  return `gate: unlocked per the file, token not verified (pass --key-file F or set CANDOR_VAULT_PASSPHRASE) ${when}`;
+}
+
+function formatListing(listing: VaultListing, verified: boolean | null): string {
+  const lines = [gateLine(listing.gate, verified)];
   if (listing.credentials.length === 0) return `${lines[0]}\n(no credentials)\n`;
   const rows = listing.credentials.map((c) => [
     c.name,
@@ -436,8 +471,16 @@ function iso(ms: number): string {
   return new Date(ms).toISOString();
 }
 
+/** Who acts when --by is not given: the OS user running the command (not the environment). */
 function defaultActor(env: Readonly<Record<string, string | undefined>>): string {
-  return `cli:${env.USER ?? env.USERNAME ?? 'unknown'}`;
+  let name: string | undefined;
+  try {
+    name = userInfo().username;
+  } catch {
+    // No passwd entry for this uid (some containers): fall back to the environment, then the uid.
+    name = env.USER ?? env.USERNAME ?? (process.getuid ? `uid ${process.getuid()}` : undefined);
+  }
+  return `cli:${name ?? 'unknown'}`;
 }
 
 /**
