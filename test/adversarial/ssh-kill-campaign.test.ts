@@ -110,6 +110,9 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000
     dir = mkdtempSync(join(tmpdir(), 'candor-ssh-kill-'));
     if (localUserUnavailableReason() === undefined) {
       account = createLocalUser('/bin/sh');
+      // sshd reads the fixture's one authorized_keys file as the logging-in user.
+      chmodSync(sshd.dir, 0o755);
+      chmodSync(join(sshd.dir, 'authorized_keys'), 0o644);
       // The jobs' count files live under `dir`, written by the remote account.
       chmodSync(dir, 0o777);
     } else {
