@@ -175,8 +175,10 @@ export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueu
     },
 
     async remove(approvalId) {
+      // Only the request leaves the queue. Its decision stays as the record that it was answered:
+      // removing it too would let an answer racing this removal (request read just before, decision
+      // written just after) be accepted as a second, different answer.
       await rm(requestPath(approvalId), { force: true });
-      await rm(decisionPath(approvalId), { force: true });
     },
   };
   return queue;
