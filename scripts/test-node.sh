@@ -57,6 +57,9 @@ done
 export PATH="$clean_path"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/candor-node.XXXXXX")"
+# mktemp makes the directory owner-only; tests that run the CLI as a second local user need to reach
+# this Node.js binary and tree too.
+chmod 755 "$work"
 cleanup() {
   if [ "${CANDOR_KEEP_TMP:-}" = 1 ]; then
     echo "test-node: kept $work"
