@@ -5,20 +5,9 @@
 // either settled through its marker/check or reported for a person. A failing seed is printed;
 // replay one with CANDOR_SSH_KILL_SEED.
 import { spawn } from 'node:child_process';
-import {
-  chmodSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  rmSync,
-  writeFileSync,
-} from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, relative } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import ts from 'typescript';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom } from '../../src/core/time.js';
 import { staticCredentials } from '../../src/engine/ports.js';
@@ -33,6 +22,7 @@ import {
 } from '../../src/fakes/sshd.js';
 import { projectOperations } from '../../src/ledger/projection.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
+import { compileForChildren } from '../fixtures/ledger/compile.js';
 import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
 
 const TRIALS = Number(process.env.CANDOR_SSH_KILL_TRIALS ?? 50);
@@ -42,44 +32,13 @@ const PARALLEL = 4;
 const skip = sshdSkipReason();
 if (skip !== undefined) console.warn(`skipping the SSH kill campaign: ${skip}`);
 
-const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
-
-/** Node 20 children cannot load TypeScript: transpile src/ and the campaign scripts once. */
-function compileTree(): { script: (rel: string) => string; remove: () => void } {
-  const cache = join(ROOT, 'node_modules', '.cache');
-  mkdirSync(cache, { recursive: true });
-  const out = mkdtempSync(join(cache, 'candor-ssh-kill-'));
-  writeFileSync(join(out, 'package.json'), '{"type":"module"}\n');
-  const files = (dir: string): string[] =>
-    readdirSync(dir, { withFileTypes: true }).flatMap((d) => {
-      const p = join(dir, d.name);
-      if (d.isDirectory()) return files(p);
-      return d.name.endsWith('.ts') && !d.name.endsWith('.test.ts') && !d.name.endsWith('.d.ts')
-        ? [p]
-        : [];
-    });
-  const sources = [
-    ...files(join(ROOT, 'src')),
-    join(ROOT, 'test/adversarial/ssh-campaign-actions.ts'),
-    join(ROOT, 'test/adversarial/ssh-campaign-child.ts'),
-  ];
-  for (const file of sources) {
-    const js = ts.transpileModule(readFileSync(file, 'utf8'), {
-      fileName: file,
-      compilerOptions: {
-        module: ts.ModuleKind.ESNext,
-        target: ts.ScriptTarget.ES2022,
-        verbatimModuleSyntax: true,
-      },
-    }).outputText;
-    const dest = join(out, relative(ROOT, file)).replace(/\.ts$/, '.js');
-    mkdirSync(dirname(dest), { recursive: true });
-    writeFileSync(dest, js);
-  }
-  return {
-    script: (rel) => join(out, rel),
-    remove: () => rmSync(out, { recursive: true, force: true }),
-  };
+/** Node 20 children cannot load TypeScript: the campaign's child runs a transpiled tree. */
+function compileTree() {
+  return compileForChildren([
+    'src',
+    'test/adversarial/ssh-campaign-actions.ts',
+    'test/adversarial/ssh-campaign-child.ts',
+  ]);
 }
 
 interface TrialResult {
