@@ -46,3 +46,22 @@ export function errorText(err: unknown): string {
     ? `${message} (${code})`
     : message;
 }
+
+/**
+ * Whether a failure came from the ledger's storage rather than from the caller or the engine: a
+ * `LedgerError`, a SQLite driver error (`SQLITE_*` codes) or a PostgreSQL server error (a SQLSTATE
+ * code with a severity). The gateway then says the ledger is broken instead of claiming that what
+ * was dispatched is recorded.
+ */
+export function isLedgerFault(err: unknown): boolean {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; depth++) {
+    if (e instanceof LedgerError) return true;
+    const { code, severity } = e as { code?: unknown; severity?: unknown };
+    if (typeof code === 'string' && code.startsWith('SQLITE_')) return true;
+    if (typeof severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {
+      return true;
+    }
+    e = (e as { cause?: unknown }).cause;
+  }
+  return false;
+}

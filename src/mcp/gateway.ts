@@ -25,6 +25,7 @@ import {
 import type { ConfiguredAction } from '../config/actions.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
+import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
 import {
@@ -126,6 +127,26 @@ export function resultOf(envelope: Envelope): CallToolResult {
     content: [{ type: 'text', text: `${headline(envelope)}\n${JSON.stringify(envelope)}` }],
     structuredContent: envelope,
     isError: !envelope.ok,
+  };
+}
+
+/**
+ * The ledger failed while serving (a corrupt file, a full disk, a lost database): this call may not
+ * be recorded, and nothing here can say whether a request left. The agent is told to stop, not that
+ * the ledger holds the answer.
+ */
+function ledgerFaultEnvelope(tool: string, operationId: string | null, error: unknown): Envelope {
+  return {
+    ok: false,
+    category: 'outcome_unknown',
+    operation: tool,
+    operation_id: operationId,
+    retry: 'escalate',
+    remote_effect: 'unknown',
+    correlation_id: null,
+    message: `The ledger is broken (${errorText(error)}): this call may not be recorded and whether anything reached the destination is not known here; a person must check the ledger (candor audit verify) before anything is retried.`,
+    data: null,
+    diagnostics_ref: null,
   };
 }
 
@@ -292,6 +313,14 @@ export function createGateway(options: GatewayOptions): Gateway {
         return resultOf(
           invalidInputEnvelope(name, new InvalidInput('operation_id', error.message, id)),
         );
+      }
+      if (isLedgerFault(error)) {
+        // One line for the operator, no stack and no driver class name.
+        log(
+          `candor serve: the ledger is broken (during ${name}): ${redact(errorText(error))}; run \`candor audit verify\``,
+        );
+        const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
+        return resultOf(ledgerFaultEnvelope(name, id, error));
       }
       log(
         `candor serve: internal error in ${name}: ${redact(error instanceof Error ? (error.stack ?? error.message) : String(error))}`,

@@ -1,6 +1,16 @@
 // Issue 12, item 12: the same mistake has the same exit code in every command, and readers open a
 // read-only ledger read-only. Each case runs the real CLI.
-import { chmodSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  copyFileSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -115,5 +125,64 @@ describe('readers open a read-only ledger read-only', () => {
     expect(verify.code).toBe(0);
     expect(verify.out).toMatch(/^INTACT: 1 records intact/);
     expect(statSync(file).mtimeMs).toBe(before);
+  });
+
+  /** A ledger with `n` sessions, its files copied into a fresh directory then made read-only. */
+  async function readOnlyDirectory(name: string, keepWal: boolean): Promise<string> {
+    const src = join(dir, `${name}-src`);
+    mkdirSync(src);
+    const store = openSqliteLedger(join(src, 'ledger.db'));
+    for (let i = 1; i <= 3; i++) {
+      await store.append([
+        {
+          kind: 'session_started',
+          at: i,
+          session_id: `ses_${i}`,
+          operation_id: null,
+          correlation_id: null,
+          data: { owner: 'test', instance_id: 'i1', pid: 1, agent: null },
+        },
+      ]);
+    }
+    const ro = join(dir, name);
+    mkdirSync(ro);
+    // Copied while the writer is open, the -wal file still holds the events (keepWal); after
+    // close, every event is in the main file and no -wal is left.
+    if (!keepWal) await store.close();
+    for (const f of readdirSync(src).filter((f) => f !== 'ledger.db-shm')) {
+      copyFileSync(join(src, f), join(ro, f));
+      chmodSync(join(ro, f), 0o444);
+    }
+    if (keepWal) await store.close();
+    expect(existsSync(join(ro, 'ledger.db-wal'))).toBe(keepWal);
+    chmodSync(ro, 0o555);
+    return join(ro, 'ledger.db');
+  }
+
+  const asReader = (): { uid?: number; gid?: number; cwd: string } =>
+    process.getuid?.() === 0 ? { uid: 65534, gid: 65534, cwd: tmpdir() } : { cwd: tmpdir() };
+
+  it('a ledger in a read-only directory (read-only media) is read, nothing created there', async () => {
+    const file = await readOnlyDirectory('ro-dir', false);
+    const list = await runCli(['ops', 'list', '--ledger', `sqlite:${file}`], asReader());
+    expect(list.err).toBe('');
+    expect(list.code).toBe(0);
+    const verify = await runCli(['audit', 'verify', `sqlite:${file}`], asReader());
+    expect(verify.err).toBe('');
+    expect(verify.code).toBe(0);
+    expect(verify.out).toMatch(/^INTACT: 3 records intact/);
+    expect(readdirSync(join(dir, 'ro-dir')).sort()).toEqual(['ledger.db']);
+  });
+
+  it('a read-only directory whose -wal holds events: one clear line, exit 3, never a partial read', async () => {
+    const file = await readOnlyDirectory('ro-wal', true);
+    const verify = await runCli(['audit', 'verify', `sqlite:${file}`], asReader());
+    expect(verify.code).toBe(3);
+    expect(verify.out).toBe('');
+    expect(verify.err).toMatch(
+      /its directory is read-only and ledger\.db-wal holds events not yet in the main file/,
+    );
+    expect(verify.err.trim().split('\n')).toHaveLength(1);
+    expect(verify.err).not.toMatch(STACK_OR_CLASS);
   });
 });

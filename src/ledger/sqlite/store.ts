@@ -2,8 +2,9 @@
 // is read and the new records inserted under SQLite's single-writer lock, so any number of
 // processes appending to one file extend one chain. The unresolved-operation index is written in
 // the same transaction as the events it derives from.
-import { closeSync, mkdirSync, openSync } from 'node:fs';
-import { basename, dirname } from 'node:path';
+import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
+import { basename, dirname, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
@@ -37,6 +38,52 @@ interface Head {
   hash: string;
 }
 
+// A ledger on read-only media (a read-only directory or mount) is read through an `immutable=1`
+// URI, which needs URI filenames; better-sqlite3 reads this setting once, when it first opens a
+// database. With URIs on, a plain path that starts with "file:" is kept a plain path (fileName).
+process.env['SQLITE_USE_URI'] ??= '1';
+
+/** The name SQLite is given for a path: never mistaken for a URI. */
+function fileName(path: string): string {
+  return path.startsWith('file:') ? `./${path}` : path;
+}
+
+/** Bytes in a ledger's `-wal` file (0 when there is none). */
+function walBytes(path: string): number {
+  try {
+    return statSync(`${path}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
+
+/**
+ * Opens a WAL ledger whose directory SQLite cannot write (no `-shm` index can be created there):
+ * as an immutable file, which is exact when every event is in the main file. Events still in a
+ * `-wal` file would be missed, so then the answer is a clear refusal.
+ */
+function openImmutable(path: string): Database.Database {
+  const refuse = (why: string): LedgerError =>
+    new LedgerError(
+      'OPEN_FAILED',
+      `cannot read SQLite ledger at ${path}: its directory is read-only and ${why} (make the directory writable, or copy the ledger's files somewhere writable)`,
+    );
+  if (walBytes(path) > 0) {
+    throw refuse(`${basename(path)}-wal holds events not yet in the main file`);
+  }
+  try {
+    const db = new Database(`${pathToFileURL(resolve(path)).href}?immutable=1`, {
+      readonly: true,
+      fileMustExist: true,
+    });
+    checkSqliteSchema(db);
+    return db;
+  } catch (err) {
+    if (err instanceof LedgerError) throw err;
+    throw refuse(`SQLite could not read it without creating ${basename(path)}-shm there`);
+  }
+}
+
 export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}): LedgerStore {
   const durability = options.durability ?? 'process';
   const readOnly = options.readOnly === true;
@@ -49,7 +96,10 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
   }
   let db: Database.Database;
   try {
-    db = new Database(path, { fileMustExist: mustExist, readonly: readOnly });
+    db = new Database(path === ':memory:' ? path : fileName(path), {
+      fileMustExist: mustExist,
+      readonly: readOnly,
+    });
   } catch (err) {
     const code = mustExist ? 'NOT_FOUND' : 'OPEN_FAILED';
     throw new LedgerError(code, `cannot open SQLite ledger at ${path}: ${errorText(err)}`, {
@@ -62,12 +112,12 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
       try {
         checkSqliteSchema(db);
       } catch (err) {
-        if ((err as { code?: unknown }).code !== 'SQLITE_READONLY_DIRECTORY') throw err;
-        // A WAL ledger is read through its `-shm` index, which SQLite must be able to create.
-        throw new LedgerError(
-          'OPEN_FAILED',
-          `cannot read SQLite ledger at ${path}: its directory is read-only and SQLite needs to create ${basename(path)}-shm there (make the directory writable, or copy the file)`,
-        );
+        const code = (err as { code?: unknown }).code;
+        if (code !== 'SQLITE_READONLY_DIRECTORY' && code !== 'SQLITE_CANTOPEN') throw err;
+        // A WAL ledger is read through its `-shm` index, which SQLite cannot create here
+        // (READONLY_DIRECTORY; CANTOPEN when a `-wal` file is there but no `-shm`).
+        db.close();
+        return new SqliteLedgerStore(openImmutable(path), durability);
       }
       return new SqliteLedgerStore(db, durability);
     }
