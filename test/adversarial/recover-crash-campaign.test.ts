@@ -20,7 +20,8 @@ import { REFERENCE_AUTHORITY, referenceActions } from '../../src/matrix/referenc
 
 const TOKEN = 'campaign-canary-token-77d1';
 const SEED = Number(process.env['CANDOR_CAMPAIGN_SEED'] ?? 20261130);
-const TRIALS = 5;
+// 20 trials of 6 calls in the suite (each ~2 s); CANDOR_CAMPAIGN_TRIALS=100 for a long campaign.
+const TRIALS = Number(process.env['CANDOR_CAMPAIGN_TRIALS'] ?? 20);
 const CALLS = 5;
 const child = fileURLToPath(new URL('../fixtures/campaign/child.mjs', import.meta.url));
 
@@ -81,7 +82,7 @@ async function crashOnce(ledgerPath: string, plan: Planned[], killAfterMs: numbe
 describe(`crash campaign (seed ${SEED}, ${TRIALS} trials)`, () => {
   it(
     'recover twice after each SIGKILL: no orphan, no duplicate, no false claim',
-    { timeout: 120_000 },
+    { timeout: 60_000 + TRIALS * 15_000 },
     async () => {
       const random = seededRandom(SEED);
       const unit = (): number => {
