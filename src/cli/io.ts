@@ -74,3 +74,19 @@ export function checkOutputPath(flag: string, path: string): void {
   if (kind(path) === 'dir')
     throw new UsageError(`--${flag}: ${JSON.stringify(path)} is a directory, not a file`);
 }
+
+/** Resolves on SIGINT, SIGTERM or when `signal` aborts: how a long-running command waits to stop. */
+export function untilStopped(signal?: AbortSignal): Promise<void> {
+  return new Promise<void>((resolve) => {
+    const stop = (): void => {
+      process.off('SIGINT', stop);
+      process.off('SIGTERM', stop);
+      signal?.removeEventListener('abort', stop);
+      resolve();
+    };
+    process.on('SIGINT', stop);
+    process.on('SIGTERM', stop);
+    if (signal?.aborted === true) stop();
+    else signal?.addEventListener('abort', stop);
+  });
+}

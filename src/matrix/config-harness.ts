@@ -11,10 +11,9 @@ import { startOpenApiFake, type OpenApiIdempotency } from '../fakes/openapi-fake
 import { startProxy, type ProxyService } from '../fakes/proxy.js';
 import type { FakeService } from '../fakes/service.js';
 import { closeHttpPools } from '../http/transport.js';
-import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { configTarget } from './config-target.js';
-import type { HarnessResult } from './harness.js';
+import { matrixLedger, type HarnessResult } from './harness.js';
 import { runMatrix, type MatrixRunOptions, type RowResult } from './runner.js';
 import type { Matrix } from './spec.js';
 
@@ -46,18 +45,9 @@ export async function runMatrixOnConfig(
   matrix: Matrix,
   options: ConfigRunOptions,
 ): Promise<HarnessResult> {
-  let ledger = options.ledger;
-  let ownLedger = false;
-  if (!ledger) {
-    const opened = await openLedger(options.ledgerUrl);
-    if (!opened.ok)
-      return {
-        ok: false,
-        failure: { message: `cannot open ledger ${options.ledgerUrl}: ${opened.failure.message}` },
-      };
-    ledger = opened.value;
-    ownLedger = true;
-  }
+  const held = await matrixLedger(options);
+  if (!held.ok) return held;
+  const { ledger, own: ownLedger } = held;
   const canary = `cnry_${randomBytes(12).toString('hex')}`;
   const clock = (): number => performance.timeOrigin + performance.now();
   let service: FakeService | ProxyService;

@@ -41,6 +41,24 @@ export type HarnessResult =
   | { ok: true; value: MatrixReport; failure?: never }
   | { ok: false; failure: { message: string }; value?: never };
 
+/** The ledger a matrix run writes to: the caller's, or one opened from the URL (closed by the run). */
+export async function matrixLedger(options: {
+  ledger?: LedgerStore | undefined;
+  ledgerUrl: string;
+}): Promise<
+  { ok: true; ledger: LedgerStore; own: boolean } | { ok: false; failure: { message: string } }
+> {
+  if (options.ledger) return { ok: true, ledger: options.ledger, own: false };
+  const opened = await openLedger(options.ledgerUrl);
+  if (!opened.ok) {
+    return {
+      ok: false,
+      failure: { message: `cannot open ledger ${options.ledgerUrl}: ${opened.failure.message}` },
+    };
+  }
+  return { ok: true, ledger: opened.value, own: true };
+}
+
 export async function runMatrixWithFake(
   matrix: Matrix,
   options: {
@@ -53,18 +71,9 @@ export async function runMatrixWithFake(
     ci?: boolean;
   },
 ): Promise<HarnessResult> {
-  let ledger = options.ledger;
-  let ownLedger = false;
-  if (!ledger) {
-    const opened = await openLedger(options.ledgerUrl);
-    if (!opened.ok)
-      return {
-        ok: false,
-        failure: { message: `cannot open ledger ${options.ledgerUrl}: ${opened.failure.message}` },
-      };
-    ledger = opened.value;
-    ownLedger = true;
-  }
+  const held = await matrixLedger(options);
+  if (!held.ok) return held;
+  const { ledger, own: ownLedger } = held;
   // A fresh canary per run: it must appear in no envelope, transcript, trail or timeline.
   const canary = `cnry_${randomBytes(12).toString('hex')}`;
   const fake = await startFakeService({

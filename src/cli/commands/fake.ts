@@ -6,7 +6,7 @@ import { loadFixtureDir, type FixtureCase } from '../../fakes/fixtures.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
 import { startOpenApiFake, type OpenApiIdempotency } from '../../fakes/openapi-fake.js';
 import { startFakeService, type FakeServiceOptions } from '../../fakes/service.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor fake serve [--fixtures DIR | --openapi SPEC [--idempotency honoured|ignored]] [--port N] [--host H] [--seed N] [--log FILE]';
@@ -66,18 +66,7 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
     return Exit.environment;
   }
   io.out(`${service.url}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      opts.signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    if (opts.signal?.aborted === true) stop();
-    else opts.signal?.addEventListener('abort', stop);
-  });
+  await untilStopped(opts.signal);
   await service.close();
   return Exit.ok;
 }

@@ -5,7 +5,7 @@
 import { loadFaultFile, startProxyAdmin } from '../../fakes/proxy-admin.js';
 import { startProxy, UpstreamError, type ProxyService } from '../../fakes/proxy.js';
 import type { Fault } from '../../fakes/faults.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]';
@@ -74,18 +74,7 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
   }
   for (const f of faults) proxy.arm(f);
   io.out(`${proxy.url}\nadmin ${admin.url}\n`);
-  await new Promise<void>((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      opts.signal?.removeEventListener('abort', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-    if (opts.signal?.aborted === true) stop();
-    else opts.signal?.addEventListener('abort', stop);
-  });
+  await untilStopped(opts.signal);
   await admin.close();
   await proxy.close();
   return Exit.ok;
