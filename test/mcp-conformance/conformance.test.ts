@@ -5,7 +5,7 @@
 // approval-gated call that returns approval_pending (within wait_ms + 1 s: the client's own request
 // timeout enforces it) and proceeds after `candor approve yes ID`, with the fake's ground truth
 // checked at each step. Results feed the README compatibility table (see table.ts).
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -16,6 +16,7 @@ import { CLIENTS, type Connection, type Target } from './clients.js';
 import { RESULTS_FILE, type Check, type ResultRow } from './table.js';
 
 const WAIT_MS = 1_500;
+const ALLOWED_ORIGIN = 'https://app.example.com';
 const BIN = join(ROOT, 'bin', 'candor.js');
 
 let fake: FakeService;
@@ -32,6 +33,9 @@ function conformanceYaml(origin: string, approvalsDir: string): string {
   wait_ms: ${WAIT_MS}
   dir: '${approvalsDir}'
   classes: { create: auto, append: auto, set_state: auto }
+mcp:
+  http:
+    allowed_origins: ['${ALLOWED_ORIGIN}']
 `
   );
 }
@@ -220,3 +224,68 @@ for (const transport of ['stdio', 'http'] as const) {
     });
   }
 }
+
+describe('Origin allow-list from candor.yaml (mcp.http.allowed_origins)', () => {
+  const initialize = {
+    jsonrpc: '2.0',
+    id: 1,
+    method: 'initialize',
+    params: {
+      protocolVersion: '2025-11-25',
+      capabilities: {},
+      clientInfo: { name: 'origin-check', version: '1.0.0' },
+    },
+  };
+  const post = (origin: string) =>
+    fetch(http!.url, {
+      method: 'POST',
+      headers: {
+        origin,
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
+      body: JSON.stringify(initialize),
+    });
+
+  it('admits the configured origin and loopback ones; http://evil.example gets 403 and no session', async () => {
+    const configured = await post(ALLOWED_ORIGIN);
+    expect(configured.status).toBe(200);
+    expect(configured.headers.get('mcp-session-id')).toMatch(/.+/);
+    expect(await configured.text()).toContain('"protocolVersion":"2025-11-25"');
+    const loopback = await post('http://localhost:3000');
+    expect(loopback.status).toBe(200);
+    await loopback.body?.cancel();
+    const evil = await post('http://evil.example');
+    expect(evil.status).toBe(403);
+    expect(evil.headers.get('mcp-session-id')).toBeNull();
+    expect(await evil.json()).toMatchObject({
+      error: { message: 'Forbidden: origin not allowed' },
+    });
+    // A neighbour of the configured origin (other scheme or port) is not it.
+    expect((await post('http://app.example.com')).status).toBe(403);
+    expect((await post('https://app.example.com:8443')).status).toBe(403);
+  });
+
+  it('a value that is not an origin stops `candor serve` with FILE:LINE:COL and exit 2', () => {
+    const badDir = tempDir('candor-conformance-origin-');
+    const yaml = conformanceYaml(fake.url, join(badDir, 'q')).replace(
+      `['${ALLOWED_ORIGIN}']`,
+      `['${ALLOWED_ORIGIN}', 'https://app.example.com/ui']`,
+    );
+    const bad = writeConfig(badDir, yaml);
+    const lines = yaml.split('\n');
+    const lineNo = lines.findIndex((l) => l.includes('/ui')) + 1;
+    const col = lines[lineNo - 1]!.indexOf("'https://app.example.com/ui'") + 1;
+    const r = spawnSync(process.execPath, [...serveCommand(), '--config', bad, '--http', '0'], {
+      cwd: badDir,
+      encoding: 'utf8',
+      input: '',
+    });
+    expect(r.status).toBe(2);
+    expect(r.stdout).toBe('');
+    const line = bad.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+    expect(r.stderr).toMatch(
+      new RegExp(`^${line}:${lineNo}:${col}: mcp\\.http\\.allowed_origins\\[1\\]: not an origin`),
+    );
+  });
+});
