@@ -166,6 +166,24 @@ for (const transport of ['stdio', 'http'] as const) {
 
       check('invalid_input', async () => {
         const before = fake.groundTruth().length;
+        if (kind.validatesArguments) {
+          // The framework checks inputSchema itself: nothing reaches the gateway or the service.
+          const refused = await conn.call('create_record', { title: 7 });
+          expect(refused.refusedByClient).toMatch(/did not match expected schema/);
+          expect(fake.groundTruth().length).toBe(before);
+          // An argument only the gateway can judge: its invalid_input envelope reaches the output.
+          const r = await conn.call('operation_status', { operation_id: 'op_00unknown00' });
+          expect(r.isError).toBe(true);
+          expect(firstLine(r.text)).toBe(
+            'NOT DONE — invalid input: fix the arguments, nothing was sent',
+          );
+          expect(r.structured).toMatchObject({
+            category: 'invalid_input',
+            retry: 'never',
+            data: { field: 'operation_id', problem: 'no operation op_00unknown00 in the ledger' },
+          });
+          return;
+        }
         const r = await conn.call('create_record', { title: 7 });
         expect(r.isError).toBe(true);
         expect(firstLine(r.text)).toBe(
