@@ -6,13 +6,15 @@
 // timeout enforces it) and proceeds after `candor approve yes ID`, with the fake's ground truth
 // checked at each step. Results feed the README compatibility table (see table.ts).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { writeFileSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from '../fixtures/mcp/config.js';
 import { ROOT, serveCommand, tempDir, writeConfig } from '../fixtures/mcp/stdio.js';
 import { CLIENTS, type Connection, type Target } from './clients.js';
+import { inspect, type InspectorEra } from './inspector.js';
+import { ensureNode22, type Node22 } from './node22.js';
 import { RESULTS_FILE, type Check, type ResultRow } from './table.js';
 
 const WAIT_MS = 1_500;
@@ -307,3 +309,169 @@ describe('Origin allow-list from candor.yaml (mcp.http.allowed_origins)', () => 
     );
   });
 });
+
+// Node 22 clients: provisioned once (npm registry); outside CI a failure skips them with the reason.
+let node22: Node22 | null = null;
+let node22Skip: string | null = null;
+function provisionNode22(): void {
+  if (node22 || node22Skip) return;
+  try {
+    node22 = ensureNode22();
+  } catch (error) {
+    if (process.env['CI'] === 'true') throw error;
+    node22Skip = error instanceof Error ? error.message : String(error);
+    console.warn(`Node 22 MCP clients skipped: ${node22Skip}`);
+  }
+}
+
+for (const transport of ['stdio', 'http'] as const) {
+  for (const era of ['legacy', 'modern'] as const satisfies readonly InspectorEra[]) {
+    describe(`MCP Inspector CLI 2.12 (--protocol-era ${era}) over ${transport}`, () => {
+      const row: ResultRow = { client: `inspector-${era}`, transport, version: null, checks: {} };
+      let target: Target;
+      let home: string;
+      const check = (name: Check, fn: (n22: Node22) => Promise<void>) =>
+        it(name, async (ctx) => {
+          if (!node22) return ctx.skip(node22Skip ?? 'no Node 22');
+          row.checks[name] = 'fail';
+          await fn(node22);
+          row.checks[name] = 'pass';
+        });
+      const run = (n22: Node22, args: string[]) => inspect(n22, target, era, args, home);
+      const call = (n22: Node22, name: string, args: Record<string, unknown>) =>
+        run(n22, [
+          '--method',
+          'tools/call',
+          '--tool-name',
+          name,
+          '--tool-args-json',
+          JSON.stringify(args),
+        ]);
+      const resultOf = (r: { json: Record<string, unknown> | null }) =>
+        (r.json?.['result'] ?? {}) as {
+          isError?: boolean;
+          content?: Array<{ type: string; text?: string }>;
+          structuredContent?: Record<string, unknown>;
+        };
+      const textOf = (r: { json: Record<string, unknown> | null }) =>
+        (resultOf(r).content ?? []).map((c) => c.text ?? '').join('\n');
+
+      beforeAll(() => {
+        provisionNode22();
+        rows.push(row);
+        target = targetFor(transport);
+        home = join(dir, `inspector-home-${era}-${transport}`);
+        mkdirSync(home, { recursive: true });
+      }, 900_000);
+
+      check('list', async (n22) => {
+        const r = await run(n22, ['--strict', '--method', 'tools/list']);
+        expect(r.code, r.stderr).toBe(0);
+        const tools = (resultOf(r) as { tools?: Array<{ name: string }> }).tools ?? [];
+        expect(tools.map((t) => t.name)).toEqual(
+          expect.arrayContaining(['create_record', 'reconcile_operation', 'operation_status']),
+        );
+        // --strict: every tool schema passes the portability lint (no findings at all).
+        expect(r.json).not.toHaveProperty('schemaFindings');
+        expect(r.stderr).not.toMatch(/portability|Suggestion:/i);
+      });
+
+      check('success', async (n22) => {
+        const title = `ok inspector-${era} ${transport}`;
+        const r = await call(n22, 'create_record', { title });
+        expect(r.code, r.stderr).toBe(0);
+        expect(firstLine(textOf(r))).toBe('DONE — create_record succeeded.');
+        expect(resultOf(r).structuredContent).toMatchObject({ ok: true, category: 'succeeded' });
+        expect(fake.resources.all('records').filter((x) => x['title'] === title)).toHaveLength(1);
+        // The era really differs: only a 2026-07-28 result carries the server's identity in _meta.
+        const meta = (resultOf(r) as { _meta?: Record<string, unknown> })._meta ?? {};
+        if (era === 'modern')
+          expect(meta['io.modelcontextprotocol/serverInfo']).toMatchObject({ name: 'candor' });
+        else expect(meta).not.toHaveProperty('io.modelcontextprotocol/serverInfo');
+      });
+
+      check('failure', async (n22) => {
+        const r = await call(n22, 'get_record', { id: 'rec_missing' });
+        // The Inspector exits 5 on isError:true.
+        expect(r.code).toBe(5);
+        expect(resultOf(r).isError).toBe(true);
+        expect(firstLine(textOf(r))).toBe('NOT DONE — confirmed_rejection: do not retry this call');
+        expect(resultOf(r).structuredContent).toMatchObject({
+          category: 'confirmed_rejection',
+          retry: 'never',
+        });
+      });
+
+      check('invalid_input', async (n22) => {
+        const before = fake.groundTruth().length;
+        const r = await call(n22, 'create_record', { title: 7 });
+        expect(r.code).toBe(5);
+        expect(firstLine(textOf(r))).toBe(
+          'NOT DONE — invalid input: fix the arguments, nothing was sent',
+        );
+        expect(resultOf(r).structuredContent).toMatchObject({
+          category: 'invalid_input',
+          data: { field: 'title' },
+        });
+        expect(fake.groundTruth().length).toBe(before);
+      });
+
+      check('parallel', async (n22) => {
+        // --load: one connection, 20 calls in flight at once.
+        const title = `par inspector-${era} ${transport}`;
+        const r = await run(n22, [
+          '--method',
+          'tools/call',
+          '--tool-name',
+          'create_record',
+          '--tool-args-json',
+          JSON.stringify({ title }),
+          '--load',
+          '--load-requests',
+          '20',
+          '--load-concurrency',
+          '20',
+        ]);
+        expect(r.code, r.stderr + r.stdout).toBe(0);
+        const stored = fake.resources.all('records').filter((x) => x['title'] === title);
+        expect(stored).toHaveLength(20);
+        // One operation per call: each record carries its own operation id.
+        expect(new Set(stored.map((x) => x['client_ref'])).size).toBe(20);
+      });
+
+      // One process per request: over stdio each call has its own gateway process, and a gateway
+      // that stops denies its open cards, so a card outliving its call needs the HTTP gateway.
+      if (transport === 'http')
+        check('approval', async (n22) => {
+          const created = await call(n22, 'create_record', {
+            title: `doomed inspector-${era} ${transport}`,
+          });
+          const recordId = (resultOf(created).structuredContent?.['data'] as { id: string }).id;
+          const pending = await call(n22, 'delete_record', { id: recordId });
+          expect(pending.code).toBe(5);
+          expect(resultOf(pending).structuredContent).toMatchObject({
+            category: 'approval_pending',
+            retry: 'after_approval',
+            remote_effect: 'none',
+          });
+          const env = resultOf(pending).structuredContent!;
+          const opId = env['operation_id'] as string;
+          const card = (env['data'] as { approval_id: string }).approval_id;
+          expect(firstLine(textOf(pending))).toBe(
+            `NOT DONE — waiting for a person's approval (${card}): call again with operation_id ${opId} after it is approved`,
+          );
+          expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
+            state: 'active',
+          });
+          const approved = await approve(card);
+          expect(approved.code, approved.out).toBe(0);
+          const done = await call(n22, 'delete_record', { id: recordId, operation_id: opId });
+          expect(done.code, done.stderr).toBe(0);
+          expect(resultOf(done).structuredContent).toMatchObject({ ok: true, operation_id: opId });
+          expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
+            state: 'deleted',
+          });
+        });
+    });
+  }
+}
