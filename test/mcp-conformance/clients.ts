@@ -15,6 +15,9 @@ import { Experimental_StdioMCPTransport as AiSdkStdio } from '@ai-sdk/mcp/mcp-st
 import { MultiServerMCPClient } from '@langchain/mcp-adapters';
 import { ToolMessage } from '@langchain/core/messages';
 import { ToolInputParsingException } from '@langchain/core/tools';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { ensureNode22 } from './node22.js';
 
 export type Target =
   | { kind: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd: string }
@@ -46,6 +49,8 @@ export interface ClientKind {
   label: string;
   /** The framework validates arguments against inputSchema before calling the tool. */
   validatesArguments?: boolean;
+  /** Runs under Node 22 (node22.ts); skipped with the reason when that cannot be provisioned. */
+  needsNode22?: boolean;
   connect(target: Target): Promise<Connection>;
 }
 
@@ -296,6 +301,71 @@ const langchain: ClientKind = {
   },
 };
 
+/**
+ * OpenAI Agents SDK (`@openai/agents` 0.20, which needs Node 22): MCPServerStdio or
+ * MCPServerStreamableHttp in a Node 22 child (test/fixtures/node22/agents-driver.mjs), each call
+ * through the FunctionTool an agent run would invoke. `text` is that tool's output.
+ */
+const openaiAgents: ClientKind = {
+  id: 'openai-agents',
+  label: 'OpenAI Agents SDK 0.20 (MCPServerStdio / MCPServerStreamableHttp)',
+  needsNode22: true,
+  async connect(target) {
+    const n22 = ensureNode22();
+    const child = spawn(n22.node, [n22.agentsDriver, JSON.stringify(target)], {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      env: { PATH: process.env['PATH'] ?? '' },
+    });
+    let stderr = '';
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));
+    const pending = new Map<
+      number,
+      { resolve: (v: unknown) => void; reject: (e: Error) => void }
+    >();
+    const exited = new Promise<void>((resolve) =>
+      child.once('exit', (code) => {
+        for (const p of pending.values())
+          p.reject(new Error(`agents driver exited (${code}): ${stderr.slice(-2000)}`));
+        pending.clear();
+        resolve();
+      }),
+    );
+    createInterface({ input: child.stdout }).on('line', (line) => {
+      const msg = JSON.parse(line) as { id: number; ok: boolean; value?: unknown; error?: string };
+      const p = pending.get(msg.id);
+      if (!p) return;
+      pending.delete(msg.id);
+      if (msg.ok) p.resolve(msg.value);
+      else p.reject(new Error(msg.error ?? 'agents driver failed'));
+    });
+    let next = 0;
+    const ask = (msg: Record<string, unknown>): Promise<unknown> => {
+      const id = msg['id'] === 0 ? 0 : ++next;
+      return new Promise((resolve, reject) => {
+        pending.set(id, { resolve, reject });
+        if (id !== 0) child.stdin.write(`${JSON.stringify({ ...msg, id })}\n`);
+      });
+    };
+    await ask({ id: 0 }); // the driver's "ready" (connected, tools listed)
+    return {
+      version: null,
+      list: async () => (await ask({ op: 'list' })) as string[],
+      call: async (name, args, timeoutMs) => {
+        const v = (await ask({ op: 'call', name, args, ...(timeoutMs ? { timeoutMs } : {}) })) as {
+          isError: boolean;
+          text: string;
+          structured: Record<string, unknown> | null;
+        };
+        return { isError: v.isError, text: v.text, structured: v.structured };
+      },
+      close: async () => {
+        await ask({ op: 'close' }).catch(() => undefined);
+        await exited;
+      },
+    };
+  },
+};
+
 export const CLIENTS: readonly ClientKind[] = [
   sdkV1,
   sdkV2('legacy', 'sdk-v2-legacy', 'MCP SDK v2 client (2.4), legacy mode'),
@@ -303,4 +373,5 @@ export const CLIENTS: readonly ClientKind[] = [
   sdkV2({ pin: '2026-07-28' }, 'sdk-v2-pin', 'MCP SDK v2 client (2.4), pinned 2026-07-28'),
   aiSdk,
   langchain,
+  openaiAgents,
 ];

@@ -27,6 +27,20 @@ let config: string;
 let http: { child: ChildProcess; url: string } | null = null;
 const rows: ResultRow[] = [];
 
+// Node 22 clients: provisioned once (npm registry); outside CI a failure skips them with the reason.
+let node22: Node22 | null = null;
+let node22Skip: string | null = null;
+function provisionNode22(): void {
+  if (node22 || node22Skip) return;
+  try {
+    node22 = ensureNode22();
+  } catch (error) {
+    if (process.env['CI'] === 'true') throw error;
+    node22Skip = error instanceof Error ? error.message : String(error);
+    console.warn(`Node 22 MCP clients skipped: ${node22Skip}`);
+  }
+}
+
 function conformanceYaml(origin: string, approvalsDir: string): string {
   return (
     testConfigYaml({ origin }) +
@@ -125,17 +139,22 @@ for (const transport of ['stdio', 'http'] as const) {
       let conn: Connection;
       const row: ResultRow = { client: kind.id, transport, version: null, checks: {} };
       const check = (name: Check, fn: () => Promise<void>) =>
-        it(name, async () => {
+        it(name, async (ctx) => {
+          if (kind.needsNode22 && !node22) return ctx.skip(node22Skip ?? 'no Node 22');
           row.checks[name] = 'fail';
           await fn();
           row.checks[name] = 'pass';
         });
 
       beforeAll(async () => {
+        if (kind.needsNode22) {
+          provisionNode22();
+          if (!node22) return;
+        }
         rows.push(row);
         conn = await kind.connect(targetFor(transport));
         row.version = conn.version;
-      });
+      }, 900_000);
       afterAll(async () => {
         await conn?.close();
       });
@@ -309,20 +328,6 @@ describe('Origin allow-list from candor.yaml (mcp.http.allowed_origins)', () => 
     );
   });
 });
-
-// Node 22 clients: provisioned once (npm registry); outside CI a failure skips them with the reason.
-let node22: Node22 | null = null;
-let node22Skip: string | null = null;
-function provisionNode22(): void {
-  if (node22 || node22Skip) return;
-  try {
-    node22 = ensureNode22();
-  } catch (error) {
-    if (process.env['CI'] === 'true') throw error;
-    node22Skip = error instanceof Error ? error.message : String(error);
-    console.warn(`Node 22 MCP clients skipped: ${node22Skip}`);
-  }
-}
 
 for (const transport of ['stdio', 'http'] as const) {
   for (const era of ['legacy', 'modern'] as const satisfies readonly InspectorEra[]) {

@@ -17,6 +17,8 @@ export interface Node22 {
   node: string;
   /** node_modules of the Node 22 clients. */
   modules: string;
+  /** The OpenAI Agents SDK driver (test/fixtures/node22/agents-driver.mjs), beside those modules. */
+  agentsDriver: string;
 }
 
 const SPEC_DIR = join(ROOT, 'test', 'mcp-conformance', 'node22');
@@ -93,5 +95,8 @@ export function ensureNode22(): Node22 {
     );
     writeFileSync(stamp, want);
   }
-  return { node, modules: join(deps, 'node_modules') };
+  // Beside the modules it imports (ESM resolves from the importing file's folder).
+  const agentsDriver = join(deps, 'agents-driver.mjs');
+  copyFileSync(join(ROOT, 'test', 'fixtures', 'node22', 'agents-driver.mjs'), agentsDriver);
+  return { node, modules: join(deps, 'node_modules'), agentsDriver };
 }
