@@ -480,3 +480,35 @@ for (const transport of ['stdio', 'http'] as const) {
     });
   }
 }
+
+describe('inspector --strict positive control', () => {
+  beforeAll(() => provisionNode22(), 900_000);
+
+  it('reports the findings the Candor gateway must not have, for a server that has them', async (ctx) => {
+    if (!node22) return ctx.skip(node22Skip ?? 'no Node 22');
+    const home = join(dir, 'inspector-home-control');
+    mkdirSync(home, { recursive: true });
+    const r = await inspect(
+      node22,
+      {
+        kind: 'stdio',
+        command: process.execPath,
+        args: [join(ROOT, 'test', 'fixtures', 'mcp', 'unportable-server.mjs')],
+        env: {},
+        cwd: dir,
+      },
+      'legacy',
+      ['--strict', '--method', 'tools/list'],
+      home,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const findings = (r.json?.['schemaFindings'] ?? []) as Array<{
+      findings: Array<{ rule: string; path: string }>;
+    }>;
+    expect(findings.flatMap((f) => f.findings.map((x) => `${x.rule} ${x.path}`))).toEqual([
+      'untyped-schema properties.data.anyOf[0]',
+      'type-union properties.data.anyOf[1]',
+    ]);
+    expect(r.stderr).toContain('0 errors, 2 warnings across 1 tool.');
+  });
+});
