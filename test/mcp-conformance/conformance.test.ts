@@ -452,6 +452,9 @@ for (const transport of ['stdio', 'http'] as const) {
             title: `doomed inspector-${era} ${transport}`,
           });
           const recordId = (resultOf(created).structuredContent?.['data'] as { id: string }).id;
+          // No client deadline here: the CLI has no per-request timeout flag, and a session file's
+          // requestTimeout did not bound tools/call in 2.12 (300 ms still waited for the answer).
+          // That the call returns approval_pending at all, instead of hanging, is the check.
           const pending = await call(n22, 'delete_record', { id: recordId });
           expect(pending.code).toBe(5);
           expect(resultOf(pending).structuredContent).toMatchObject({
