@@ -21,7 +21,8 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
-    summary: 'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1)',
+    summary:
+      'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
     load: () => import('./commands/serve.js'),
   },
   ops: {

@@ -141,6 +141,16 @@ export const actionConfigSchema = z.strictObject({
   attempt_budget: z.number().int().min(1).max(10).optional(),
 });
 
+/** `scheme://host[:port]` exactly as a browser sends it in `Origin` (http or https, no path). */
+function isOrigin(value: string): boolean {
+  try {
+    const u = new URL(value);
+    return (u.protocol === 'http:' || u.protocol === 'https:') && u.origin === value;
+  } catch {
+    return false;
+  }
+}
+
 export const configSchema = z.strictObject({
   version: z.literal(1).optional(),
   ledger: z
@@ -193,6 +203,27 @@ export const configSchema = z.strictObject({
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
+  mcp: z
+    .strictObject({
+      http: z
+        .strictObject({
+          /**
+           * Origins a browser may call the Streamable HTTP endpoint from, besides loopback ones
+           * (which are always admitted); any other `Origin` gets 403.
+           */
+          allowed_origins: z
+            .array(
+              z.string().refine(isOrigin, {
+                message:
+                  'not an origin: write scheme://host[:port] with no path, e.g. https://app.example.com',
+              }),
+            )
+            .default([]),
+        })
+        .optional(),
+    })
+    .optional()
+    .describe('the MCP gateway itself: the HTTP transport'),
   audit: z
     .strictObject({
       /** The auditor's public key (`candor audit keygen --kind seal` prints it): diagnostics are sealed to it. */

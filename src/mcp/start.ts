@@ -302,7 +302,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
 
   if (options.httpPort !== undefined) {
     try {
-      const http = await serveHttp(gateway, options.httpPort, { log });
+      const http = await serveHttp(gateway, options.httpPort, {
+        log,
+        allowedOrigins: config.mcp?.http?.allowed_origins ?? [],
+      });
       stopTransport = () => http.close();
       return { ok: true, value: { gateway, url: http.url, closed, close } };
     } catch (error) {
