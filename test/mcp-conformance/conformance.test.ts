@@ -3,7 +3,7 @@
 // transport: listing, a success, a failure (isError and the first text line), invalid arguments
 // (an invalid_input envelope reaches the client's tool output), 20 parallel calls, and an
 // approval-gated call that returns approval_pending (within wait_ms + 1 s: the client's own request
-// timeout enforces it) and proceeds after `candor approve yes ID`, with the fake's ground truth
+// timeout enforces it, for the Inspector CLI a proxy's deadline that kills it) and proceeds after `candor approve yes ID`, with the fake's ground truth
 // checked at each step. Results feed the README compatibility table (see table.ts).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
@@ -13,11 +13,13 @@ import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from '../fixtures/mcp/config.js';
 import { ROOT, serveCommand, tempDir, writeConfig } from '../fixtures/mcp/stdio.js';
 import { CLIENTS, type Connection, type Target } from './clients.js';
-import { inspect, type InspectorEra } from './inspector.js';
+import { inspect, type Deadline, type InspectorEra } from './inspector.js';
 import { ensureNode22, type Node22 } from './node22.js';
 import { RESULTS_FILE, type Check, type ResultRow } from './table.js';
 
 const WAIT_MS = 1_500;
+/** The Inspector CLI's approval calls must be answered within wait_ms + 1 s of reaching the gateway. */
+const APPROVAL_DEADLINE: Deadline = { method: 'tools/call', ms: WAIT_MS + 1_000 };
 const ALLOWED_ORIGIN = 'https://app.example.com';
 const BIN = join(ROOT, 'bin', 'candor.js');
 
@@ -41,12 +43,12 @@ function provisionNode22(): void {
   }
 }
 
-function conformanceYaml(origin: string, approvalsDir: string): string {
+function conformanceYaml(origin: string, approvalsDir: string, waitMs = WAIT_MS): string {
   return (
     testConfigYaml({ origin }) +
     `approvals:
   approver: elicitation
-  wait_ms: ${WAIT_MS}
+  wait_ms: ${waitMs}
   dir: '${approvalsDir}'
   classes: { create: auto, append: auto, set_state: auto }
 mcp:
@@ -56,17 +58,20 @@ mcp:
   );
 }
 
-async function startHttpGateway(): Promise<{ child: ChildProcess; url: string }> {
+async function startHttpGateway(
+  configFile = config,
+  ledger = 'http.db',
+): Promise<{ child: ChildProcess; url: string }> {
   const child = spawn(
     process.execPath,
     [
       ...serveCommand(),
       '--config',
-      config,
+      configFile,
       '--http',
       '0',
       '--ledger',
-      `sqlite:${join(dir, 'http.db')}`,
+      `sqlite:${join(dir, ledger)}`,
     ],
     { cwd: dir, env: { PATH: process.env['PATH'] ?? '', [TEST_TOKEN_VAR]: TEST_TOKEN } },
   );
@@ -342,16 +347,19 @@ for (const transport of ['stdio', 'http'] as const) {
           await fn(node22);
           row.checks[name] = 'pass';
         });
-      const run = (n22: Node22, args: string[]) => inspect(n22, target, era, args, home);
-      const call = (n22: Node22, name: string, args: Record<string, unknown>) =>
-        run(n22, [
-          '--method',
-          'tools/call',
-          '--tool-name',
-          name,
-          '--tool-args-json',
-          JSON.stringify(args),
-        ]);
+      const run = (n22: Node22, args: string[], deadline?: Deadline) =>
+        inspect(n22, target, era, args, home, deadline);
+      const call = (
+        n22: Node22,
+        name: string,
+        args: Record<string, unknown>,
+        deadline?: Deadline,
+      ) =>
+        run(
+          n22,
+          ['--method', 'tools/call', '--tool-name', name, '--tool-args-json', JSON.stringify(args)],
+          deadline,
+        );
       const resultOf = (r: { json: Record<string, unknown> | null }) =>
         (r.json?.['result'] ?? {}) as {
           isError?: boolean;
@@ -452,10 +460,11 @@ for (const transport of ['stdio', 'http'] as const) {
             title: `doomed inspector-${era} ${transport}`,
           });
           const recordId = (resultOf(created).structuredContent?.['data'] as { id: string }).id;
-          // No client deadline here: the CLI has no per-request timeout flag, and a session file's
-          // requestTimeout did not bound tools/call in 2.12 (300 ms still waited for the answer).
-          // That the call returns approval_pending at all, instead of hanging, is the check.
-          const pending = await call(n22, 'delete_record', { id: recordId });
+          // The CLI has no per-request timeout flag (a session file's requestTimeout did not bound
+          // tools/call in 2.12), so the proxy's deadline stands in for one: no answer within
+          // wait_ms + 1 s of the request and the CLI is killed.
+          const pending = await call(n22, 'delete_record', { id: recordId }, APPROVAL_DEADLINE);
+          expect(pending.hung, `the approval call hung: ${pending.hung}`).toBeNull();
           expect(pending.code).toBe(5);
           expect(resultOf(pending).structuredContent).toMatchObject({
             category: 'approval_pending',
@@ -473,7 +482,14 @@ for (const transport of ['stdio', 'http'] as const) {
           });
           const approved = await approve(card);
           expect(approved.code, approved.out).toBe(0);
-          const done = await call(n22, 'delete_record', { id: recordId, operation_id: opId });
+          // After approval the same operation proceeds, under the same deadline.
+          const done = await call(
+            n22,
+            'delete_record',
+            { id: recordId, operation_id: opId },
+            APPROVAL_DEADLINE,
+          );
+          expect(done.hung, `the approved call hung: ${done.hung}`).toBeNull();
           expect(done.code, done.stderr).toBe(0);
           expect(resultOf(done).structuredContent).toMatchObject({ ok: true, operation_id: opId });
           expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
@@ -513,5 +529,54 @@ describe('inspector --strict positive control', () => {
       'type-union properties.data.anyOf[1]',
     ]);
     expect(r.stderr).toContain('0 errors, 2 warnings across 1 tool.');
+  });
+});
+
+describe('inspector approval deadline control', () => {
+  let slow: { child: ChildProcess; url: string } | null = null;
+  beforeAll(async () => {
+    provisionNode22();
+    // The same gateway, but it waits a minute for a person: the deadline must kill the CLI.
+    const slowConfig = join(dir, 'slow');
+    mkdirSync(slowConfig, { recursive: true });
+    const file = writeConfig(slowConfig, conformanceYaml(fake.url, join(dir, 'q-slow'), 60_000));
+    slow = await startHttpGateway(file, 'http-slow.db');
+  }, 900_000);
+  afterAll(async () => {
+    if (!slow) return;
+    const exited = new Promise((r) => slow!.child.once('exit', r));
+    slow.child.kill('SIGTERM');
+    await exited;
+  });
+
+  it('kills an Inspector whose approval-gated call is not answered in wait_ms + 1 s', async (ctx) => {
+    if (!node22) return ctx.skip(node22Skip ?? 'no Node 22');
+    const home = join(dir, 'inspector-home-deadline');
+    mkdirSync(home, { recursive: true });
+    const target: Target = { kind: 'http', url: slow!.url };
+    const call = (name: string, args: Record<string, unknown>, deadline?: Deadline) =>
+      inspect(
+        node22!,
+        target,
+        'legacy',
+        ['--method', 'tools/call', '--tool-name', name, '--tool-args-json', JSON.stringify(args)],
+        home,
+        deadline,
+      );
+    const created = await call('create_record', { title: 'deadline control' }, APPROVAL_DEADLINE);
+    // An answered call passes through the proxy untouched.
+    expect(created.hung).toBeNull();
+    expect(created.code, created.stderr).toBe(0);
+    const recordId = (created.json?.['result'] as { structuredContent: { data: { id: string } } })
+      .structuredContent.data.id;
+    const r = await call('delete_record', { id: recordId }, APPROVAL_DEADLINE);
+    expect(r.hung).toBe(
+      `tools/call hung: no answer within ${WAIT_MS + 1_000} ms of the request reaching the gateway; the Inspector was killed`,
+    );
+    expect(r.code).toBeNull();
+    expect(r.json).toBeNull();
+    expect(fake.resources.all('records').find((x) => x['id'] === recordId)).toMatchObject({
+      state: 'active',
+    });
   });
 });
