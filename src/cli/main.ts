@@ -67,7 +67,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     details: [
       'Subcommands:',
       '  init                       create an empty, unlocked vault (--key-file F is created if missing)',
-      '  set NAME --type bearer|basic|api_key|ssh_key --bind URL|ssh:HOST [--bind …]',
+      '  set NAME --type bearer|basic|api_key|ssh_key|ssh_secret --bind URL|ssh:HOST [--bind …]',
       '         [--username U] [--header H] [--value-env VAR | --value-file F]',
       '                             store a credential bound to origins/prefixes (value from env, file or prompt; never argv)',
       '  list [--json]              names, types, bindings, times; the gate, verified when a key is given',
