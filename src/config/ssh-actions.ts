@@ -135,7 +135,7 @@ export function buildSshActions(config: GatewayConfig): ConfiguredAction[] {
       name: a.name,
       class: a.class,
       subject: a.subject,
-      input: z.fromJSONSchema(a.input) as z.ZodType<unknown>,
+      input: z.fromJSONSchema(a.input),
       host_ref: a.host_ref,
       command: (input) => renderCommand(a.command, input),
       ...(check !== undefined ? { check: (input: unknown) => renderCommand(check, input) } : {}),
@@ -156,7 +156,7 @@ export function buildSshActions(config: GatewayConfig): ConfiguredAction[] {
       ...(a.attempt_budget !== undefined ? { attempt_budget: a.attempt_budget } : {}),
     });
     return {
-      definition: definition as ConfiguredAction['definition'],
+      definition: definition,
       description: a.description,
       title: a.title,
       input_schema: a.input,
