@@ -21,7 +21,8 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
-    summary: 'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1)',
+    summary:
+      'MCP gateway: configured HTTP actions and SSH actions (ssh.actions) as tools (stdio by default; --http serves 127.0.0.1)',
     load: () => import('./commands/serve.js'),
   },
   ops: {
@@ -33,7 +34,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   recover: {
     usage: 'candor recover [--config FILE] [--ledger URL] [--json]',
     summary:
-      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup, retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
+      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup (SSH: through the remote marker), retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
     load: () => import('./commands/recover.js'),
   },
   matrix: {

@@ -149,6 +149,22 @@ ssh:
       ? readdirSync(markerDir()).filter((id) => existsSync(join(markerDir(), id, 'done')))
       : [];
 
+  it('serve refuses a vault entry of the wrong type or binding, with FILE:LINE:COL (exit 2)', async () => {
+    const bad = join(dir, 'bad.yaml');
+    writeFileSync(
+      bad,
+      readFileSync(config, 'utf8')
+        .replace('key_ref: vault:box-key', 'key_ref: vault:deploy-token')
+        .replace('API_TOKEN: vault:deploy-token', 'API_TOKEN: vault:nowhere'),
+    );
+    const run = await runCli(['serve', '--config', bad, '--ledger', 'memory:']);
+    expect(run.err.trim().split('\n')).toEqual([
+      `${bad}:9:16: ssh.hosts.box.key_ref: vault entry "deploy-token" is ssh_secret; this needs ssh_key`,
+      `${bad}:24:32: ssh.actions[0].secret_env.API_TOKEN: the vault holds no credential named "nowhere" (candor vault list shows what it holds)`,
+    ]);
+    expect(run.code).toBe(2);
+  });
+
   it('serve runs the action; the vault secret is on no command line and leaves no trace', async () => {
     const ledgerPath = join(dir, 'serve.db');
     const gw = await gateway(ledgerPath);
