@@ -99,6 +99,16 @@ ssh:
         additionalProperties: false
       secret_env: { API_TOKEN: vault:deploy-token }
       deadline_ms: 120000
+    - name: write_value
+      class: execute
+      subject: the value
+      description: Write a value to a file.
+      host_ref: box
+      command: ${JSON.stringify(`printf %s {{input.value}} >${shQuote(root)}/{{input.file}}`)}
+      input:
+        type: object
+        properties: { value: { type: string }, file: { type: string } }
+        required: [value, file]
 `;
     config = join(dir, 'candor.yaml');
     writeFileSync(config, yaml('deploy'));
@@ -196,6 +206,20 @@ ssh:
     for (const f of [ledgerPath, `${ledgerPath}-wal`].filter((p) => existsSync(p)))
       expect(readFileSync(f).includes(TOKEN)).toBe(false);
     expect(executions(root, 'cfg-secret')).toBe(1);
+  });
+
+  it('arguments arrive byte for byte in the remote command; nothing in them runs', async () => {
+    const gw = await gateway(join(dir, 'quote.db'));
+    const canary = join(root, 'pwned');
+    const value = `a'b"c; touch ${canary}; $(touch ${canary}) \`touch ${canary}\` * \\ \n$HOME ${'x'.repeat(1000)}`;
+    const result = await gw.client.callTool({
+      name: 'write_value',
+      arguments: { value, file: "out '$(id)' ; * `id`" },
+    });
+    await gw.client.close();
+    expect(result.structuredContent).toMatchObject({ ok: true, category: 'succeeded' });
+    expect(readFileSync(join(root, "out '$(id)' ; * `id`"), 'utf8')).toBe(value);
+    expect(existsSync(canary)).toBe(false);
   });
 
   it('a SIGKILLed gateway leaves an unknown operation; recover settles it through the marker, no second run', async () => {
