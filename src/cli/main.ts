@@ -22,7 +22,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
     summary:
-      'MCP gateway: configured actions as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
+      'MCP gateway: configured HTTP actions and SSH actions (ssh.actions) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
     load: () => import('./commands/serve.js'),
   },
   ops: {
@@ -34,7 +34,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   recover: {
     usage: 'candor recover [--config FILE] [--ledger URL] [--json]',
     summary:
-      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup, retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
+      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup (SSH: through the remote marker), retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
     load: () => import('./commands/recover.js'),
   },
   matrix: {
@@ -68,7 +68,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     details: [
       'Subcommands:',
       '  init                       create an empty, unlocked vault (--key-file F is created if missing)',
-      '  set NAME --type bearer|basic|api_key|ssh_key --bind URL|ssh:HOST [--bind …]',
+      '  set NAME --type bearer|basic|api_key|ssh_key|ssh_secret --bind URL|ssh:HOST [--bind …]',
       '         [--username U] [--header H] [--value-env VAR | --value-file F]',
       '                             store a credential bound to origins/prefixes (value from env, file or prompt; never argv)',
       '  list [--json]              names, types, bindings, times; the gate, verified when a key is given',

@@ -8,6 +8,7 @@ import { defineAction, type ActionDefinition, type Destination } from '../engine
 import { UsageError } from '../engine/runtime.js';
 import type { FieldPath } from './locate.js';
 import type { ActionConfig, GatewayConfig } from './schema.js';
+import { buildSshActions, checkSshSection } from './ssh-actions.js';
 import {
   placeholderProblem,
   placeholdersIn,
@@ -125,6 +126,12 @@ export function checkConfig(config: GatewayConfig): Problem[] {
   }
   const names = new Set<string>();
   config.actions.forEach((a, i) => out.push(...checkAction(config, a, ['actions', i], names)));
+  out.push(...checkSshSection(config, names, checkInput, BUILTIN_TOOLS));
+  if (config.actions.length === 0 && (config.ssh?.actions.length ?? 0) === 0)
+    out.push({
+      path: ['actions'],
+      problem: 'at least one action is needed (actions or ssh.actions)',
+    });
   out.push(...checkApprovals(config));
   return out;
 }
@@ -151,7 +158,9 @@ function checkApprovals(config: GatewayConfig): Problem[] {
         problem: `class ${cls} is sensitive and cannot be approved automatically (session or per_call)`,
       });
   }
-  const byName = new Map(config.actions.map((a) => [a.name, a]));
+  const byName = new Map<string, { class: string }>(
+    [...config.actions, ...(config.ssh?.actions ?? [])].map((a) => [a.name, a]),
+  );
   for (const [name, scope] of Object.entries(spec.actions ?? {})) {
     const at = ['approvals', 'actions', name];
     const action = byName.get(name);
@@ -163,6 +172,26 @@ function checkApprovals(config: GatewayConfig): Problem[] {
         problem: `action ${name} is of sensitive class ${action.class} and cannot be approved automatically`,
       });
   }
+  return out;
+}
+
+/** An action's input schema: an object whose properties do not take `operation_id`. */
+function checkInput(input: Record<string, unknown>, at: FieldPath): Problem[] {
+  const out: Problem[] = [];
+  if (input['type'] !== 'object')
+    return [{ path: at, problem: 'the input schema must have type: object' }];
+  const props = input['properties'];
+  if (props !== undefined && (typeof props !== 'object' || props === null))
+    out.push({ path: [...at, 'properties'], problem: 'properties must be an object' });
+  const fields = new Set(Object.keys((props as Record<string, unknown> | undefined) ?? {}));
+  if (fields.has('operation_id'))
+    out.push({
+      path: [...at, 'properties', 'operation_id'],
+      problem: 'operation_id is reserved for retrying an operation',
+      at: 'key',
+    });
+  const p = convertProblem(input);
+  if (p) out.push({ path: at, problem: p });
   return out;
 }
 
@@ -187,23 +216,11 @@ function checkAction(
       problem: `no destination named "${a.destination}" under destinations`,
     });
 
-  let fields: Set<string> | null = null;
-  if (a.input['type'] !== 'object') {
-    out.push({ path: [...at, 'input'], problem: 'the input schema must have type: object' });
-  } else {
-    const props = a.input['properties'];
-    if (props !== undefined && (typeof props !== 'object' || props === null))
-      out.push({ path: [...at, 'input', 'properties'], problem: 'properties must be an object' });
-    fields = new Set(Object.keys((props as Record<string, unknown> | undefined) ?? {}));
-    if (fields.has('operation_id'))
-      out.push({
-        path: [...at, 'input', 'properties', 'operation_id'],
-        problem: 'operation_id is reserved for retrying an operation',
-        at: 'key',
-      });
-    const p = convertProblem(a.input);
-    if (p) out.push({ path: [...at, 'input'], problem: p });
-  }
+  out.push(...checkInput(a.input, [...at, 'input']));
+  const fields =
+    a.input['type'] === 'object'
+      ? new Set(Object.keys((a.input['properties'] as Record<string, unknown> | undefined) ?? {}))
+      : null;
   const rp = convertProblem(a.response);
   if (rp) out.push({ path: [...at, 'response'], problem: rp });
 
@@ -271,6 +288,10 @@ function refOf(record: unknown, field: string): string | null {
 
 /** Builds the engine's actions; call only with a configuration that passed checkConfig. */
 export function buildActions(config: GatewayConfig): ConfiguredAction[] {
+  return [...buildHttpActions(config), ...buildSshActions(config)];
+}
+
+function buildHttpActions(config: GatewayConfig): ConfiguredAction[] {
   return config.actions.map((a) => {
     const dest = config.destinations[a.destination]!;
     const method = a.request.method;

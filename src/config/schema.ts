@@ -4,6 +4,7 @@
 import { z } from 'zod';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
+import { sshConfigSchema } from './ssh-schema.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -175,11 +176,14 @@ export const configSchema = z.strictObject({
       credentialSchema,
     )
     .default({}),
-  destinations: z.record(
-    z.string().regex(NAME, 'destination names are 1-64 of A-Z a-z 0-9 . _ -'),
-    destinationSchema,
-  ),
-  actions: z.array(actionConfigSchema).min(1, 'at least one action is needed'),
+  destinations: z
+    .record(
+      z.string().regex(NAME, 'destination names are 1-64 of A-Z a-z 0-9 . _ -'),
+      destinationSchema,
+    )
+    .default({}),
+  actions: z.array(actionConfigSchema).default([]),
+  ssh: sshConfigSchema.optional(),
   approvals: z
     .strictObject({
       /**

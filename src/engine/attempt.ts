@@ -122,6 +122,7 @@ export async function attempt<I, O>(
         input,
         signal: opts.signal,
         now: () => clock.now(),
+        redactor,
       });
       evidence = sent.evidence;
       sshData = sent.data;

@@ -17,6 +17,7 @@ import type { ActionClass } from '../core/vocabulary.js';
 import type { HostEntry, Inventory, ResolveKey } from '../ssh/inventory.js';
 import type { MarkerState } from '../ssh/wrapper.js';
 import { defineAction, type ActionDefinition } from './action.js';
+import { redactedExcerpt } from '../vault/redact.js';
 import type { Redactor } from './ports.js';
 
 export interface SshRuntimeOptions {
@@ -25,7 +26,16 @@ export interface SshRuntimeOptions {
   resolveKey: ResolveKey;
   /** Bytes of stdout and of stderr kept per command (default 1 MiB); the rest is counted, dropped. */
   output_cap_bytes?: number;
+  /**
+   * Resolves a `secret_refs` entry (`vault:NAME`) for a host at attempt time, inside the runtime;
+   * the value goes to the redactor and into the command's secret environment, nowhere else.
+   */
+  resolveSecret?: (ref: string, hostRef: string) => Promise<SshSecretResult>;
 }
+
+export type SshSecretResult =
+  | { ok: true; value: string }
+  | { ok: false; code: 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable' };
 
 export interface SshActionSpec<I> {
   name: string;
@@ -43,6 +53,11 @@ export interface SshActionSpec<I> {
    * command line. Every value is added to the redactor before the operation is recorded.
    */
   secret_env?(input: I): Record<string, string>;
+  /**
+   * Secret environment variables whose values are credential references (`vault:NAME`), resolved
+   * at attempt time by the runtime's `resolveSecret` and sent like `secret_env`.
+   */
+  secret_refs?: Readonly<Record<string, string>>;
   deadline_ms?: number;
   attempt_budget?: number;
 }
@@ -51,6 +66,7 @@ export interface SshDeclaration {
   host_ref: string;
   check?: (input: unknown) => string;
   secret_env?: (input: unknown) => Record<string, string>;
+  secret_refs?: Readonly<Record<string, string>>;
   deadline_ms: number;
 }
 
@@ -64,6 +80,7 @@ export function defineSshAction<I>(
     deadline_ms: spec.deadline_ms ?? 60_000,
     ...(spec.check ? { check: (input: unknown) => spec.check!(input as I) } : {}),
     ...(spec.secret_env ? { secret_env: (input: unknown) => spec.secret_env!(input as I) } : {}),
+    ...(spec.secret_refs ? { secret_refs: { ...spec.secret_refs } } : {}),
   };
   return defineAction({
     name: spec.name,
@@ -172,6 +189,8 @@ export interface SshDispatch {
   input: unknown;
   signal?: AbortSignal | undefined;
   now: () => number;
+  /** Vault values are added to it; stderr is redacted whole before it is cut. */
+  redactor?: Redactor | undefined;
 }
 
 const unknownHost = (decl: SshDeclaration) => ({
@@ -195,8 +214,16 @@ export async function dispatchSsh(d: SshDispatch): Promise<SshDispatched> {
       phases: { started_at, finished_at: d.now() },
     };
   }
+  const secrets = await secretEnvOf(d.options, d.decl, d.input, d.redactor);
+  if (!secrets.ok)
+    return {
+      evidence: secrets.evidence,
+      data: null,
+      diagnostics: { problem: secrets.problem },
+      phases: { started_at, finished_at: d.now() },
+    };
+  const secretEnv = secrets.env;
   const { runSsh } = await import('../ssh/transport.js');
-  const secretEnv = d.decl.secret_env?.(d.input);
   const result = await runSsh({
     host: entry,
     command: d.command,
@@ -214,11 +241,20 @@ export async function dispatchSsh(d: SshDispatch): Promise<SshDispatched> {
     evidence: result.evidence,
     data:
       typeof exit === 'number'
-        ? { exit_status: exit, stdout: result.stdout.slice(0, 16_384) }
+        ? {
+            exit_status: exit,
+            // The agent sees stdout: a secret the command printed is hidden from it too.
+            stdout: d.redactor
+              ? redactedExcerpt(d.redactor, result.stdout, 16_384)
+              : result.stdout.slice(0, 16_384),
+          }
         : null,
     diagnostics: {
       wrapper: result.wrapper,
-      stderr_excerpt: result.stderr.slice(0, 2048),
+      // Redacted whole, then cut: a cut first could leave a secret's prefix behind (issue 12).
+      stderr_excerpt: d.redactor
+        ? redactedExcerpt(d.redactor, result.stderr, 2048)
+        : result.stderr.slice(0, 2048),
       ...(result.stdout_dropped > 0 ? { stdout_dropped_bytes: result.stdout_dropped } : {}),
       ...(result.stderr_dropped > 0 ? { stderr_dropped_bytes: result.stderr_dropped } : {}),
       ...(result.refusal ? { refusal: result.refusal } : {}),
@@ -258,8 +294,10 @@ export async function runSshCheck(
   const entry = entryOf(options, decl.host_ref);
   if (!options || !entry) return { ok: false, evidence: unknownHost(decl).evidence };
   if (!decl.check) return { ok: false, evidence: { phase: 'not_sent', error_code: 'no_check' } };
+  const secrets = await secretEnvOf(options, decl, input, undefined);
+  if (!secrets.ok) return { ok: false, evidence: secrets.evidence };
+  const secretEnv = secrets.env;
   const { checkSsh } = await import('../ssh/transport.js');
-  const secretEnv = decl.secret_env?.(input);
   const r = await checkSsh({
     host: entry,
     check: decl.check(input),
@@ -277,4 +315,46 @@ function lookupFailure(evidence: Evidence): { ok: false; evidence: Evidence; ref
   return refused
     ? { ok: false, evidence, refusal: refused.replace(/^wrapper_/, '') }
     : { ok: false, evidence };
+}
+
+/**
+ * The secret environment of one dispatch: the action's `secret_env` (from the input) and its
+ * `secret_refs` resolved now. A reference that does not resolve stops the dispatch before a byte
+ * leaves (a locked gate is `gate_locked`). Resolved values go to the redactor first.
+ */
+async function secretEnvOf(
+  options: SshRuntimeOptions | undefined,
+  decl: SshDeclaration,
+  input: unknown,
+  redactor: Redactor | undefined,
+): Promise<
+  | { ok: true; env: Record<string, string> | undefined }
+  | { ok: false; evidence: Evidence; problem: string }
+> {
+  const fromInput = decl.secret_env?.(input);
+  const refs = Object.entries(decl.secret_refs ?? {});
+  if (refs.length === 0) return { ok: true, env: fromInput };
+  const env: Record<string, string> = { ...fromInput };
+  for (const [name, ref] of refs) {
+    const r = options?.resolveSecret
+      ? await options.resolveSecret(ref, decl.host_ref)
+      : ({ ok: false, code: 'unavailable' } as const);
+    if (!r.ok) {
+      const problem = `the secret ${name} (${ref}) is not available: ${r.code}`;
+      return r.code === 'locked'
+        ? { ok: false, evidence: { phase: 'not_sent', blocked: 'gate_locked' }, problem }
+        : {
+            ok: false,
+            evidence: {
+              phase: 'not_sent',
+              local_error: 'credential_unavailable',
+              error_code: r.code,
+            },
+            problem,
+          };
+    }
+    redactor?.addSecret(r.value);
+    env[name] = r.value;
+  }
+  return { ok: true, env };
 }

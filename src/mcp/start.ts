@@ -4,6 +4,7 @@
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
 import { configCredentials, missingVaultRefs } from '../config/credentials.js';
 import { formatIssue, type ConfigIssue } from '../config/locate.js';
+import { configSsh, sshVaultProblems } from '../config/ssh-runtime.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
@@ -70,6 +71,11 @@ export function composeGateway(options: ComposeOptions): {
   });
   const gate = approvalGate(options);
   const audit = auditOptions(options);
+  // SSH hosts and actions: keys and secret_env values come from the vault at attempt time.
+  const ssh = configSsh(options.loaded.config, {
+    ...(options.vault ? { vault: options.vault } : {}),
+    onSecret: (s) => void redactor.addSecret(s),
+  });
   const runtime = createRuntime({
     ledger: options.ledger,
     credentials,
@@ -77,6 +83,7 @@ export function composeGateway(options: ComposeOptions): {
     agent: 'mcp-gateway',
     ...(gate ? { gate } : {}),
     ...(audit ? { audit } : {}),
+    ...(ssh ? { ssh } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: options.loaded.actions.map((a) => a.definition),
   });
@@ -241,7 +248,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
         failure: { code: 'vault', message: `vault: ${listing.failure.message}` },
       };
     }
-    const missing = missingVaultRefs(config, new Set(listing.value.credentials.map((c) => c.name)));
+    const missing = [
+      ...missingVaultRefs(config, new Set(listing.value.credentials.map((c) => c.name))),
+      ...sshVaultProblems(config, listing.value.credentials),
+    ];
     if (missing.length > 0) {
       vault.close();
       await ledger.close();

@@ -29,6 +29,8 @@ export function present(
       };
     case 'ssh_key':
       return { kind: 'ssh_private_key', private_key: secret };
+    case 'ssh_secret':
+      return { kind: 'ssh_secret_value', value: secret };
   }
 }
 

@@ -22,7 +22,7 @@ const bindingSchema = z.discriminatedUnion('kind', [
 ]);
 
 const credentialSchema = z.object({
-  type: z.enum(['bearer', 'basic', 'api_key', 'ssh_key']),
+  type: z.enum(['bearer', 'basic', 'api_key', 'ssh_key', 'ssh_secret']),
   username: z.string().optional(),
   header_name: z.string().optional(),
   bindings: z.array(bindingSchema).min(1),

@@ -9,6 +9,7 @@ import { bindingAdmits } from './binding.js';
 import { present, type Vault } from './store.js';
 import {
   CREDENTIAL_NAME,
+  isSshCredentialType,
   fail,
   ok,
   type Binding,
@@ -89,7 +90,7 @@ export function createCredentialResolver(options: ResolverOptions): CredentialRe
           message: `env:${target.variable} is not a declared credential.`,
         });
       }
-      if ((spec.type === 'ssh_key') !== (destination.kind === 'ssh')) {
+      if (isSshCredentialType(spec.type) !== (destination.kind === 'ssh')) {
         return fail({
           code: 'type_mismatch',
           message: `env:${target.variable} (${spec.type}) cannot serve a ${destination.kind} destination.`,
@@ -123,5 +124,11 @@ export function createCredentialResolver(options: ResolverOptions): CredentialRe
 
 function notify(onSecret: ((s: string) => void) | undefined, resolved: ResolvedCredential): void {
   if (onSecret === undefined) return;
-  onSecret(resolved.kind === 'http_header' ? resolved.header_value : resolved.private_key);
+  onSecret(
+    resolved.kind === 'http_header'
+      ? resolved.header_value
+      : resolved.kind === 'ssh_private_key'
+        ? resolved.private_key
+        : resolved.value,
+  );
 }

@@ -112,6 +112,40 @@ describe('vault store', () => {
       kind: 'ssh_private_key',
       private_key: pem,
     });
+    // ssh_secret: a value for an SSH command's secret environment, only for its bound host.
+    const multi = "it's a 'pass'\nword $(x)";
+    expect(
+      (
+        await vault.set({
+          name: 'e',
+          type: 'ssh_secret',
+          secret: multi,
+          bindings: [bind('ssh:web-1')],
+        })
+      ).ok,
+    ).toBe(true);
+    expect((await vault.resolve('e', { kind: 'ssh', host_ref: 'web-1' })).value).toEqual({
+      kind: 'ssh_secret_value',
+      value: multi,
+    });
+    expect((await vault.resolve('e', { kind: 'ssh', host_ref: 'web-2' })).failure?.code).toBe(
+      'binding_mismatch',
+    );
+    expect((await vault.resolve('e', API)).failure?.code).toBe('type_mismatch');
+    expect(
+      (await vault.set({ name: 'h', type: 'ssh_secret', secret: 'abcdef', bindings: https }))
+        .failure?.code,
+    ).toBe('invalid_binding');
+    expect(
+      (
+        await vault.set({
+          name: 'n',
+          type: 'ssh_secret',
+          secret: 'ab\0cdef',
+          bindings: [bind('ssh:web-1')],
+        })
+      ).failure?.code,
+    ).toBe('invalid_value');
     // A second process opening the same file sees the same values.
     const again = await openVault({ kind: 'passphrase', passphrase: PASS }, opts);
     expect((await again.value!.resolve('b', API)).value).toMatchObject({

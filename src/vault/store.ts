@@ -42,6 +42,7 @@ import {
 } from './keys.js';
 import {
   fail,
+  isSshCredentialType,
   ok,
   type Binding,
   type CredentialInfo,
@@ -361,7 +362,7 @@ function makeVault(
       if (stored === undefined) {
         return fail({ code: 'unknown_ref', message: `No credential named "${name}".` });
       }
-      if ((stored.type === 'ssh_key') !== (destination.kind === 'ssh')) {
+      if (isSshCredentialType(stored.type) !== (destination.kind === 'ssh')) {
         return fail({
           code: 'type_mismatch',
           message: `Credential "${name}" (${stored.type}) cannot serve a ${destination.kind} destination.`,

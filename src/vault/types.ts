@@ -19,8 +19,17 @@ export const CredentialType = {
   api_key: 'api_key',
   /** An SSH private key in PEM / OpenSSH format, only for `ssh` destinations. */
   ssh_key: 'ssh_key',
+  /**
+   * An opaque value for an SSH command's secret environment (`secret_env` in candor.yaml), only
+   * for `ssh` destinations: it reaches the remote command on the channel's stdin, never argv.
+   */
+  ssh_secret: 'ssh_secret',
 } as const;
 export type CredentialType = ValueOf<typeof CredentialType>;
+
+/** Types served only to `ssh` destinations (bound to `ssh:HOST` references). */
+export const isSshCredentialType = (type: CredentialType): boolean =>
+  type === 'ssh_key' || type === 'ssh_secret';
 
 /**
  * Where a credential may be used. HTTP bindings hold a normalised origin (`scheme://host[:port]`,
@@ -36,7 +45,8 @@ export type Destination = { kind: 'http'; url: string } | { kind: 'ssh'; host_re
 /** What a resolved credential gives the transport. Never shown to the agent. */
 export type ResolvedCredential =
   | { kind: 'http_header'; header_name: string; header_value: string }
-  | { kind: 'ssh_private_key'; private_key: string };
+  | { kind: 'ssh_private_key'; private_key: string }
+  | { kind: 'ssh_secret_value'; value: string };
 
 /** Why a credential could not be resolved. */
 export const ResolveFailureCode = {

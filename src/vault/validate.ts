@@ -3,6 +3,7 @@
 import {
   CREDENTIAL_NAME,
   fail,
+  isSshCredentialType,
   MIN_SECRET_LENGTH,
   ok,
   type Binding,
@@ -47,12 +48,12 @@ export function validateCredential(input: CredentialInput): Result<void, VaultFa
     return bad('invalid_binding', `Credential "${input.name}" needs at least one binding.`);
   }
   const sshBindings = input.bindings.filter((b) => b.kind === 'ssh').length;
-  const wantSsh = input.type === 'ssh_key';
+  const wantSsh = isSshCredentialType(input.type);
   if (sshBindings !== (wantSsh ? input.bindings.length : 0)) {
     return bad(
       'invalid_binding',
       wantSsh
-        ? 'An ssh_key credential takes only ssh:HOST bindings.'
+        ? `An ${input.type} credential takes only ssh:HOST bindings.`
         : `A ${input.type} credential takes only http(s) bindings.`,
     );
   }
@@ -62,6 +63,12 @@ export function validateCredential(input: CredentialInput): Result<void, VaultFa
       'invalid_value',
       `The value must have at least ${MIN_SECRET_LENGTH} characters (shorter ones cannot be redacted).`,
     );
+  }
+  if (input.type === 'ssh_secret') {
+    // Carried in a shell-quoted export on the wrapper's stdin: anything but NUL survives.
+    return secret.includes('\0')
+      ? bad('invalid_value', 'An ssh_secret value must not contain a NUL character.')
+      : ok(undefined);
   }
   if (wantSsh) {
     return PRIVATE_KEY_PEM.test(secret)

@@ -1,7 +1,8 @@
 // candor recover --config FILE [--ledger URL] [--json]: work through every unresolved operation
 // after a crash or restart — look it up, retry it under an honoured idempotency key, make the first
 // attempt of one that never sent anything, or mark it for a person — and say for each what was
-// really done. Never mints a new operation id. Opens the vault as `serve` does. Exit 1 while any
+// really done (SSH operations of `ssh.actions` are looked up through their remote markers). Never
+// mints a new operation id. Opens the vault as `serve` does. Exit 1 while any
 // operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';

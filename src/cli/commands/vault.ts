@@ -45,7 +45,7 @@ export interface VaultCommandDeps {
 
 const USAGE =
   'usage: candor vault init|set|list|lock|unlock|rotate [--vault PATH] [--key-file F] (see candor vault --help)';
-const TYPES: readonly CredentialType[] = ['bearer', 'basic', 'api_key', 'ssh_key'];
+const TYPES: readonly CredentialType[] = ['bearer', 'basic', 'api_key', 'ssh_key', 'ssh_secret'];
 const COMMON = { vault: 'string', 'key-file': 'string' } as const;
 
 /** Expected failures that are not the caller's typing: say so in one line with exit 3 or 1. */
@@ -104,7 +104,7 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
       const name = positional[0]!;
       const type = flags.type;
       if (typeof type !== 'string')
-        throw new UsageError('set needs --type bearer|basic|api_key|ssh_key');
+        throw new UsageError('set needs --type bearer|basic|api_key|ssh_key|ssh_secret');
       if (!(TYPES as readonly string[]).includes(type)) {
         throw new UsageError(`unknown --type "${type}"; expected ${TYPES.join(', ')}`);
       }
