@@ -2,9 +2,10 @@
 // runtime, MCP server, transport. Shutdown waits for in-flight calls so that every dispatched
 // attempt has its attempt_finished record before the ledger closes.
 import { serveStdio } from '@modelcontextprotocol/server/stdio';
-import { configCredentials, missingVaultRefs } from '../config/credentials.js';
-import { formatIssue, type ConfigIssue } from '../config/locate.js';
-import { configSsh, sshVaultProblems } from '../config/ssh-runtime.js';
+import { configCredentials } from '../config/credentials.js';
+import { openConfiguredVault } from '../config/vault-open.js';
+import type { ConfigIssue } from '../config/locate.js';
+import { configSsh } from '../config/ssh-runtime.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
@@ -14,7 +15,7 @@ import { decodeSealPublicKey } from '../ledger/seal.js';
 import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
-import { createRedactor, openVault, type Redactor, type Vault } from '../vault/index.js';
+import { createRedactor, type Redactor, type Vault } from '../vault/index.js';
 import {
   answerFromElicitation,
   anyLock,
@@ -225,53 +226,12 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   if (!opened.ok)
     return { ok: false, failure: { code: 'ledger', message: `ledger: ${opened.failure.message}` } };
   const ledger = opened.value;
-  let vault: Vault | undefined;
-  if (config.vault) {
-    const v = await openVault(
-      { kind: 'key_file', path: config.vault.key_file },
-      {
-        ...(config.vault.path ? { path: config.vault.path } : {}),
-        onSecret: (s) => void redactor.addSecret(s),
-      },
-    );
-    if (!v.ok) {
-      await ledger.close();
-      return { ok: false, failure: { code: 'vault', message: `vault: ${v.failure.message}` } };
-    }
-    vault = v.value;
-    const listing = await vault.list();
-    if (!listing.ok) {
-      vault.close();
-      await ledger.close();
-      return {
-        ok: false,
-        failure: { code: 'vault', message: `vault: ${listing.failure.message}` },
-      };
-    }
-    const missing = [
-      ...missingVaultRefs(config, new Set(listing.value.credentials.map((c) => c.name))),
-      ...sshVaultProblems(config, listing.value.credentials),
-    ];
-    if (missing.length > 0) {
-      vault.close();
-      await ledger.close();
-      const issues = missing.map((m) =>
-        options.loaded.locate
-          ? options.loaded.locate(m.path, m.problem)
-          : {
-              file: options.loaded.file,
-              line: 1,
-              col: 1,
-              field: m.path.join('.'),
-              problem: m.problem,
-            },
-      );
-      return {
-        ok: false,
-        failure: { code: 'config', message: issues.map(formatIssue).join('\n'), issues },
-      };
-    }
+  const vaultOpened = await openConfiguredVault(options.loaded, redactor);
+  if (!vaultOpened.ok) {
+    await ledger.close();
+    return { ok: false, failure: vaultOpened.failure };
   }
+  const vault = vaultOpened.vault;
   let composed: ReturnType<typeof composeGateway>;
   try {
     composed = composeGateway({

@@ -2,7 +2,7 @@
 // says what was really done; an operation that never sent anything is never looked up or turned
 // `unknown`; actions the configuration does not define are listed for a person; the exit code is
 // 1 while anything stays unresolved; a second run adds no duplicate observation.
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -164,8 +164,34 @@ actions:
       (await again.value.read()).filter((e) => e.kind === 'observation_recorded'),
     ).toHaveLength(observations.length);
     await again.value.close();
+
+    // A configuration naming a vault entry that does not exist stops recover at start, with the
+    // place in the file, before any operation is touched (as serve does).
+    const typo = join(dir, 'candor-typo.yaml');
+    writeFileSync(
+      typo,
+      readFileSync(configFile, 'utf8').replace('ref: vault:records-api', 'ref: vault:record-api'),
+    );
+    const eventsBefore = await ledgerEvents(ledgerPath);
+    const run3 = await cli(['recover', '--config', typo]);
+    expect(run3.code).toBe(2);
+    expect(run3.out).toBe('');
+    expect(run3.err).toMatch(
+      new RegExp(
+        `^${typo.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}:\\d+:\\d+: credentials\\.records-api\\.ref: .*record-api`,
+      ),
+    );
+    expect(await ledgerEvents(ledgerPath)).toBe(eventsBefore);
   });
 });
+
+async function ledgerEvents(path: string): Promise<number> {
+  const opened = await openLedger(`sqlite:${path}`);
+  if (!opened.ok) throw new Error(opened.failure.message);
+  const n = (await opened.value.read()).length;
+  await opened.value.close();
+  return n;
+}
 
 describe('recover in the engine', () => {
   it('a lookup that finds nothing without an honoured key: needs a person, once', async () => {

@@ -10,7 +10,8 @@ import { closeHttpPools } from '../../http/transport.js';
 import { openLedger } from '../../ledger/open.js';
 import { composeGateway } from '../../mcp/start.js';
 import type { RecoveryItem } from '../../engine/runtime.js';
-import { createRedactor, openVault, type Vault } from '../../vault/index.js';
+import { createRedactor } from '../../vault/index.js';
+import { openConfiguredVault } from '../../config/vault-open.js';
 import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
 
 const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
@@ -41,22 +42,18 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   }
   const { config } = loaded.value;
   const redactor = createRedactor();
-  // The vault as `serve` opens it: `vault:` credentials resolve, and its lock holds.
-  let vault: Vault | undefined;
-  if (config.vault) {
-    const v = await openVault(
-      { kind: 'key_file', path: config.vault.key_file },
-      {
-        ...(config.vault.path ? { path: config.vault.path } : {}),
-        onSecret: (s) => void redactor.addSecret(s),
-      },
-    );
-    if (!v.ok) {
-      io.err(`candor recover: vault: ${v.failure.message} (vault: in ${file})\n`);
-      return Exit.environment;
+  // The vault as `serve` opens it: `vault:` references are checked at start, credentials
+  // resolve, and its lock holds.
+  const vaultOpened = await openConfiguredVault(loaded.value, redactor);
+  if (!vaultOpened.ok) {
+    if (vaultOpened.failure.code === 'config') {
+      for (const issue of vaultOpened.failure.issues) io.err(`${formatIssue(issue)}\n`);
+      return Exit.usage;
     }
-    vault = v.value;
+    io.err(`candor recover: ${vaultOpened.failure.message} (vault: in ${file})\n`);
+    return Exit.environment;
   }
+  const vault = vaultOpened.vault;
   const url = typeof flags.ledger === 'string' ? flags.ledger : config.ledger;
   const opened = await openLedger(url, { mustExist: true });
   if (!opened.ok) {
