@@ -190,10 +190,17 @@ export async function listOperationsSql(
   } else {
     fetched = await triageRows(db, where, chosen, cursor, backward, want);
   }
-  return paginate(fetched, limit, q, backward, q.order === 'opened' ? compareOpened : compareTriage, {
-    total,
-    counts,
-  });
+  return paginate(
+    fetched,
+    limit,
+    q,
+    backward,
+    q.order === 'opened' ? compareOpened : compareTriage,
+    {
+      total,
+      counts,
+    },
+  );
 }
 
 /** Up to `want` rows in triage order (reversed when `backward`), bucket by bucket. */

@@ -70,7 +70,7 @@ function resolve(op: string, at: number, state: OperationState, refs: string[] =
       by: 'reconciliation',
       remote_refs: refs,
     },
-  } as NewEvent;
+  };
 }
 
 function agentSession(session: string, agent: string, at: number): NewEvent {
@@ -157,11 +157,7 @@ export function listingContract(
       expect(await q({ action: 'close_ticket' })).toEqual(['op_c', 'op_b']);
       expect(await q({ action_class: 'read' })).toEqual(['op_d']);
       expect(await q({ session_id: 'ses_b' })).toEqual(['op_d', 'op_b']);
-      expect(await q({ opened_from: T0 + 2, opened_to: T0 + 4 })).toEqual([
-        'op_c',
-        'op_d',
-        'op_b',
-      ]);
+      expect(await q({ opened_from: T0 + 2, opened_to: T0 + 4 })).toEqual(['op_c', 'op_d', 'op_b']);
       expect(await q({ action: 'close_ticket', session_id: 'ses_b' })).toEqual(['op_b']);
       expect(await q({ action: 'no_such_action' })).toEqual([]);
       const filtered = await store.operations({ session_id: 'ses_b', states: ['open'] });
@@ -255,7 +251,9 @@ export function listingContract(
         if (!f.next) break;
         f = await store.operations({ limit: 2, states: ['unknown', 'succeeded'], after: f.next });
       }
-      const expected = ids(await store.operations({ limit: 500, states: ['unknown', 'succeeded'] }));
+      const expected = ids(
+        await store.operations({ limit: 500, states: ['unknown', 'succeeded'] }),
+      );
       expect(filtered).toEqual(expected);
       expect(expected.length).toBeGreaterThan(10);
     }));

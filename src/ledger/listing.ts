@@ -127,8 +127,7 @@ export interface Cursor {
   first_seq: number;
 }
 
-export const cursorOf = (r: OperationRow): string =>
-  `${r.priority}.${r.opened_at}.${r.first_seq}`;
+export const cursorOf = (r: OperationRow): string => `${r.priority}.${r.opened_at}.${r.first_seq}`;
 
 /** `null` for anything that is not a cursor this module wrote. */
 export function parseCursor(text: string | undefined): Cursor | null {
@@ -139,9 +138,7 @@ export function parseCursor(text: string | undefined): Cursor | null {
 
 /** Triage order: priority ascending, then newest first (opened_at, first_seq descending). */
 export function compareTriage(a: Cursor, b: Cursor): number {
-  return (
-    a.priority - b.priority || b.opened_at - a.opened_at || b.first_seq - a.first_seq
-  );
+  return a.priority - b.priority || b.opened_at - a.opened_at || b.first_seq - a.first_seq;
 }
 
 /** Opened order: oldest first. */

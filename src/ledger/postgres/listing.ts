@@ -124,7 +124,9 @@ export async function backfillPostgresListing(client: pg.PoolClient): Promise<vo
     );
     if (res.rows.length === 0) return;
     const chunk = res.rows.map((r) => parseRecord(r.bytes));
-    const ids = [...new Set(chunk.flatMap((e) => (e.operation_id === null ? [] : [e.operation_id])))];
+    const ids = [
+      ...new Set(chunk.flatMap((e) => (e.operation_id === null ? [] : [e.operation_id]))),
+    ];
     const known = listingRows((await client.query(listingRowsSql(ids))).rows as SqlRow[]);
     const sql = listingWriteSql(chunk, known);
     if (sql) await client.query(sql);

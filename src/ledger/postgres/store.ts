@@ -4,13 +4,17 @@
 // queued in one process are group-committed. A write takes three round trips: (lock, head,
 // states), (insert, commit) and a WAL flush wait outside the lock.
 import pg from 'pg';
-import type { OperationState } from '../../core/vocabulary.js';
 import { sha256Hex } from '../../core/fingerprint.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
 import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
-import { listingFacetsSql, listOperationsSql, type SqlRow, type SqlRunner } from '../listing-sql.js';
+import {
+  listingFacetsSql,
+  listOperationsSql,
+  type SqlRow,
+  type SqlRunner,
+} from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
