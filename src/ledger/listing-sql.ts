@@ -142,25 +142,40 @@ export async function listOperationsSql(
   // Counts per state (without the state filter).
   const counts = emptyCounts();
   const cp = new Params(db);
-  const countRows =
-    ids === null && q.opened_from === undefined && q.opened_to === undefined
-      ? await db.run(
-          `SELECT state, SUM(n) AS n FROM ledger_op_counts WHERE ${[
-            'n <> 0',
-            ...(q.action !== undefined ? [`action = ${cp.add(q.action)}`] : []),
-            ...(q.action_class !== undefined ? [`action_class = ${cp.add(q.action_class)}`] : []),
-            ...(q.session_id !== undefined ? [`session_id = ${cp.add(q.session_id)}`] : []),
-          ].join(' AND ')} GROUP BY state`,
-          cp.values,
-        )
-      : await db.run(
-          `SELECT state, COUNT(*) AS n FROM ledger_operations
-           WHERE ${where(cp).join(' AND ')} AND priority IN (0, 1, 2) GROUP BY state`,
-          cp.values,
+  let countRows: SqlRow[];
+  if (ids === null && q.opened_from === undefined && q.opened_to === undefined) {
+    countRows = await db.run(
+      `SELECT state, SUM(n) AS n FROM ledger_op_counts WHERE ${[
+        'n <> 0',
+        ...(q.action !== undefined ? [`action = ${cp.add(q.action)}`] : []),
+        ...(q.action_class !== undefined ? [`action_class = ${cp.add(q.action_class)}`] : []),
+        ...(q.session_id !== undefined ? [`session_id = ${cp.add(q.session_id)}`] : []),
+      ].join(' AND ')} GROUP BY state`,
+      cp.values,
+    );
+  } else if (ids === null) {
+    // A time range: one index range count per (state, bucket), never a pass over every row.
+    countRows = [];
+    for (const s of STATES) {
+      for (const b of bucketsOf(s)) {
+        const p = new Params(db);
+        const c = [...where(p), `state = ${p.add(s)}`, `priority = ${p.add(b)}`];
+        const [r] = await db.run(
+          `SELECT COUNT(*) AS n FROM ledger_operations WHERE ${c.join(' AND ')}`,
+          p.values,
         );
+        countRows.push({ state: s, n: r?.n ?? 0 });
+      }
+    }
+  } else {
+    countRows = await db.run(
+      `SELECT state, COUNT(*) AS n FROM ledger_operations WHERE ${where(cp).join(' AND ')} GROUP BY state`,
+      cp.values,
+    );
+  }
   for (const r of countRows) {
     const s = r.state as State;
-    if (s in counts) counts[s] = Number(r.n);
+    if (s in counts) counts[s] += Number(r.n);
   }
   const chosen = q.states && q.states.length > 0 ? [...new Set(q.states)] : null;
   const total = (chosen ?? STATES).reduce((n, s) => n + counts[s], 0);
