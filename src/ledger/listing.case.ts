@@ -2,9 +2,10 @@
 // every adapter): what a page holds, in which order, with which counts, and that keyset pages
 // neither repeat nor skip an operation while new events are appended between them.
 import { expect, it } from 'vitest';
+import { seededRandom } from '../core/time.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { NewEvent } from './events.js';
-import type { OperationsPage, OperationsQuery } from './listing.js';
+import { memoryListing, type OperationsPage, type OperationsQuery } from './listing.js';
 import type { LedgerStore } from './store.js';
 
 const T0 = Date.UTC(2026, 0, 1);
@@ -269,5 +270,62 @@ export function listingContract(
         ['ses_b', 'triage-bot', 2],
       ]);
       expect((await store.facets(1)).sessions).toHaveLength(1);
+    }));
+
+  it('walks every page of a query to exactly the reference list (seeded random histories)', () =>
+    withStore(async ({ store }) => {
+      const seed = 20261130;
+      const rnd = seededRandom(seed);
+      const pick = (n: number): number => rnd.bytes(1)[0]! % n;
+      const reference = memoryListing();
+      for (let round = 0; round < 6; round++) {
+        const batch: NewEvent[] = [];
+        for (let i = 0; i < 15; i++) {
+          const op = `op_${round}_${i}`;
+          batch.push(
+            open(op, T0 + pick(20), {
+              action: `act_${pick(3)}`,
+              cls: pick(3) === 0 ? 'read' : 'create',
+              session: `ses_${pick(3)}`,
+              correlation: `corr_${pick(4)}`,
+            }),
+          );
+          const k = pick(6);
+          if (k === 1) batch.push(start(op, T0 + 50));
+          else if (k === 2) batch.push(resolve(op, T0 + 60, 'succeeded', [`ref_${op}`]));
+          else if (k === 3) batch.push(resolve(op, T0 + 60, 'failed'));
+          else if (k === 4) batch.push(resolve(op, T0 + 60, 'succeeded', ['ref_x', `ref_${op}`]));
+          else if (k === 5) batch.push(resolve(op, T0 + 60, 'duplicate_effect_confirmed', []));
+        }
+        const stored = await store.append(batch);
+        reference.apply(stored);
+      }
+      const queries: OperationsQuery[] = [
+        {},
+        { states: ['open', 'unknown'] },
+        { states: ['succeeded', 'failed'] },
+        { action: 'act_1' },
+        { action_class: 'read', session_id: 'ses_2' },
+        { opened_from: T0 + 5, opened_to: T0 + 12 },
+        { search: 'corr_2' },
+        { search: 'ref_x', states: ['succeeded'] },
+        { order: 'opened', session_id: 'ses_1' },
+      ];
+      for (const query of queries) {
+        const label = `seed ${seed}, query ${JSON.stringify(query)}`;
+        const want = await reference.operations({ ...query, limit: 500 });
+        const walked: string[] = [];
+        let page = await store.operations({ ...query, limit: 7 });
+        expect(page.counts, label).toEqual(want.counts);
+        expect(page.total, label).toBe(want.total);
+        for (;;) {
+          walked.push(...ids(page));
+          if (!page.next) break;
+          page = await store.operations({ ...query, limit: 7, after: page.next });
+        }
+        expect(walked, label).toEqual(ids(want));
+        expect(want.rows.length, label).toBe(want.total);
+      }
+      expect((await reference.operations({ limit: 500 })).total).toBe(90);
     }));
 }
