@@ -65,7 +65,8 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
         .map(() => '?')
         .join(', ')})`,
     ),
-    // Three shapes, by which indexed columns move.
+    // Four shapes, by which indexed columns move: `priority` is in every listing index, `state`
+    // in one, so an attempt starting on an unknown operation rewrites one index entry at most.
     full: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
          remote_refs = ?, duplicate = ?, state = ?, priority = ?, opened_at = ?, action = ?,
@@ -75,12 +76,22 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
          remote_refs = ?, duplicate = ?, state = ?, priority = ? WHERE operation_id = ?`,
     ),
+    stateOnly: db.prepare(
+      `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
+         remote_refs = ?, duplicate = ?, state = ? WHERE operation_id = ?`,
+    ),
     cold: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
          remote_refs = ?, duplicate = ? WHERE operation_id = ?`,
     ),
     count: db.prepare(
       `INSERT INTO ledger_op_counts (action, action_class, session_id, state, n) VALUES (?, ?, ?, ?, ?)
+       ON CONFLICT (action, action_class, session_id, state) DO UPDATE SET n = n + excluded.n`,
+    ),
+    // A state change is two deltas (old state -1, new state +1): one statement.
+    count2: db.prepare(
+      `INSERT INTO ledger_op_counts (action, action_class, session_id, state, n)
+       VALUES (?, ?, ?, ?, ?), (?, ?, ?, ?, ?)
        ON CONFLICT (action, action_class, session_id, state) DO UPDATE SET n = n + excluded.n`,
     ),
     session: db.prepare(
@@ -127,12 +138,24 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
             r.action_class,
             r.operation_id,
           );
-        } else if (old.state !== r.state || old.priority !== r.priority) {
+        } else if (old.priority !== r.priority) {
           st.state.run(...cold, ...refs, r.state, r.priority, r.operation_id);
+        } else if (old.state !== r.state) {
+          st.stateOnly.run(...cold, ...refs, r.state, r.operation_id);
         } else st.cold.run(...cold, ...refs, r.operation_id);
       }
-      for (const { key, delta } of c.counts)
-        st.count.run(key.action, key.action_class, key.session_id, key.state, delta);
+      const values = c.counts.map(({ key: k, delta }) => [
+        k.action,
+        k.action_class,
+        k.session_id,
+        k.state,
+        delta,
+      ]);
+      for (let i = 0; i < values.length; i += 2) {
+        const [a, b] = [values[i]!, values[i + 1]];
+        if (b) st.count2.run(...a, ...b);
+        else st.count.run(...a);
+      }
       for (const s of c.sessions)
         st.session.run(s.session_id, s.first_seq, s.first_at, s.agent, s.operations);
       for (const { ref, operation_id } of c.refs) st.tag.run(`r:${ref}`, operation_id);

@@ -195,6 +195,13 @@ class SqliteLedgerStore implements LedgerStore {
       return s;
     });
     const st = this.#stmt;
+    // The listing row holds every operation's state: one lookup serves both projections, and
+    // tells which session and correlation tags the operation's first event already wrote.
+    const rows = new Map<string, OperationRow | undefined>();
+    const lookup = (id: string): OperationRow | undefined => {
+      if (!rows.has(id)) rows.set(id, this.#listing.get(id));
+      return rows.get(id);
+    };
     for (const { record, bytes } of sealed) {
       st.insert.run(
         record.seq,
@@ -205,14 +212,13 @@ class SqliteLedgerStore implements LedgerStore {
         record.session_id,
         record.correlation_id,
       );
-      for (const tag of operationTags(record)) st.tag.run(tag, record.operation_id);
+      const known = record.operation_id === null ? undefined : lookup(record.operation_id);
+      for (const tag of operationTags(record)) {
+        if (known && (tag === `s:${known.session_id}` || tag === `c:${known.correlation_id}`))
+          continue;
+        st.tag.run(tag, record.operation_id);
+      }
     }
-    // The listing row holds every operation's state: one lookup serves both projections.
-    const rows = new Map<string, OperationRow | undefined>();
-    const lookup = (id: string): OperationRow | undefined => {
-      if (!rows.has(id)) rows.set(id, this.#listing.get(id));
-      return rows.get(id);
-    };
     const lookupState = (id: string): OperationState | undefined => lookup(id)?.state ?? undefined;
     const changes = foldStates(events, lookupState);
     this.#listing.apply(
