@@ -35,6 +35,13 @@ export { requestFingerprint, idempotencyKeyFor } from './core/fingerprint.js';
 export { canonicalJson } from './core/canonical.js';
 export { manualClock, seededRandom, systemClock, type Clock, type Random } from './core/time.js';
 export type { LedgerStore, LedgerQuery, Durability } from './ledger/store.js';
+export type {
+  ListingFacets,
+  OperationRow,
+  OperationsPage,
+  OperationsQuery,
+  SessionSummary,
+} from './ledger/listing.js';
 export type { NewEvent, StoredEvent } from './ledger/events.js';
 export {
   createRuntime,

@@ -11,6 +11,7 @@ import type {
   RetryDecision,
 } from '../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from './events.js';
+import { listingContract } from './listing.case.js';
 import { projectOperations, UNRESOLVED_STATES } from './projection.js';
 import { recordBytes } from './record.js';
 import type { LedgerStore } from './store.js';
@@ -377,5 +378,7 @@ export function ledgerContractSuite(
         await second.close();
       }
     });
+
+    listingContract(withStore);
   });
 }

@@ -1,5 +1,6 @@
 // The LedgerStore port: append, read, query, close. No update, no delete.
 import type { NewEvent, StoredEvent } from './events.js';
+import type { OperationListing } from './listing.js';
 
 /**
  * `process`: an acknowledged append survives `kill -9` of the writer (SQLite WAL, synchronous=NORMAL;
@@ -14,7 +15,8 @@ export type LedgerQuery =
   | { correlation_id: string }
   | { idempotency_key: string };
 
-export interface LedgerStore {
+/** The listing (`operations`, `facets`: see listing.ts) is kept in the append transaction. */
+export interface LedgerStore extends OperationListing {
   /**
    * Appends events atomically and in order; returns them as stored. When the promise resolves the
    * events are durable per the store's durability mode — the engine relies on this to write

@@ -15,7 +15,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import { APP_CSS, APP_JS } from './assets.js';
 import { html, type Html } from './html.js';
 import { page, type Section } from './layout.js';
-import { OperationIndex, type LiveEvent } from './op-index.js';
+import { CheckpointScan, LiveTail, type LiveEvent } from './live.js';
 import { auditBody } from './pages/audit.js';
 import { MATRIX_FILTERS, matrixBody, type MatrixFilter, type MatrixLoad } from './pages/matrix.js';
 import { operationBody } from './pages/operation.js';
@@ -37,9 +37,13 @@ export interface UiOptions {
   hosts?: Iterable<string>;
 }
 
+/** Sessions listed on the sessions page and in the session filter (newest first). */
+const SESSIONS_SHOWN = 500;
+
 export interface UiApp {
   app: Hono;
-  index: OperationIndex;
+  /** The view's position in the ledger (what the live stream has pushed up to). */
+  tail: LiveTail;
   token: string;
   hosts: Set<string>;
   /** Reads new ledger events into the index and pushes them to live pages. */
@@ -76,8 +80,8 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   const { store, ledger } = options;
   const token = options.token ?? randomBytes(24).toString('base64url');
   const hosts = new Set(options.hosts ?? []);
-  const index = new OperationIndex();
-  await index.catchUp(store);
+  const index = await LiveTail.start(store);
+  const checkpoints = new CheckpointScan();
   const listeners = new Set<(events: LiveEvent[]) => void>();
   const streams = new Set<SSEStreamingApi>();
   let audit: { seq: number; report: VerifyReport } | null = null;
@@ -154,9 +158,14 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   app.get('/static/app.js', (c) =>
     c.body(APP_JS, 200, { 'content-type': 'text/javascript; charset=utf-8' }),
   );
-  app.get('/', (c) =>
-    render(c, 'operations', 'Operations', operationsBody(index, parseOpsQuery(new URL(c.req.url)))),
-  );
+  app.get('/', async (c) => {
+    const q = parseOpsQuery(new URL(c.req.url));
+    const [result, facets] = await Promise.all([
+      store.operations(q.query),
+      store.facets(SESSIONS_SHOWN),
+    ]);
+    return render(c, 'operations', 'Operations', operationsBody(result, facets, q, index.lastSeq));
+  });
   app.get('/op/:id', async (c) => {
     const id = c.req.param('id');
     const events = await store.query({ operation_id: id });
@@ -172,39 +181,64 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       );
     return render(c, 'operations', `Operation ${id}`, operationBody(view, events, ledger));
   });
-  app.get('/sessions', (c) => render(c, 'sessions', 'Sessions', sessionsListBody(index)));
-  app.get('/sessions/:id', async (c) => {
-    const id = c.req.param('id');
-    const ops = index.ofSession(id);
-    const views = [];
-    for (const o of ops.slice(0, SESSION_CALL_LIMIT)) {
-      const v = projectOperation(await store.query({ operation_id: o.id }));
-      if (v) views.push(v);
-    }
-    return render(
+  app.get('/sessions', async (c) =>
+    render(
       c,
       'sessions',
-      `Session ${id}`,
-      sessionBody(id, views, ops.length > SESSION_CALL_LIMIT),
-    );
+      'Sessions',
+      sessionsListBody((await store.facets(SESSIONS_SHOWN)).sessions, SESSIONS_SHOWN),
+    ),
+  );
+  app.get('/sessions/:id', async (c) => {
+    const id = c.req.param('id');
+    const views = [];
+    let after: string | null = null;
+    let more = false;
+    // A session's calls in the order they were opened, a listing page at a time.
+    while (views.length < SESSION_CALL_LIMIT) {
+      const page: Awaited<ReturnType<LedgerStore['operations']>> = await store.operations({
+        session_id: id,
+        order: 'opened',
+        limit: Math.min(500, SESSION_CALL_LIMIT - views.length),
+        ...(after === null ? {} : { after }),
+      });
+      for (const o of page.rows) {
+        const v = projectOperation(await store.query({ operation_id: o.operation_id }));
+        if (v) views.push(v);
+      }
+      after = page.next;
+      more = after !== null;
+      if (after === null) break;
+    }
+    return render(c, 'sessions', `Session ${id}`, sessionBody(id, views, more));
   });
   app.get('/audit', async (c) => {
     if (audit === null || audit.seq !== index.lastSeq) {
       const seq = index.lastSeq;
       audit = { seq, report: await verifyStore(store, {}) };
     }
-    return render(c, 'audit', 'Audit', auditBody(audit.report, index.checkpoints(), ledger));
+    const found = await checkpoints.update(store);
+    return render(c, 'audit', 'Audit', auditBody(audit.report, found, ledger));
   });
-  app.get('/matrix', (c) => {
+  app.get('/matrix', async (c) => {
     const show = c.req.query('show');
     const filter: MatrixFilter = (MATRIX_FILTERS as readonly string[]).includes(show ?? '')
       ? (show as MatrixFilter)
       : 'all';
+    const known = new Set<string>();
+    const matrix = options.matrix ?? null;
+    const wanted = matrix?.ok
+      ? matrix.value.report.rows.flatMap((r) => (r.operation_id ? [r.operation_id] : []))
+      : [];
+    for (let i = 0; i < wanted.length; i += 500) {
+      const page = await store.operations({ operation_ids: wanted.slice(i, i + 500), limit: 500 });
+      for (const r of page.rows) known.add(r.operation_id);
+    }
     return render(
       c,
       'matrix',
       'Matrix report',
-      matrixBody(options.matrix ?? null, filter, (id) => index.get(id) !== undefined),
+      matrixBody(matrix, filter, (id) => known.has(id)),
     );
   });
   app.get('/events', (c) =>
@@ -245,7 +279,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
 
   return {
     app,
-    index,
+    tail: index,
     token,
     hosts,
     poll,

@@ -63,9 +63,11 @@ export async function run(
       `candor ui: warning: serving on ${host}, reachable beyond this machine (token required)\n`,
     );
   }
+  // One indexed listing query: the view never reads the whole ledger to start.
+  const { total } = await store.operations({ limit: 1 });
   io.out(
     [
-      `candor ui: ${started.ui.index.size} operation(s) from ${shown(url)}, read-only`,
+      `candor ui: ${total} operation(s) from ${shown(url)}, read-only`,
       `open ${started.urlWithToken}`,
       '(the token is new each start; press Ctrl-C to stop)',
       '',

@@ -3,6 +3,7 @@
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { LedgerError, settle } from '../ledger-error.js';
+import { memoryListing } from '../listing.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { LedgerQuery, LedgerStore } from '../store.js';
@@ -22,6 +23,7 @@ export function openMemoryLedger(): LedgerStore {
   const tags = new Map<string, Set<string>>();
   /** Only operations whose state is open or unknown. */
   const unresolved = new Map<string, OperationState>();
+  const listing = memoryListing();
   let closed = false;
 
   const live = (): void => {
@@ -69,6 +71,7 @@ export function openMemoryLedger(): LedgerStore {
           if (UNRESOLVED_STATES.has(c.state)) unresolved.set(c.operation_id, c.state);
           else unresolved.delete(c.operation_id);
         }
+        listing.apply(sealed.map((s) => s.record));
         // Returned records are parsed from the stored bytes: no aliasing of the caller's objects.
         return sealed.map((s) => parseRecord(s.bytes));
       }),
@@ -95,6 +98,8 @@ export function openMemoryLedger(): LedgerStore {
         live();
         return [...unresolved.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       }),
+    operations: (q) => settle(live).then(() => listing.operations(q)),
+    facets: (sessions) => settle(live).then(() => listing.facets(sessions)),
     close() {
       closed = true;
       return Promise.resolve();

@@ -3,10 +3,13 @@
 // the other columns and tables are derived from them (same layout as the SQLite schema).
 import type { PoolClient } from 'pg';
 import { LedgerError } from '../ledger-error.js';
+import { backfillPostgresListing, POSTGRES_LISTING_SCHEMA } from './listing.js';
 
 export interface Migration {
   version: number;
   sql: string;
+  /** Derives the new tables from the events already stored (same transaction). */
+  backfill?: (client: PoolClient) => Promise<void>;
 }
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
@@ -38,6 +41,12 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         state text NOT NULL
       );
     `,
+  },
+  {
+    // The operations listing of `candor ui` (src/ledger/listing.ts), derived from the events.
+    version: 2,
+    sql: POSTGRES_LISTING_SCHEMA,
+    backfill: backfillPostgresListing,
   },
 ];
 
@@ -81,6 +90,7 @@ export async function migratePostgres(
     for (const m of POSTGRES_MIGRATIONS) {
       if (m.version <= current) continue;
       await client.query(m.sql);
+      await m.backfill?.(client);
       await client.query('INSERT INTO schema_version (version, applied_at) VALUES ($1, $2)', [
         m.version,
         Date.now(),

@@ -5,7 +5,7 @@ import {
   startPostgres,
   type ThrowawayPostgres,
 } from '../../../test/support/postgres.js';
-import { ledgerContractSuite, opened } from '../contract.case.js';
+import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
 import { POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { openPostgresLedger } from './store.js';
 
@@ -78,5 +78,41 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     await Promise.all(stores.map((s, i) => s.append([opened(`op_${i}`)])));
     expect(await stores[0]!.read()).toHaveLength(4);
     await Promise.all(stores.map((s) => s.close()));
+  });
+
+  it('migrates a schema-1 ledger: the listing is derived from the events already stored', async () => {
+    const schema = 'older';
+    const store = await openPostgresLedger(url(), { schema });
+    await store.append([
+      opened('op_1', { correlation: 'case-7' }),
+      started('op_1', 'att_1'),
+      opened('op_2', { at: Date.UTC(2026, 0, 2) }),
+      finished('op_2', 'att_2', 'succeeded', 'never', 'applied'),
+    ]);
+    const expected = await store.operations({});
+    await store.close();
+    // Back to what Candor wrote before the listing existed.
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      await client.query(`SET search_path = ${schema}`);
+      await client.query(`DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions;
+        DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1`);
+    } finally {
+      await client.end();
+    }
+    const again = await openPostgresLedger(url(), { schema, mustExist: true });
+    try {
+      const page = await again.operations({});
+      expect(page.rows.map((r) => [r.operation_id, r.state])).toEqual([
+        ['op_1', 'unknown'],
+        ['op_2', 'succeeded'],
+      ]);
+      expect(page).toEqual(expected);
+      await again.append([finished('op_1', 'att_1', 'succeeded', 'never', 'applied')]);
+      expect((await again.operations({ states: ['succeeded'] })).total).toBe(2);
+    } finally {
+      await again.close();
+    }
   });
 });

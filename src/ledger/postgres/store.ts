@@ -4,14 +4,21 @@
 // queued in one process are group-committed. A write takes three round trips: (lock, head,
 // states), (insert, commit) and a WAL flush wait outside the lock.
 import pg from 'pg';
-import type { OperationState } from '../../core/vocabulary.js';
 import { sha256Hex } from '../../core/fingerprint.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
+import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
+import {
+  listingFacetsSql,
+  listOperationsSql,
+  type SqlRow,
+  type SqlRunner,
+} from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
+import { listingRows, listingRowsSql, listingWriteSql } from './listing.js';
 import { migratePostgres, validSchemaName } from './schema.js';
 
 export interface PostgresLedgerOptions {
@@ -106,11 +113,6 @@ interface HeadRow {
   hash: string;
 }
 
-interface StateRow {
-  operation_id: string;
-  state: OperationState;
-}
-
 class PostgresLedgerStore implements LedgerStore {
   readonly #pool: pg.Pool;
   readonly #group;
@@ -145,14 +147,13 @@ class PostgresLedgerStore implements LedgerStore {
           'SET LOCAL synchronous_commit = off',
           `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
           'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
-          `SELECT operation_id, state FROM unresolved_operations WHERE operation_id IN (${
-            touched.length > 0 ? touched.map((id) => pg.escapeLiteral(id)).join(', ') : 'NULL'
-          })`,
+          // The listing row holds every operation's state: it serves both projections.
+          listingRowsSql(touched),
         ].join('; '),
       )) as unknown as pg.QueryResult[];
-      // The last two replies are the head and the states (earlier ones: BEGIN, SET, lock).
+      // The last two replies are the head and the rows (earlier ones: BEGIN, SET, lock).
       const head = replies.at(-2) as pg.QueryResult<HeadRow>;
-      const known = replies.at(-1) as pg.QueryResult<StateRow>;
+      const known = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
       let seq = Number(head.rows[0]?.seq ?? 0);
       let prev = head.rows[0]?.hash ?? GENESIS_HASH;
       const results: (StoredEvent[] | Error)[] = [];
@@ -175,9 +176,8 @@ class PostgresLedgerStore implements LedgerStore {
           results.push(err instanceof Error ? err : new Error(String(err)));
         }
       }
-      const states = new Map(known.rows.map((r) => [r.operation_id, r.state]));
       // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-      await client.query(`${rows.length > 0 ? writeSql(rows, states) : ''}COMMIT`);
+      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}COMMIT`);
       if (rows.length > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -252,6 +252,22 @@ class PostgresLedgerStore implements LedgerStore {
     return res.rows.map((r) => r.operation_id);
   }
 
+  readonly #sql: SqlRunner = {
+    placeholder: (n) => `$${n}`,
+    run: async (sql, params) => {
+      this.#live();
+      return (await this.#pool.query<SqlRow>(sql, [...params])).rows;
+    },
+  };
+
+  operations(q: OperationsQuery): Promise<OperationsPage> {
+    return listOperationsSql(this.#sql, q, { prefixUpper: '\u{10ffff}', binary: ' COLLATE "C"' });
+  }
+
+  facets(sessions = 200): Promise<ListingFacets> {
+    return listingFacetsSql(this.#sql, sessions);
+  }
+
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
@@ -282,7 +298,7 @@ const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLitera
  */
 function writeSql(
   rows: readonly { record: StoredEvent; bytes: Buffer }[],
-  known: ReadonlyMap<string, OperationState>,
+  known: ReadonlyMap<string, OperationRow>,
 ): string {
   const values = rows.map(
     ({ record: r, bytes }) =>
@@ -305,7 +321,7 @@ function writeSql(
   }
   const changes = foldStates(
     rows.map((r) => r.record),
-    (id) => known.get(id),
+    (id) => known.get(id)?.state ?? undefined,
   );
   const open = changes.filter((c) => UNRESOLVED_STATES.has(c.state));
   const settled = changes.filter((c) => !UNRESOLVED_STATES.has(c.state));
@@ -321,5 +337,10 @@ function writeSql(
       `DELETE FROM unresolved_operations WHERE operation_id IN (${settled.map((c) => lit(c.operation_id)).join(', ')});`,
     );
   }
+  const listing = listingWriteSql(
+    rows.map((r) => r.record),
+    known,
+  );
+  if (listing) parts.push(listing);
   return parts.join(' ');
 }

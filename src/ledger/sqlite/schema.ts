@@ -5,10 +5,13 @@
 // (tag, operation) pair; session/correlation indexes on events cover non-operation events only.
 import type BetterSqlite3 from 'better-sqlite3';
 import { LedgerError } from '../ledger-error.js';
+import { backfillSqliteListing, SQLITE_LISTING_SCHEMA } from './listing.js';
 
 export interface Migration {
   version: number;
   sql: string;
+  /** Derives the new tables from the events already stored (same transaction). */
+  backfill?: (db: BetterSqlite3.Database) => void;
 }
 
 export const SQLITE_MIGRATIONS: readonly Migration[] = [
@@ -41,6 +44,12 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       ) WITHOUT ROWID;
     `,
   },
+  {
+    // The operations listing of `candor ui` (src/ledger/listing.ts), derived from the events.
+    version: 2,
+    sql: SQLITE_LISTING_SCHEMA,
+    backfill: backfillSqliteListing,
+  },
 ];
 
 export const SQLITE_SCHEMA_VERSION = SQLITE_MIGRATIONS.at(-1)!.version;
@@ -65,6 +74,7 @@ export function migrateSqlite(db: BetterSqlite3.Database): void {
     for (const m of SQLITE_MIGRATIONS) {
       if (m.version <= current) continue;
       db.exec(m.sql);
+      m.backfill?.(db);
       record.run(m.version, Date.now());
     }
   }).immediate();

@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ledgerContractSuite, opened, started } from '../contract.case.js';
+import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
 import { openSqliteLedger } from './store.js';
 import { SQLITE_SCHEMA_VERSION } from './schema.js';
 
@@ -70,5 +70,43 @@ describe('sqlite ledger file', () => {
     // The edited record's hash no longer matches what its successor chained to.
     expect(all[2]!.prev_hash).not.toBe(all[1]!.hash);
     expect(all[1]!.prev_hash).toBe(all[0]!.hash);
+  });
+
+  it('migrates a schema-1 ledger file: the listing is derived from the events already stored', async () => {
+    const path = join(dir, 'v1.db');
+    const store = openSqliteLedger(path);
+    await store.append([
+      opened('op_1', { correlation: 'case-7' }),
+      started('op_1', 'att_1'),
+      opened('op_2', { at: Date.UTC(2026, 0, 2) }),
+      finished('op_2', 'att_2', 'succeeded', 'never', 'applied'),
+    ]);
+    const expected = await store.operations({});
+    await store.close();
+    // Back to what Candor wrote before the listing existed.
+    const db = new Database(path);
+    db.exec(`DROP TABLE ledger_operations; DROP TABLE ledger_op_counts; DROP TABLE ledger_sessions;
+      DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1;`);
+    db.close();
+    const again = openSqliteLedger(path, { mustExist: true });
+    try {
+      const page = await again.operations({});
+      expect(page.rows.map((r) => [r.operation_id, r.state])).toEqual([
+        ['op_1', 'unknown'],
+        ['op_2', 'succeeded'],
+      ]);
+      expect(page).toEqual(expected);
+      expect(
+        (await again.operations({ search: 'case-7' })).rows.map((r) => r.operation_id),
+      ).toEqual(['op_1']);
+      // And it keeps being maintained on append.
+      await again.append([finished('op_1', 'att_1', 'succeeded', 'never', 'applied')]);
+      expect((await again.operations({ states: ['succeeded'] })).total).toBe(2);
+    } finally {
+      await again.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(2);
+    check.close();
   });
 });

@@ -10,9 +10,12 @@ import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
+import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
+import { listingFacetsSql, listOperationsSql, type SqlRunner } from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
+import { sqliteListingWriter, type SqliteListingWriter } from './listing.js';
 import { checkSqliteSchema, migrateSqlite } from './schema.js';
 
 export interface SqliteLedgerOptions {
@@ -146,11 +149,29 @@ class SqliteLedgerStore implements LedgerStore {
   readonly #writeBatches: (batches: readonly (readonly NewEvent[])[]) => (StoredEvent[] | Error)[];
   readonly #group;
   readonly #durability: Durability;
+  readonly #listing: SqliteListingWriter;
+  readonly #sql: SqlRunner;
   #closed = false;
 
   constructor(db: Database.Database, durability: Durability) {
     this.#db = db;
     this.#durability = durability;
+    this.#listing = sqliteListingWriter(db);
+    const cache = new Map<string, Database.Statement>();
+    this.#sql = {
+      placeholder: () => '?',
+      run: (sql, params) =>
+        settle(() => {
+          this.#live();
+          let stmt = cache.get(sql);
+          if (!stmt) {
+            stmt = db.prepare(sql);
+            if (cache.size > 200) cache.clear();
+            cache.set(sql, stmt);
+          }
+          return stmt.all(...params) as Record<string, unknown>[];
+        }),
+    };
     this.#stmt = {
       head: db.prepare('SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1'),
       insert: db.prepare(
@@ -158,7 +179,6 @@ class SqliteLedgerStore implements LedgerStore {
          VALUES (?, ?, ?, ?, ?, ?, ?)`,
       ),
       tag: db.prepare('INSERT OR IGNORE INTO ledger_tags (tag, operation_id) VALUES (?, ?)'),
-      state: db.prepare('SELECT state FROM unresolved_operations WHERE operation_id = ?').pluck(),
       setState: db.prepare(
         `INSERT INTO unresolved_operations (operation_id, state) VALUES (?, ?)
          ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state`,
@@ -225,6 +245,13 @@ class SqliteLedgerStore implements LedgerStore {
       return s;
     });
     const st = this.#stmt;
+    // The listing row holds every operation's state: one lookup serves both projections, and
+    // tells which session and correlation tags the operation's first event already wrote.
+    const rows = new Map<string, OperationRow | undefined>();
+    const lookup = (id: string): OperationRow | undefined => {
+      if (!rows.has(id)) rows.set(id, this.#listing.get(id));
+      return rows.get(id);
+    };
     for (const { record, bytes } of sealed) {
       st.insert.run(
         record.seq,
@@ -235,9 +262,20 @@ class SqliteLedgerStore implements LedgerStore {
         record.session_id,
         record.correlation_id,
       );
-      for (const tag of operationTags(record)) st.tag.run(tag, record.operation_id);
+      const known = record.operation_id === null ? undefined : lookup(record.operation_id);
+      for (const tag of operationTags(record)) {
+        if (known && (tag === `s:${known.session_id}` || tag === `c:${known.correlation_id}`))
+          continue;
+        st.tag.run(tag, record.operation_id);
+      }
     }
-    for (const c of foldStates(events, (id) => st.state.get(id) as OperationState | undefined)) {
+    const lookupState = (id: string): OperationState | undefined => lookup(id)?.state ?? undefined;
+    const changes = foldStates(events, lookupState);
+    this.#listing.apply(
+      sealed.map((s) => s.record),
+      lookup,
+    );
+    for (const c of changes) {
       if (UNRESOLVED_STATES.has(c.state)) st.setState.run(c.operation_id, c.state);
       else st.settle.run(c.operation_id);
     }
@@ -285,6 +323,14 @@ class SqliteLedgerStore implements LedgerStore {
       this.#live();
       return this.#stmt.unresolved.all() as string[];
     });
+  }
+
+  operations(q: OperationsQuery): Promise<OperationsPage> {
+    return listOperationsSql(this.#sql, q, { prefixUpper: '\u{10ffff}', binary: '' });
+  }
+
+  facets(sessions = 200): Promise<ListingFacets> {
+    return listingFacetsSql(this.#sql, sessions);
   }
 
   async close(): Promise<void> {

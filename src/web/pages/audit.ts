@@ -3,7 +3,7 @@
 // signatures are checked only when a log key is given to `audit verify`.
 import type { VerifyReport } from '../../ledger/chain/verify.js';
 import { html, iso, type Html } from '../html.js';
-import type { CheckpointSummary } from '../op-index.js';
+import type { CheckpointSummary } from '../live.js';
 
 export function auditBody(
   r: VerifyReport,

@@ -1,16 +1,16 @@
 // Page 1: every operation, unresolved and duplicate effects first, with filters, search, counts per
-// state and server-side pagination. Plain GET forms: the page works without the script.
+// state and server-side keyset pagination (the store's operations listing: a page costs the same
+// on the first page and the ten-thousandth). Plain GET forms: the page works without the script.
 import { OperationState, valuesOf, type OperationState as State } from '../../core/vocabulary.js';
+import type { ListingFacets, OperationsPage, OperationsQuery } from '../../ledger/listing.js';
 import { dash, html, iso, qs, type Html } from '../html.js';
 import { stateBadge } from '../layout.js';
-import { priority, type OpFilter, type OperationIndex } from '../op-index.js';
 
 export const PAGE_SIZE = 50;
 
 export interface OpsQuery {
-  filter: OpFilter;
-  page: number;
-  /** The raw parameters, to keep them in links. */
+  query: OperationsQuery;
+  /** The raw filter parameters, to keep them in links (cursors are added per link). */
   params: Record<string, string | undefined>;
 }
 
@@ -31,19 +31,19 @@ export function parseOpsQuery(url: URL): OpsQuery {
     .filter((s): s is State => (STATES as readonly string[]).includes(s));
   const from = parseTime(get('from'));
   const to = parseTime(get('to'));
-  const filter: OpFilter = {
+  const query: OperationsQuery = {
+    limit: PAGE_SIZE,
     ...(states.length > 0 ? { states } : {}),
     ...(get('action') ? { action: get('action')! } : {}),
-    ...(get('class') ? { cls: get('class')! } : {}),
-    ...(get('session') ? { session: get('session')! } : {}),
-    ...(from !== undefined ? { from } : {}),
-    ...(to !== undefined ? { to } : {}),
-    ...(get('q') ? { q: get('q')! } : {}),
+    ...(get('class') ? { action_class: get('class')! } : {}),
+    ...(get('session') ? { session_id: get('session')! } : {}),
+    ...(from !== undefined ? { opened_from: from } : {}),
+    ...(to !== undefined ? { opened_to: to } : {}),
+    ...(get('q') ? { search: get('q')! } : {}),
+    ...(get('after') ? { after: get('after')! } : get('before') ? { before: get('before')! } : {}),
   };
-  const page = Math.max(1, Math.min(1_000_000, Number.parseInt(get('page') ?? '1', 10) || 1));
   return {
-    filter,
-    page,
+    query,
     params: {
       state: states.length > 0 ? states.join(',') : undefined,
       action: get('action'),
@@ -69,13 +69,20 @@ const select = (
     </select></label
   >`;
 
-export function operationsBody(index: OperationIndex, q: OpsQuery): Html {
-  const { actions, classes } = index.facets();
-  const result = index.page(q.filter, (q.page - 1) * PAGE_SIZE, PAGE_SIZE);
-  const chosen = new Set(q.filter.states ?? []);
-  const pages = Math.max(1, Math.ceil(result.total / PAGE_SIZE));
-  const link = (page: number): string => `/${qs({ ...q.params, page })}`;
-  const sessions = index.sessions().map((s) => s.id);
+export function operationsBody(
+  result: OperationsPage,
+  facets: ListingFacets,
+  q: OpsQuery,
+  lastSeq: number,
+): Html {
+  const actions = facets.actions;
+  const classes = facets.action_classes;
+  const chosen = new Set(q.query.states ?? []);
+  const link = (cursor: { after: string } | { before: string }): string =>
+    `/${qs({ ...q.params, ...cursor })}`;
+  const sessions = facets.sessions.map((s) => s.session_id);
+  if (q.params.session !== undefined && !sessions.includes(q.params.session))
+    sessions.unshift(q.params.session);
   return html`<h1>Operations</h1>
     <form class="filters card" method="get" action="/" role="search" aria-label="Filter operations">
       <label
@@ -152,20 +159,20 @@ export function operationsBody(index: OperationIndex, q: OpsQuery): Html {
                   <td colspan="8" class="muted">No operation matches.</td>
                 </tr>`
               : result.rows.map((o) => {
-                  const p = priority(o);
-                  return html`<tr class="prio-${p}" data-op="${o.id}">
+                  const p = o.priority;
+                  return html`<tr class="prio-${p}" data-op="${o.operation_id}">
                     <td>
-                      <a class="mono" href="/op/${o.id}">${o.id}</a
+                      <a class="mono" href="/op/${o.operation_id}">${o.operation_id}</a
                       >${p === 0 ? html` <span class="badge s-dup">DUPLICATE</span>` : ''}
                     </td>
                     <td>${stateBadge(o.state)}</td>
                     <td>${dash(o.action)}</td>
-                    <td>${dash(o.cls)}</td>
+                    <td>${dash(o.action_class)}</td>
                     <td>
                       ${o.attempts}${o.delivered > 1 ? html` <span class="flag" title="reached the destination ${o.delivered} times">sent ${o.delivered}×</span>` : ''}
                     </td>
-                    <td class="mono">${o.refs.length ? o.refs.join(', ') : '–'}</td>
-                    <td class="mono">${dash(o.correlation)}</td>
+                    <td class="mono">${o.remote_refs.length ? o.remote_refs.join(', ') : '–'}</td>
+                    <td class="mono">${dash(o.correlation_id)}</td>
                     <td>${iso(o.opened_at)}</td>
                   </tr>`;
                 })
@@ -174,12 +181,17 @@ export function operationsBody(index: OperationIndex, q: OpsQuery): Html {
       </table>
       <nav class="pager" aria-label="Pages">
         ${
-          q.page > 1
-            ? html`<a class="button secondary" href="${link(q.page - 1)}" rel="prev">← Previous</a>`
+          result.prev !== null
+            ? html`<a class="button secondary" href="/${qs(q.params)}">⇤ First</a
+                ><a class="button secondary" href="${link({ before: result.prev })}" rel="prev"
+                  >← Previous</a
+                >`
             : ''
-        }<span>page ${q.page} of ${pages}</span>${
-          q.page < pages
-            ? html`<a class="button secondary" href="${link(q.page + 1)}" rel="next">Next →</a>`
+        }<span>${result.rows.length} of ${result.total} shown</span>${
+          result.next !== null
+            ? html`<a class="button secondary" href="${link({ after: result.next })}" rel="next"
+                >Next →</a
+              >`
             : ''
         }
       </nav>
@@ -188,8 +200,7 @@ export function operationsBody(index: OperationIndex, q: OpsQuery): Html {
       <h2 id="live-h">Live: ledger events as they are appended</h2>
       <ol id="live-feed" aria-live="polite"></ol>
       <p class="muted">
-        Ledger read up to seq ${index.lastSeq}. New events appear here and in the table without a
-        reload.
+        Ledger read up to seq ${lastSeq}. New events appear here and in the table without a reload.
       </p>
     </section>`;
 }

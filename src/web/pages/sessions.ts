@@ -9,7 +9,7 @@ import type { Envelope } from '../../core/envelope.js';
 import type { OperationView } from '../../ledger/projection.js';
 import { dash, html, iso, type Html } from '../html.js';
 import { stateBadge } from '../layout.js';
-import type { OperationIndex } from '../op-index.js';
+import type { SessionSummary } from '../../ledger/listing.js';
 
 /** At most this many calls are shown for one session (the rest: use the operations filter). */
 export const SESSION_CALL_LIMIT = 2_000;
@@ -82,12 +82,12 @@ export function callsOf(views: readonly OperationView[]): Call[] {
   }));
 }
 
-export function sessionsListBody(index: OperationIndex): Html {
-  const sessions = index.sessions();
+export function sessionsListBody(sessions: readonly SessionSummary[], limit: number): Html {
   return html`<h1>Sessions</h1>
     <p class="muted">
       A session is one run of an agent process. Open one to see its calls in order and the
-      transitions the transcript checker would flag.
+      transitions the transcript checker would
+      flag.${sessions.length >= limit ? ` The newest ${limit} are listed.` : ''}
     </p>
     <table aria-label="Sessions">
       <thead>
@@ -107,9 +107,11 @@ export function sessionsListBody(index: OperationIndex): Html {
             : sessions.map(
                 (s) =>
                   html`<tr>
-                    <td><a class="mono" href="/sessions/${s.id}">${s.id}</a></td>
+                    <td>
+                      <a class="mono" href="/sessions/${s.session_id}">${s.session_id}</a>
+                    </td>
                     <td>${dash(s.agent)}</td>
-                    <td>${s.ops}</td>
+                    <td>${s.operations}</td>
                     <td>${iso(s.first_at)}</td>
                   </tr>`,
               )
