@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { DEFAULT_LEDGER_URL, openLedger } from '../../ledger/open.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
 import { startUi } from '../../web/server.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
 
 const USAGE = 'usage: candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]';
 
@@ -15,7 +15,7 @@ const shown = (url: string): string => url.replace(/(\w+:\/\/[^:/@\s]+):[^@\s]*@
 export async function run(
   args: string[],
   io: CommandIo,
-  until: Promise<unknown> = interrupted(),
+  until: Promise<unknown> = untilStopped(),
 ): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     ledger: 'string',
@@ -77,16 +77,4 @@ export async function run(
   await started.close();
   await store.close();
   return Exit.ok;
-}
-
-function interrupted(): Promise<void> {
-  return new Promise((resolve) => {
-    const stop = (): void => {
-      process.off('SIGINT', stop);
-      process.off('SIGTERM', stop);
-      resolve();
-    };
-    process.on('SIGINT', stop);
-    process.on('SIGTERM', stop);
-  });
 }
