@@ -1,7 +1,6 @@
 // The engine's shared state, built once per runtime: options with their defaults, the ledger and
 // the few helpers every engine module needs (append, load, resolve, envelopeOf, paramsOf). The
 // modules take it explicitly instead of closing over createRuntime's locals.
-import type { LookupFunction } from 'node:net';
 import { hostname } from 'node:os';
 import type { classify, Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
@@ -9,15 +8,15 @@ import { canonicalJson } from '../core/canonical.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
+import type { Transports } from '../core/transport.js';
 import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { createRedactor } from '../vault/redact.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
-import type { ActionDefinition } from './action.js';
+import type { EngineAction } from './action.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
-import type { SshRuntimeOptions } from './ssh-action.js';
 
 export class UsageError extends Error {
   constructor(
@@ -38,14 +37,15 @@ export class RequestUnbuildable extends Error {
   }
 }
 
-export interface RuntimeOptions {
+/** The engine's options; the transports are given (src/runtime.ts fills in the defaults). */
+export interface EngineOptions {
   ledger: LedgerStore;
   credentials: CredentialProvider;
   clock?: Clock;
   ids?: IdFactory;
   /** The one process allowed to start attempts for operations it opens. */
   owner?: string;
-  actions?: ReadonlyArray<ActionDefinition<never, never> | ActionDefinition>;
+  actions?: ReadonlyArray<EngineAction<never, never> | EngineAction>;
   gate?: Gate;
   redactor?: Redactor;
   /** Waits between automatic retries (injected so tests never sleep for real). */
@@ -53,16 +53,14 @@ export interface RuntimeOptions {
   /** Backoff before retrying a connection that was never established. */
   backoff_ms?: (attemptNumber: number) => number;
   agent?: string;
-  /** Host name resolution for every request (tests resolve `.invalid` locally). */
-  lookup?: LookupFunction;
   /**
    * Audit: seal protected diagnostics to the auditor's public key (the gateway cannot read them
    * back), and issue signed checkpoints every N records, at session end and before a sensitive
    * action is dispatched.
    */
   audit?: { sealTo?: Uint8Array; checkpoints?: Checkpointer };
-  /** SSH host inventory and key resolution, for SSH actions. */
-  ssh?: SshRuntimeOptions;
+  /** The transports by kind: an action's destination kind picks the one that carries it. */
+  transports: Transports;
   /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
   classify?: typeof classify;
 }
@@ -78,7 +76,7 @@ export interface RunOptions {
   supersedes?: string;
 }
 
-export type AnyAction = ActionDefinition<never, never> | ActionDefinition;
+export type AnyAction = EngineAction<never, never> | EngineAction;
 
 /** A retry licence: the closed reason and decision recorded on the attempt it licenses. */
 export interface Licence {
@@ -89,7 +87,9 @@ export interface Licence {
 export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
 
 export interface EngineContext {
-  readonly options: RuntimeOptions;
+  readonly options: EngineOptions;
+  /** The transports by kind (the same object as `options.transports`). */
+  readonly transports: Transports;
   readonly ledger: LedgerStore;
   readonly clock: Clock;
   readonly ids: IdFactory;
@@ -128,7 +128,7 @@ export interface EngineContext {
   ) => Promise<void>;
 }
 
-export function createEngineContext(options: RuntimeOptions): EngineContext {
+export function createEngineContext(options: EngineOptions): EngineContext {
   // Order matters: a default owner mints an id, and injected id factories are deterministic.
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? createIdFactory(clock);
@@ -147,6 +147,7 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
 
   return {
     options,
+    transports: options.transports,
     ledger,
     clock,
     ids,

@@ -8,10 +8,9 @@
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { sha256Hex } from '../core/fingerprint.js';
-import { sshFingerprint } from './ssh-action.js';
 import type { Retry } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { ActionDefinition } from './action.js';
+import { hasLookup, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
 import { prepare } from './request.js';
 
@@ -26,7 +25,7 @@ export function paramsDigest(ctx: EngineContext, input: unknown): string {
 /** Null when `input` for `action` continues `view`'s request; otherwise why it does not. */
 export function changedRequest<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
 ): ChangedRequest | null {
@@ -37,12 +36,7 @@ export function changedRequest<I, O>(
   let fingerprint: string;
   try {
     // SSH: the recorded fingerprint also binds the check and the marker location.
-    fingerprint = sshFingerprint(
-      ctx.options.ssh,
-      action,
-      input,
-      prepare(action, input, view).fingerprint,
-    );
+    fingerprint = prepare(ctx, action, input, view).fingerprint;
   } catch {
     return 'unbuildable';
   }
@@ -107,10 +101,7 @@ export function budgetSpent(
   const last = view.attempts.at(-1)?.finish ?? null;
   const allNone =
     view.attempts.length > 0 && view.attempts.every((a) => a.finish?.remote_effect === 'none');
-  const lookup =
-    !lookedUp &&
-    (action.destination.reconciliation !== undefined ||
-      (action.destination.ssh !== undefined && action.class !== 'read'));
+  const lookup = !lookedUp && hasLookup(action);
   const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
   if (last && allNone) {
     return envelopeOf(

@@ -4,7 +4,7 @@ import { classify, type Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import type { RetryReason } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
-import { contractOf, type ActionDefinition } from './action.js';
+import { contractOf, type EngineAction } from './action.js';
 import { attempt } from './attempt.js';
 import {
   unknownOutcome,
@@ -14,8 +14,7 @@ import {
   type RunOptions,
 } from './context.js';
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
-import { prepare } from './request.js';
-import { sshFingerprint } from './ssh-action.js';
+import { prepare, type PreparedAttempt } from './request.js';
 
 const SENSITIVE: ReadonlySet<string> = new Set([
   'financial',
@@ -33,11 +32,8 @@ const SENSITIVE: ReadonlySet<string> = new Set([
  * operation after the delay is licensed.
  */
 function licence(action: AnyAction, c: Classification, automatic: boolean): Licence | null {
-  if (
-    c.retry === 'after_delay' &&
-    c.category === 'outcome_unknown' &&
-    action.destination.idempotency?.honoured
-  ) {
+  const honoured = contractOf(action).idempotency_honoured;
+  if (c.retry === 'after_delay' && c.category === 'outcome_unknown' && honoured) {
     return {
       reason: 'response_lost_after_dispatch',
       decision: 'destination_idempotency_confirmed',
@@ -62,8 +58,7 @@ function licence(action: AnyAction, c: Classification, automatic: boolean): Lice
     ? 'destination_5xx'
     : 'response_lost_after_dispatch';
   if (action.class === 'read') return { reason, decision: 'read_only' };
-  if (action.destination.idempotency?.honoured)
-    return { reason, decision: 'destination_idempotency_confirmed' };
+  if (honoured) return { reason, decision: 'destination_idempotency_confirmed' };
   return null;
 }
 
@@ -73,7 +68,7 @@ function licence(action: AnyAction, c: Classification, automatic: boolean): Lice
  */
 export async function gateRefusal<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   retry: Licence | null,
@@ -81,9 +76,9 @@ export async function gateRefusal<I, O>(
 ): Promise<Envelope | null> {
   const { gate, resolve, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
-  let prepared: ReturnType<typeof prepare<I, O>>;
+  let prepared: PreparedAttempt;
   try {
-    prepared = prepare(action, input, view);
+    prepared = prepare(ctx, action, input, view);
   } catch {
     return notAttempted(ctx, action, view);
   }
@@ -93,12 +88,12 @@ export async function gateRefusal<I, O>(
     operation_id: view.operation_id,
     action: action.name,
     action_class: action.class,
-    request_fingerprint: sshFingerprint(ctx.options.ssh, action, input, prepared.fingerprint),
+    request_fingerprint: prepared.fingerprint,
     request: {
-      method: dest.ssh ? 'SSH' : prepared.spec.method.toUpperCase(),
-      target: redactor.redactString(prepared.spec.path),
-      destination: dest.ssh ? `ssh:${dest.ssh.host_ref}` : dest.origin,
-      body: prepared.spec.body === undefined ? null : redactor.redactValue(prepared.spec.body),
+      method: prepared.method,
+      target: redactor.redactString(prepared.target),
+      destination: dest.kind === 'ssh' ? `ssh:${dest.host_ref}` : dest.origin,
+      body: prepared.body === undefined ? null : redactor.redactValue(prepared.body),
     },
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
     prior_attempt: last?.finish
@@ -161,7 +156,7 @@ export async function gateRefusal<I, O>(
 
 export async function drive<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   opts: RunOptions,
@@ -209,7 +204,11 @@ export async function drive<I, O>(
       const held = await witnessHold(ctx, action, input, view, retry);
       if (held) return held;
     }
-    const result = await attempt(ctx, action, input, view, retry, opts, 'attempt');
+    const result = await attempt(ctx, action, input, view, {
+      retry,
+      run: opts,
+      settledBy: 'attempt',
+    });
     if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
     if (c.category === 'succeeded')
@@ -259,7 +258,7 @@ export async function licensedAttempt(
   by: 'recovery' | 'reconciliation',
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
-  const a = action as unknown as ActionDefinition<unknown, unknown>;
+  const a = action as unknown as EngineAction<unknown, unknown>;
   if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view, by === 'reconciliation');
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
@@ -286,7 +285,7 @@ export async function licensedAttempt(
   }
   const refused = await gateRefusal(ctx, a, params, view, licence);
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, licence, {}, by);
+  const result = await attempt(ctx, a, params, view, { retry: licence, run: {}, settledBy: by });
   if (result.attemptId === null) return notAttempted(ctx, a, view);
   const c = result.classification;
   if (c.category === 'succeeded' && !result.resolved) {
@@ -302,7 +301,7 @@ export async function licensedAttempt(
  */
 function notAttempted(
   ctx: EngineContext,
-  action: AnyAction | ActionDefinition<never, never>,
+  action: AnyAction | EngineAction<never, never>,
   view: OperationView,
 ): Envelope {
   const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
@@ -328,7 +327,7 @@ function notAttempted(
 
 /** The intent's subject reference; a user callback that throws gives none, never an escape. */
 export function subjectRefOf<I>(
-  action: ActionDefinition<I, never> | ActionDefinition<I, unknown>,
+  action: EngineAction<I, never> | EngineAction<I, unknown>,
   input: I,
 ): string | null {
   try {
@@ -346,7 +345,7 @@ export function subjectRefOf<I>(
  */
 async function witnessHold<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   retry: Licence | null,

@@ -12,6 +12,7 @@ import type { Envelope } from '../core/envelope.js';
 import { REDACTED } from '../vault/redact.js';
 import type { OperationView } from '../ledger/projection.js';
 import { UNRESOLVED_STATES } from '../ledger/projection.js';
+import { contractOf, hasLookup } from './action.js';
 import type { AnyAction, EngineContext, Licence } from './context.js';
 import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
@@ -89,10 +90,7 @@ async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem 
   }
   if (!sent) return firstAttempt(ctx, action, view, person);
 
-  const lookup =
-    action.destination.reconciliation !== undefined ||
-    (action.destination.ssh !== undefined && action.class !== 'read');
-  if (lookup) {
+  if (hasLookup(action)) {
     const r = await reconcileView(ctx, action, view);
     const after = await settledAfter(ctx, id);
     const e = r.envelope;
@@ -110,7 +108,7 @@ async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem 
     }
     return person(lookupWhy(r.step, e), e);
   }
-  if (action.destination.idempotency?.honoured || action.class === 'read') {
+  if (contractOf(action).idempotency_honoured || action.class === 'read') {
     const how = action.class === 'read' ? 'retried as a read' : 'retried under the idempotency key';
     const licence: Licence = {
       reason: 'response_lost_after_dispatch',

@@ -1,6 +1,7 @@
 // SSH actions share the operation lifecycle of HTTP actions: the same write-ahead attempts,
 // classification and ledger trail. Only dispatch and reconciliation differ (the remote marker
-// wrapper instead of a lookup). The SSH driver is loaded lazily, never by the root entry.
+// wrapper instead of a lookup): both go through the SSH transport (src/ssh/adapter.ts), which
+// loads the SSH driver on first use, never the root entry.
 //
 // Real inputs: the ledger records a redacted copy of an operation's input, which can never stand in
 // for the real one (a check for "token ghp_… is gone" would check `[REDACTED]`). The runtime that
@@ -10,22 +11,14 @@
 // rebuilds the exact request of the last attempt — otherwise the answer is `escalate`, with the
 // reason (engine/reconcile-ssh.ts).
 import { z } from 'zod';
-import { canonicalJson } from '../core/canonical.js';
-import type { Evidence } from '../core/evidence.js';
-import { sha256Hex } from '../core/fingerprint.js';
 import type { ActionClass } from '../core/vocabulary.js';
-import type { HostEntry, Inventory, ResolveKey } from '../ssh/inventory.js';
-import type { MarkerState } from '../ssh/wrapper.js';
-import { defineAction, type ActionDefinition } from './action.js';
+import {
+  defineAction,
+  type ActionDefinition,
+  type EngineAction,
+  type SshDestination,
+} from './action.js';
 import type { Redactor } from './ports.js';
-
-export interface SshRuntimeOptions {
-  inventory: Inventory;
-  /** Resolves a host's `key_ref` to private key bytes, inside the runtime. */
-  resolveKey: ResolveKey;
-  /** Bytes of stdout and of stderr kept per command (default 1 MiB); the rest is counted, dropped. */
-  output_cap_bytes?: number;
-}
 
 export interface SshActionSpec<I> {
   name: string;
@@ -47,81 +40,39 @@ export interface SshActionSpec<I> {
   attempt_budget?: number;
 }
 
-export interface SshDeclaration {
-  host_ref: string;
-  check?: (input: unknown) => string;
-  secret_env?: (input: unknown) => Record<string, string>;
-  deadline_ms: number;
-}
-
 const sshOutput = z.object({ exit_status: z.number().int(), stdout: z.string() });
 
 export function defineSshAction<I>(
   spec: SshActionSpec<I>,
-): ActionDefinition<I, z.output<typeof sshOutput>> {
-  const ssh: SshDeclaration = {
-    host_ref: spec.host_ref,
-    deadline_ms: spec.deadline_ms ?? 60_000,
-    ...(spec.check ? { check: (input: unknown) => spec.check!(input as I) } : {}),
-    ...(spec.secret_env ? { secret_env: (input: unknown) => spec.secret_env!(input as I) } : {}),
-  };
-  return defineAction({
+): ActionDefinition<I, z.output<typeof sshOutput>, SshDestination> {
+  return defineAction<I, z.output<typeof sshOutput>, SshDestination>({
     name: spec.name,
     class: spec.class,
     subject: spec.subject,
     input: spec.input,
-    // The command is the request: its fingerprint binds host and command (and, at attempt time,
-    // the check and the marker location: sshFingerprint), so a changed command is a new operation.
-    request: (input) => ({ method: 'SSH', path: spec.command(input) }),
+    // The command is the request: its fingerprint binds host and command (and the check and the
+    // marker location: the SSH transport's binding), so a changed command is a new operation.
+    request: (input) => ({ command: spec.command(input) }),
     response: sshOutput,
     destination: {
-      origin: `ssh://${spec.host_ref}`,
+      kind: 'ssh',
+      host_ref: spec.host_ref,
       authority_ref: `ssh:${spec.host_ref}`,
       route_template: `${spec.host_ref}:${spec.name}`,
-      ssh,
+      deadline_ms: spec.deadline_ms ?? 60_000,
+      ...(spec.check ? { check: (input: unknown) => spec.check!(input as I) } : {}),
+      ...(spec.secret_env ? { secret_env: (input: unknown) => spec.secret_env!(input as I) } : {}),
     },
     ...(spec.attempt_budget !== undefined ? { attempt_budget: spec.attempt_budget } : {}),
   });
 }
 
-type AnySshCapable = Pick<ActionDefinition<never, never>, 'destination'>;
-
-/** The inventory entry of a host ref (no SSH driver needed). */
-function entryOf(options: SshRuntimeOptions | undefined, hostRef: string): HostEntry | undefined {
-  if (!options || !Object.hasOwn(options.inventory, hostRef)) return undefined;
-  return options.inventory[hostRef];
-}
-
-/**
- * The request fingerprint of an SSH attempt: the generic one (command, host ref) bound to the
- * check text and the marker location (host, port, user, marker directory) from the inventory now.
- * An inventory change between an attempt and its reconciliation is then a changed request, never
- * a marker "absent" somewhere else. Non-SSH actions keep `base`.
- */
-export function sshFingerprint(
-  options: SshRuntimeOptions | undefined,
-  action: AnySshCapable,
-  input: unknown,
-  base: string,
-): string {
-  const decl = action.destination.ssh;
-  if (!decl) return base;
-  const entry = entryOf(options, decl.host_ref);
-  const location = entry
-    ? {
-        host: entry.host,
-        port: entry.port,
-        user: entry.user,
-        marker_dir: entry.marker_dir ?? '',
-      }
-    : null;
-  const check = decl.check ? decl.check(input) : null;
-  return `sha256:${sha256Hex(canonicalJson({ base, location, check }))}`;
-}
+type AnySshCapable = Pick<EngineAction<never, never>, 'destination'>;
 
 /** Secret values of an SSH action's input (empty for other actions). */
 export function sshSecretValues(action: AnySshCapable, input: unknown): string[] {
-  const env = action.destination.ssh?.secret_env?.(input) ?? {};
+  const dest = action.destination;
+  const env = (dest.kind === 'ssh' ? dest.secret_env?.(input) : undefined) ?? {};
   return Object.values(env).filter((v) => v.length > 0);
 }
 
@@ -141,7 +92,7 @@ export function rememberSshInput(
   operationId: string,
   input: unknown,
 ): void {
-  if (!action.destination.ssh) return;
+  if (action.destination.kind !== 'ssh') return;
   let m = remembered.get(owner);
   if (!m) remembered.set(owner, (m = new Map<string, unknown>()));
   if (!m.has(operationId)) m.set(operationId, input);
@@ -153,128 +104,4 @@ export function rememberedSshInput(
 ): { found: true; input: unknown } | { found: false } {
   const m = remembered.get(owner);
   return m?.has(operationId) ? { found: true, input: m.get(operationId) } : { found: false };
-}
-
-export interface SshDispatched {
-  evidence: Evidence;
-  data: { exit_status: number; stdout: string } | null;
-  diagnostics: Record<string, unknown>;
-  phases: { started_at: number; request_sent_at?: number; finished_at: number };
-}
-
-export interface SshDispatch {
-  options: SshRuntimeOptions | undefined;
-  decl: SshDeclaration;
-  command: string;
-  family: ActionClass;
-  operationId: string;
-  /** The real input (for the check and the secret environment). */
-  input: unknown;
-  signal?: AbortSignal | undefined;
-  now: () => number;
-}
-
-const unknownHost = (decl: SshDeclaration) => ({
-  evidence: {
-    phase: 'not_sent',
-    local_error: 'credential_unavailable',
-    error_code: 'unknown_host_ref',
-  } satisfies Evidence,
-  problem: `no host "${decl.host_ref}" in the SSH inventory`,
-});
-
-export async function dispatchSsh(d: SshDispatch): Promise<SshDispatched> {
-  const started_at = d.now();
-  const entry = entryOf(d.options, d.decl.host_ref);
-  if (!d.options || !entry) {
-    const u = unknownHost(d.decl);
-    return {
-      evidence: u.evidence,
-      data: null,
-      diagnostics: { problem: u.problem },
-      phases: { started_at, finished_at: d.now() },
-    };
-  }
-  const { runSsh } = await import('../ssh/transport.js');
-  const secretEnv = d.decl.secret_env?.(d.input);
-  const result = await runSsh({
-    host: entry,
-    command: d.command,
-    operationId: d.operationId,
-    family: d.family,
-    resolveKey: d.options.resolveKey,
-    deadlineMs: d.decl.deadline_ms,
-    ...(d.decl.check ? { check: d.decl.check(d.input) } : {}),
-    ...(secretEnv ? { secretEnv } : {}),
-    ...(d.options.output_cap_bytes !== undefined ? { outputCap: d.options.output_cap_bytes } : {}),
-    ...(d.signal ? { signal: d.signal } : {}),
-  });
-  const exit = result.evidence.exit_status;
-  return {
-    evidence: result.evidence,
-    data:
-      typeof exit === 'number'
-        ? { exit_status: exit, stdout: result.stdout.slice(0, 16_384) }
-        : null,
-    diagnostics: {
-      wrapper: result.wrapper,
-      stderr_excerpt: result.stderr.slice(0, 2048),
-      ...(result.stdout_dropped > 0 ? { stdout_dropped_bytes: result.stdout_dropped } : {}),
-      ...(result.stderr_dropped > 0 ? { stderr_dropped_bytes: result.stderr_dropped } : {}),
-      ...(result.refusal ? { refusal: result.refusal } : {}),
-      ...(result.marker ? { marker: result.marker } : {}),
-      ...(result.check_status !== undefined ? { check_status: result.check_status } : {}),
-    },
-    phases: { started_at, finished_at: d.now() },
-  };
-}
-
-export type SshLookup =
-  | { ok: true; marker: MarkerState; evidence: Evidence; stdout: string }
-  | { ok: false; evidence: Evidence; refusal?: string };
-
-export async function lookupSshMarker(
-  options: SshRuntimeOptions | undefined,
-  decl: SshDeclaration,
-  operationId: string,
-): Promise<SshLookup> {
-  const entry = entryOf(options, decl.host_ref);
-  if (!options || !entry) return { ok: false, evidence: unknownHost(decl).evidence };
-  const { reconcileSsh } = await import('../ssh/transport.js');
-  const r = await reconcileSsh({ host: entry, operationId, resolveKey: options.resolveKey });
-  if (!r.ok) return lookupFailure(r.failure.lookup_evidence);
-  return { ok: true, marker: r.value.marker, evidence: r.value.evidence, stdout: r.value.stdout };
-}
-
-export type SshCheck =
-  { ok: true; check_status: number } | { ok: false; evidence: Evidence; refusal?: string };
-
-/** The set_state convergence check alone, under `sh -c` with the secret environment. */
-export async function runSshCheck(
-  options: SshRuntimeOptions | undefined,
-  decl: SshDeclaration,
-  input: unknown,
-): Promise<SshCheck> {
-  const entry = entryOf(options, decl.host_ref);
-  if (!options || !entry) return { ok: false, evidence: unknownHost(decl).evidence };
-  if (!decl.check) return { ok: false, evidence: { phase: 'not_sent', error_code: 'no_check' } };
-  const { checkSsh } = await import('../ssh/transport.js');
-  const secretEnv = decl.secret_env?.(input);
-  const r = await checkSsh({
-    host: entry,
-    check: decl.check(input),
-    resolveKey: options.resolveKey,
-    deadlineMs: decl.deadline_ms,
-    ...(secretEnv ? { secretEnv } : {}),
-  });
-  if (!r.ok) return lookupFailure(r.failure.lookup_evidence);
-  return { ok: true, check_status: r.value.check_status };
-}
-
-/** A failed lookup; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
-function lookupFailure(evidence: Evidence): { ok: false; evidence: Evidence; refusal?: string } {
-  const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
-  return refused
-    ? { ok: false, evidence, refusal: refused.replace(/^wrapper_/, '') }
-    : { ok: false, evidence };
 }

@@ -7,7 +7,7 @@ import { formatIssue } from '../../src/config/locate.js';
 import { parseConfig } from '../../src/config/load.js';
 import { defineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { closeHttpPools, DEFAULT_TIMEOUTS, sendHttp } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 
