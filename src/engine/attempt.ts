@@ -1,6 +1,7 @@
 // One attempt, in five steps: write-ahead (attempt_started is durable before a byte leaves),
 // dispatch (through the destination's transport), check (the reply against the action's
 // contract), classify (evidence to a claim) and record (attempt_finished with its diagnostics).
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
 import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
@@ -100,7 +101,7 @@ async function writeAhead(
   const prior = view.attempts.at(-1) ?? null;
   const dest = action.destination;
   const attemptId = ctx.ids.mint('att');
-  const budget = (action.attempt_budget ?? 3) - view.attempts.length - 1;
+  const budget = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
   await ctx.append([
     {
       kind: 'attempt_started',

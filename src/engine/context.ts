@@ -9,7 +9,7 @@ import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Transports } from '../core/transport.js';
-import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
+import type { OperationState, Retry } from '../core/vocabulary.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { createRedactor } from '../vault/redact.js';
@@ -78,11 +78,7 @@ export interface RunOptions {
 
 export type AnyAction = EngineAction<never, never> | EngineAction;
 
-/** A retry licence: the closed reason and decision recorded on the attempt it licenses. */
-export interface Licence {
-  reason: RetryReason;
-  decision: RetryDecision;
-}
+export type { Licence } from '../core/licence.js';
 
 export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
 
@@ -108,8 +104,10 @@ export interface EngineContext {
   readonly envelopeOf: (
     action: { name: string; subject: string },
     view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
-    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> &
-      Partial<Pick<Classification, 'rule'>>,
+    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> & {
+      /** The deciding rule (a RuleId, or a rule string recorded in the ledger). */
+      rule?: string;
+    },
     data: unknown,
     diagnosticsRef: string | null,
     variant?: 'retry_declined',

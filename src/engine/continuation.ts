@@ -5,6 +5,7 @@
 // a changed request is a new operation (which may supersede the old one).
 //
 // Also here: the attempt budget, a hard limit per operation across run, reconcile and recover.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { sha256Hex } from '../core/fingerprint.js';
@@ -84,7 +85,7 @@ export function budgetLeft(action: AnyAction, view: OperationView): number {
   const delivered = view.attempts.filter(
     (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
   ).length;
-  return Math.max(0, (action.attempt_budget ?? 3) - delivered);
+  return Math.max(0, (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - delivered);
 }
 
 /**

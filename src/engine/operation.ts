@@ -1,5 +1,6 @@
 // An operation's two ends outside an attempt: opening it (the intent committed to the ledger before
 // anything is dispatched) and describing it afterwards from its ledger view alone.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
@@ -75,7 +76,7 @@ export async function openOperation<I>(
         idempotency_key:
           dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null,
         supersedes_operation_id: opts.supersedes ?? null,
-        attempt_budget: action.attempt_budget ?? 3,
+        attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
       },
     },

@@ -8,6 +8,7 @@
 // A lookup or attempt that cannot be sent (gate locked, credential unavailable, budget spent)
 // leaves the operation for a person. Operations are worked through concurrently (bounded), so one
 // slow destination does not serialize every deadline.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { Envelope } from '../core/envelope.js';
 import { REDACTED } from '../vault/redact.js';
 import type { OperationView } from '../ledger/projection.js';
@@ -167,7 +168,7 @@ async function firstAttempt(
 /** Why no attempt may be made (the budget is spent), or null. */
 function cannotAttempt(action: AnyAction, view: OperationView): string | null {
   if (budgetLeft(action, view) <= 0)
-    return `the attempt budget (${action.attempt_budget ?? 3}) is spent`;
+    return `the attempt budget (${action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET}) is spent`;
   return null;
 }
 
