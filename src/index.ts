@@ -51,6 +51,7 @@ export {
   type HttpDestination,
   type SshDestination,
 } from './engine/action.js';
+export { isUsageError, type UsageErrorCode } from './core/errors.js';
 export type {
   Dispatched,
   DispatchOptions,

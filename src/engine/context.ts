@@ -18,14 +18,7 @@ import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
 
-export class UsageError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { UsageError } from '../core/errors.js';
 
 /**
  * The action's request function threw before the operation was opened: nothing was recorded or

@@ -8,6 +8,7 @@
 // leave only through the transport port (core/transport.ts); src/runtime.ts composes the default
 // transports into `createRuntime`.
 import type { Envelope } from '../core/envelope.js';
+import { isUsageError } from '../core/errors.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { EngineAction } from './action.js';
 import {
@@ -209,7 +210,7 @@ function unbuildableEnvelope(
   action: { name: string; subject: string },
   e: RequestUnbuildable,
 ): Envelope {
-  const misuse = e.cause instanceof UsageError && e.cause.code === 'invalid_input';
+  const misuse = isUsageError(e.cause, 'invalid_input');
   return {
     ok: false,
     category: misuse ? 'invalid_input' : 'local_failure',
