@@ -76,24 +76,36 @@ export type { Licence } from '../core/licence.js';
 export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
 
 export interface EngineContext {
+  /** The options as given (defaults below are resolved once, here). */
   readonly options: EngineOptions;
   /** The transports by kind (the same object as `options.transports`). */
   readonly transports: Transports;
+  /** The ledger every record goes to (append-only). */
   readonly ledger: LedgerStore;
+  /** Time for every record and phase (injected in tests). */
   readonly clock: Clock;
+  /** Mints operation, attempt, diagnostics and observation ids. */
   readonly ids: IdFactory;
+  /** Consulted before every attempt; `openGate` when none is given. */
   readonly gate: Gate;
+  /** The one redaction layer over everything agent-visible or stored in clear. */
   readonly redactor: Redactor;
+  /** Waits between automatic retries (tests never sleep for real). */
   readonly sleep: (ms: number) => Promise<void>;
+  /** Backoff before retrying a connection that was never established, by attempt number. */
   readonly backoff: (attemptNumber: number) => number;
+  /** This runtime's owner id, recorded on the operations it opens. */
   readonly owner: string;
   /** Actions by name: configured ones plus every action the runtime has been asked to run. */
   readonly actions: Map<string, AnyAction>;
   // Function-valued fields, not methods: modules destructure them, and none depends on `this`.
+  /** Appends records atomically; durable when the promise resolves. */
   readonly append: (events: NewEvent[]) => Promise<StoredEvent[]>;
+  /** The operation's projected view from its records, or null. */
   readonly load: (operationId: string) => Promise<OperationView | null>;
   /** The (redacted) input recorded when the operation was opened. */
   readonly paramsOf: (operationId: string) => Promise<unknown>;
+  /** The envelope of a classification (message from core/messages.ts, data redacted). */
   readonly envelopeOf: (
     action: { name: string; subject: string },
     view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
@@ -110,6 +122,7 @@ export interface EngineContext {
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     data: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
   ) => Promise<void>;
+  /** Records `operation_resolved`: the operation's final state and who settled it. */
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     state: OperationState,

@@ -29,19 +29,32 @@ import { admitSshInput, rememberSshInput } from './ssh-action.js';
 export { UsageError, type EngineOptions, type RecoveryItem, type RunOptions };
 
 export interface Runtime {
+  /** The process that owns the operations this runtime opens (only it decides their retries). */
   readonly owner: string;
+  /** The current session's id; the first call records `session_started`. */
   sessionId(): Promise<string>;
+  /** Makes an action known by name (for reconcile, recover and supersede of its operations). */
   register(action: AnyAction): void;
+  /**
+   * Runs an action: opens an operation (or continues `options.operationId` with the same request),
+   * passes the gate, attempts within the licence and budget, and answers with the envelope.
+   * Throws `UsageError` only for misuse (input that breaks the schema, someone else's operation).
+   */
   run<I, O>(action: EngineAction<I, O>, input: I, options?: RunOptions): Promise<Envelope>;
   /**
    * Opens an operation without dispatching it (the owner commits to an intent), e.g. to delegate
    * its attempts to a worker: `run(action, input, { operationId, worker })`.
    */
   open<I>(action: EngineAction<I, unknown>, input: I, options?: RunOptions): Promise<string>;
+  /** Looks the operation's result up at the destination and records what was found. */
   reconcile(operationId: string, options?: { signal?: AbortSignal }): Promise<Envelope>;
+  /** Works through every unresolved operation after a restart; one report line each. */
   recover(): Promise<RecoveryItem[]>;
+  /** Runs the operation's action with new input as a new operation that supersedes it. */
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
+  /** The operation's ledger view and the envelope it stands at, or null when unknown. */
   status(operationId: string): Promise<{ view: OperationView; envelope: Envelope } | null>;
+  /** Records `session_ended` and issues a checkpoint when audit checkpoints are configured. */
   endSession(reason?: string): Promise<void>;
 }
 
