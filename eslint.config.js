@@ -1,30 +1,42 @@
-// Type-aware lint plus the dependency direction of DESIGN.md §5:
-// cli|mcp|web -> engine -> core; adapters -> core; core imports nothing else.
+// Type-aware lint plus the dependency direction of DESIGN.md §6: cli|mcp|web -> engine -> core;
+// adapters (ledger, http, ssh, vault) -> core; core imports nothing else of ours. The engine reaches
+// transports only through the port in core/transport.ts; src/runtime.ts composes the adapters.
+// test/lint-direction.test.ts proves these rules fire.
 import js from '@eslint/js';
 import tseslint from 'typescript-eslint';
 
-const outer = [
+const folders = [
+  'core',
   'ledger',
   'engine',
   'http',
   'ssh',
   'approvals',
   'vault',
+  'upstream',
+  'config',
   'mcp',
   'fakes',
   'matrix',
+  'telemetry',
   'agent',
   'web',
   'cli',
 ];
-const forbid = (folders, extra = []) => ({
+const except = (...allowed) => folders.filter((f) => !allowed.includes(f));
+// The composition root and the public entry import adapters: reaching them is reaching adapters.
+const roots = (why) => ({
+  group: ['../runtime.js', '../index.js', '../../runtime.js', '../../index.js'],
+  message: `DESIGN.md §6: ${why} must not import the composition root (src/runtime.ts) or the entry`,
+});
+const forbid = (who, banned, extra = []) => ({
   'no-restricted-imports': [
     'error',
     {
       patterns: [
-        ...folders.map((f) => ({
-          group: [`../${f}/*`, `../../${f}/*`],
-          message: `DESIGN.md §5: this folder must not import ${f}/`,
+        ...banned.map((f) => ({
+          group: [`../${f}/*`, `../../${f}/*`, `../${f}`, `../../${f}`],
+          message: `DESIGN.md §6: ${who} must not import ${f}/`,
         })),
         ...extra,
       ],
@@ -74,7 +86,8 @@ export default tseslint.config(
   },
   {
     files: ['src/core/**/*.ts'],
-    rules: forbid(outer, [
+    rules: forbid('core (pure, no I/O)', except('core'), [
+      roots('core'),
       {
         group: [
           'node:fs',
@@ -91,10 +104,33 @@ export default tseslint.config(
     ]),
   },
   {
-    files: ['src/ledger/**/*.ts', 'src/http/**/*.ts', 'src/ssh/**/*.ts', 'src/vault/**/*.ts'],
-    rules: forbid(['engine', 'mcp', 'web', 'cli', 'matrix', 'agent']),
+    // The ledger's backends (memory/, sqlite/, postgres/) share its port, events and projections.
+    files: ['src/ledger/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: forbid('the ledger', except('core', 'ledger'), [roots('the ledger')]),
   },
-  { files: ['src/engine/**/*.ts'], rules: forbid(['mcp', 'web', 'cli', 'matrix', 'agent']) },
+  {
+    files: ['src/http/**/*.ts', 'src/ssh/**/*.ts', 'src/vault/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: forbid('an adapter (http, ssh, vault)', except('core'), [roots('an adapter')]),
+  },
+  {
+    // The engine imports ports (core, the ledger's port and projections), never a transport or a
+    // ledger backend. Its tests compose a runtime and may reach adapters.
+    files: ['src/engine/**/*.ts'],
+    ignores: ['**/*.test.ts'],
+    rules: forbid(
+      'the engine',
+      ['http', 'ssh', 'upstream', 'config', 'mcp', 'fakes', 'matrix', 'agent', 'web', 'cli'],
+      [
+        roots('the engine'),
+        {
+          group: ['../ledger/memory/*', '../ledger/sqlite/*', '../ledger/postgres/*'],
+          message: 'DESIGN.md §6: the engine uses the LedgerStore port, never a ledger backend',
+        },
+      ],
+    ),
+  },
   {
     // Plain ESM scripts run by node directly (benchmarks, child processes of tests): no types to check.
     files: ['bench/**/*.js', 'test/fixtures/**/*.mjs'],

@@ -27,7 +27,7 @@ for (const f of ['engine/runtime.js', 'engine/action.js', 'engine/ports.js', 'le
     process.exit(3);
   }
 }
-const { createRuntime } = await import(new URL('engine/runtime.js', dist).href);
+const { createRuntime } = await import(new URL('runtime.js', dist).href);
 const { defineAction } = await import(new URL('engine/action.js', dist).href);
 const { staticCredentials } = await import(new URL('engine/ports.js', dist).href);
 const { openLedger } = await import(new URL('ledger/open.js', dist).href);

@@ -50,8 +50,22 @@ export {
   type RuntimeOptions,
   type RunOptions,
   type RecoveryItem,
-} from './engine/runtime.js';
-export { defineAction, type ActionDefinition, type Destination } from './engine/action.js';
+} from './runtime.js';
+export {
+  defineAction,
+  type ActionDefinition,
+  type Destination,
+  type HttpDestination,
+  type SshDestination,
+} from './engine/action.js';
+export { isUsageError, type UsageErrorCode } from './core/errors.js';
+export type {
+  Dispatched,
+  DispatchOptions,
+  Prepared,
+  Transport,
+  Transports,
+} from './core/transport.js';
 export { defineSshAction } from './engine/ssh-action.js';
 export {
   staticCredentials,

@@ -11,7 +11,7 @@ import {
 import { runScriptedAgent, type ToolCaller } from '../src/agent/scripted.js';
 import type { Envelope } from '../src/core/envelope.js';
 import { staticCredentials } from '../src/engine/ports.js';
-import { createRuntime } from '../src/engine/runtime.js';
+import { createRuntime } from '../src/runtime.js';
 import { lookupRefusingInvalid, startFakeService, type FakeService } from '../src/fakes/index.js';
 import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';

@@ -3,7 +3,7 @@
 // records, before a sensitive action and at session end — all verifiable offline.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
-import { createRuntime } from '../src/engine/runtime.js';
+import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { closeHttpPools } from '../src/http/transport.js';
 import { createCheckpointer } from '../src/ledger/chain/checkpointer.js';

@@ -5,7 +5,7 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
-import { createRuntime } from '../src/engine/runtime.js';
+import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { closeHttpPools } from '../src/http/transport.js';
 import { createCheckpointer, type WitnessOptions } from '../src/ledger/chain/checkpointer.js';

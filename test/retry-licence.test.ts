@@ -2,7 +2,7 @@
 // attempt records why it was licensed. The engine never does so on its own.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
-import { createRuntime } from '../src/engine/runtime.js';
+import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';

@@ -4,7 +4,14 @@
 import { z } from 'zod';
 import { DEFAULT_SCOPES, SENSITIVE_CLASSES } from '../approvals/policy.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
-import { defineAction, type ActionDefinition, type Destination } from '../engine/action.js';
+import {
+  defineAction,
+  isHttpAction,
+  type ActionDefinition,
+  type Destination,
+  type EngineAction,
+  type HttpDestination,
+} from '../engine/action.js';
 import { UsageError } from '../engine/runtime.js';
 import type { FieldPath } from './locate.js';
 import type { ActionConfig, GatewayConfig } from './schema.js';
@@ -45,11 +52,20 @@ export const BUILTIN_TOOLS = [
 ] as const;
 
 export interface ConfiguredAction {
-  definition: ActionDefinition<unknown, unknown>;
+  definition: EngineAction<unknown, unknown>;
   description: string;
   title: string | undefined;
   /** The tool arguments' JSON Schema as configured (without `operation_id`). */
   input_schema: Record<string, unknown>;
+}
+
+/** A configured HTTP action's definition (an SSH action here is a programming error). */
+export function httpDefinition(
+  a: ConfiguredAction,
+): ActionDefinition<unknown, unknown, HttpDestination> {
+  if (!isHttpAction(a.definition))
+    throw new TypeError(`${a.definition.name} is not an HTTP action`);
+  return a.definition;
 }
 
 export interface Problem {

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { httpDefinition } from './actions.js';
 import { formatIssue } from './locate.js';
 import { parseConfig } from './load.js';
 import { configJsonSchema } from './schema.js';
@@ -59,20 +60,20 @@ describe('parseConfig', () => {
     const r = parseConfig(GOOD, 'candor.yaml');
     if (!r.ok) throw new Error(r.failure.message);
     const [create, get] = r.value.actions;
-    expect(create!.definition.request({ title: 'a/b', size: 3 }, ctx)).toEqual({
+    expect(httpDefinition(create!).request({ title: 'a/b', size: 3 }, ctx)).toEqual({
       method: 'POST',
       path: '/v1/records',
       body: { title: 'a/b', client_ref: 'op_01ABC', size: 3, label: 'n=3' },
     });
     // An absent optional argument drops its key instead of sending "".
-    expect(create!.definition.request({ title: 't' }, ctx)).toMatchObject({
+    expect(httpDefinition(create!).request({ title: 't' }, ctx)).toMatchObject({
       body: { title: 't', client_ref: 'op_01ABC', label: 'n=' },
     });
-    expect(get!.definition.request({ id: 'rec 1/../x' }, ctx).path).toBe(
+    expect(httpDefinition(get!).request({ id: 'rec 1/../x' }, ctx).path).toBe(
       '/v1/records/rec%201%2F..%2Fx',
     );
-    expect(() => get!.definition.request({ id: '..' }, ctx)).toThrow(/dot segment/);
-    const dest = create!.definition.destination;
+    expect(() => httpDefinition(get!).request({ id: '..' }, ctx)).toThrow(/dot segment/);
+    const dest = httpDefinition(create!).destination;
     expect(dest.authority_ref).toBe('env:FAKE_TOKEN');
     expect(dest.route_template).toBe('/v1/records');
     expect(dest.reconciliation!.lookup(ctx, {}).path).toBe('/v1/records?client_ref=op_01ABC');
@@ -81,9 +82,9 @@ describe('parseConfig', () => {
       { ref: '2', record: { id: 2 } },
     ]);
     expect(() => dest.reconciliation!.matches({ nope: [] }, {})).toThrow();
-    expect(create!.definition.remoteRef!({ id: 'rec_9' })).toBe('rec_9');
-    expect(create!.definition.input.safeParse({ title: 'x', extra: 1 }).success).toBe(false);
-    expect(get!.definition.destination.reconciliation).toBeUndefined();
+    expect(httpDefinition(create!).remoteRef!({ id: 'rec_9' })).toBe('rec_9');
+    expect(httpDefinition(create!).input.safeParse({ title: 'x', extra: 1 }).success).toBe(false);
+    expect(httpDefinition(get!).destination.reconciliation).toBeUndefined();
     expect(r.value.config.ledger).toBe('memory:');
   });
 

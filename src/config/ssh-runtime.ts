@@ -2,7 +2,8 @@
 // values resolved from the vault at attempt time (inside the runtime, bound to the host: a vault
 // entry serves only the `ssh:HOST_REF` it is bound to), and the start-up check that every vault
 // reference names an entry of the right type and binding.
-import type { SshRuntimeOptions, SshSecretResult } from '../engine/ssh-action.js';
+import type { SshSecretResult } from '../engine/ssh-action.js';
+import type { SshRuntimeOptions } from '../ssh/adapter.js';
 import type { Inventory } from '../ssh/inventory.js';
 import type { CredentialInfo, ResolveFailureCode, Vault } from '../vault/index.js';
 import type { GatewayConfig } from './schema.js';

@@ -49,19 +49,22 @@ describe('candor.yaml SSH actions', () => {
     const [a] = r.value.actions;
     const def = a!.definition;
     expect(def.name).toBe('restart_service');
-    expect(def.destination.ssh?.host_ref).toBe('web-1');
-    expect(def.destination.ssh?.secret_refs).toEqual({ API_TOKEN: 'vault:deploy-token' });
+    const dest = def.destination;
+    if (dest.kind !== 'ssh') throw new Error('restart_service is not an SSH action');
+    expect(dest.host_ref).toBe('web-1');
+    expect(dest.secret_refs).toEqual({ API_TOKEN: 'vault:deploy-token' });
     const input = { service: "nginx'; rm -rf / #", tag: '$(id) `id` *', pass: 's3cret-pass' };
     const req = def.request(input, {
       operation_id: 'op_1',
       correlation_id: 'c',
       idempotency_key: null,
     });
-    expect(req.path).toBe(
+    if (!('command' in req)) throw new Error('an SSH action builds a command');
+    expect(req.command).toBe(
       `systemctl restart 'nginx'\\''; rm -rf / #' && deploy --token-env DB_PASS --tag '$(id) \`id\` *'`,
     );
-    expect(req.path).not.toContain('s3cret-pass');
-    expect(def.destination.ssh?.secret_env?.(input)).toEqual({ DB_PASS: 's3cret-pass' });
+    expect(req.command).not.toContain('s3cret-pass');
+    expect(dest.secret_env?.(input)).toEqual({ DB_PASS: 's3cret-pass' });
   });
 
   it('a secret input or a vault value in the command text is refused at load, with its place', () => {

@@ -4,7 +4,9 @@
 import {
   contractSchema,
   evidenceSchema,
+  LocalError,
   type Evidence,
+  type LocalError as LocalErrorT,
   type ResolvedContract,
 } from './evidence.js';
 import {
@@ -13,11 +15,74 @@ import {
   DispatchState,
   RemoteEffect,
   Retry,
+  valuesOf,
   type Category as CategoryT,
   type DispatchState as DispatchStateT,
   type RemoteEffect as RemoteEffectT,
   type Retry as RetryT,
 } from './vocabulary.js';
+import { ACTION_CLASS_RULES } from './rules.js';
+
+/** Every rule that can decide a classification, except the not-sent ones per local error. */
+export const RULE_IDS = [
+  'reconciled_duplicates',
+  'reconciled_found',
+  'gate_locked',
+  'approval_denied',
+  'not_sent',
+  'misframed_response',
+  'exit_zero',
+  'exit_zero_contract_violated',
+  'exit_nonzero',
+  'exit_nonzero_not_started',
+  'no_exit_status',
+  'no_status',
+  'sent_no_response',
+  'idempotency_in_progress',
+  'http_401',
+  'http_403',
+  'http_429',
+  'http_4xx_rejection',
+  'http_5xx_documented_failure',
+  'http_5xx_not_applied_retry_after',
+  'http_5xx_not_applied',
+  'http_5xx_unknown',
+  'http_2xx_body_cut',
+  'http_2xx_contract_violated',
+  'http_2xx_error_body',
+  'http_2xx_replay',
+  'http_2xx',
+  'http_unexpected_status',
+  'unreadable_evidence',
+  'classifier_fault',
+  // The engine's own: no attempt was made (the request could not be built, or changed).
+  'request_unbuildable',
+  'request_changed',
+] as const;
+
+/**
+ * Which rule decided a classification: a closed set, recorded in the ledger and reports. A rule
+ * the code can produce but this union lacks is a compile error in classify().
+ */
+export type RuleId = (typeof RULE_IDS)[number] | `not_sent_${LocalErrorT}`;
+
+const RULE_ID_SET: ReadonlySet<string> = new Set([
+  ...RULE_IDS,
+  ...valuesOf(LocalError).map((e) => `not_sent_${e}`),
+]);
+
+/** Whether a recorded rule (a string from the ledger) is one this classifier knows. */
+export function isRuleId(rule: string): rule is RuleId {
+  return RULE_ID_SET.has(rule);
+}
+
+/** The rules that answer a 5xx (a retry they license is recorded as `destination_5xx`). */
+export const FIVE_XX_RULES: ReadonlySet<RuleId> = new Set<RuleId>([
+  'http_5xx_documented_failure',
+  'http_5xx_not_applied_retry_after',
+  'http_5xx_not_applied',
+  'http_5xx_unknown',
+]);
 
 export interface Classification {
   category: CategoryT;
@@ -27,25 +92,18 @@ export interface Classification {
   retry_after_ms: number | null;
   dispatch_state: DispatchStateT;
   /** Which rule decided: a stable id, recorded in the ledger and reports. */
-  rule: string;
+  rule: RuleId;
 }
 
 /**
  * Retry directive after a `confirmed_failure` (the service said the work was not done), per action
- * class. Sensitive classes stop for a person even when the remote side says "not applied".
+ * class: the `confirmed_failure_retry` column of ACTION_CLASS_RULES (core/rules.ts).
  */
-export const CONFIRMED_FAILURE_RETRY: Readonly<Record<ActionClass, RetryT>> = {
-  read: Retry.allowed,
-  set_state: Retry.allowed,
-  create: Retry.allowed,
-  append: Retry.allowed,
-  notify: Retry.allowed,
-  financial: Retry.escalate,
-  destructive: Retry.escalate,
-  permission_change: Retry.escalate,
-  credential_change: Retry.escalate,
-  execute: Retry.escalate,
-};
+export const CONFIRMED_FAILURE_RETRY: Readonly<Record<ActionClass, RetryT>> = Object.freeze(
+  Object.fromEntries(
+    Object.entries(ACTION_CLASS_RULES).map(([c, r]) => [c, r.confirmed_failure_retry]),
+  ) as Record<ActionClass, RetryT>,
+);
 
 /** Failures before any byte left: category and retry per local error (default: allowed). */
 export const NOT_SENT_RULES: Readonly<
@@ -63,7 +121,7 @@ export const STATUS_RULES: ReadonlyArray<{
   match: (status: number) => boolean;
   category: CategoryT;
   retry: RetryT;
-  rule: string;
+  rule: RuleId;
 }> = [
   {
     match: (s) => s === 401,
@@ -188,15 +246,16 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
         'approval_denied',
       );
     }
-    const special = ev.local_error === undefined ? undefined : NOT_SENT_RULES[ev.local_error];
-    if (special) {
+    const local = ev.local_error;
+    const special = local === undefined ? undefined : NOT_SENT_RULES[local];
+    if (local !== undefined && special) {
       return result(
         special.category,
         special.retry,
         RemoteEffect.none,
         null,
         DispatchState.not_sent,
-        `not_sent_${ev.local_error}`,
+        `not_sent_${local}`,
       );
     }
     return result(
@@ -209,9 +268,9 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
     );
   }
 
-  const unknownOutcome = (rule: string, effect: RemoteEffectT): Classification =>
+  const unknownOutcome = (rule: RuleId, effect: RemoteEffectT): Classification =>
     result(Category.outcome_unknown, retryAfterUnknown(ctr), effect, null, dispatchOf(ev), rule);
-  const malformed = (rule: string, writeKnown: RemoteEffectT): Classification =>
+  const malformed = (rule: RuleId, writeKnown: RemoteEffectT): Classification =>
     result(
       Category.malformed_response,
       retryAfterMalformed(ctr),
@@ -372,7 +431,7 @@ function result(
   remote_effect: RemoteEffectT,
   retry_after_ms: number | null,
   dispatch_state: DispatchStateT,
-  rule: string,
+  rule: RuleId,
 ): Classification {
   return { category, retry, remote_effect, retry_after_ms, dispatch_state, rule };
 }

@@ -3,14 +3,21 @@
 import type { z } from 'zod';
 import type { FiveXxMeaning } from '../core/evidence.js';
 import type { ActionClass } from '../core/vocabulary.js';
-import type { HttpTimeouts } from '../http/transport.js';
-import type { SshDeclaration } from './ssh-action.js';
+import type { HttpTimeouts, TransportKind } from '../core/transport.js';
 
 export interface RequestContext {
   operation_id: string;
   correlation_id: string;
   idempotency_key: string | null;
 }
+
+/** An SSH action's request: the command text (secrets only as "$NAME" from `secret_env`). */
+export interface SshRequestSpec {
+  command: string;
+}
+
+/** What an action's request function returns: HTTP for HTTP destinations, a command for SSH. */
+export type RequestSpec = HttpRequestSpec | SshRequestSpec;
 
 export interface HttpRequestSpec {
   method: string;
@@ -40,7 +47,12 @@ export interface ReconciliationDeclaration {
   matches(body: unknown, input: unknown): Array<{ ref: string; record: unknown }>;
 }
 
-export interface Destination {
+/**
+ * Where an HTTP action's requests go. `kind` may be left out: HTTP is the default transport, and
+ * `defineAction` fills it in.
+ */
+export interface HttpDestination {
+  kind?: 'http';
   /** `http://host:port` */
   origin: string;
   /** Where credentials come from, e.g. `vault:deploy-prod`. Never a credential. */
@@ -51,52 +63,111 @@ export interface Destination {
   reconciliation?: ReconciliationDeclaration;
   /** What a 5xx means here (default: unknown). */
   five_xx?: FiveXxMeaning;
-  /** Set for SSH actions (see ssh-action.ts): dispatch over SSH under the marker protocol. */
-  ssh?: SshDeclaration;
   /** The documented "not applied" failure body, if the destination has one. */
   failure_body?: z.ZodType;
 }
 
-export interface ActionDefinition<I = unknown, O = unknown> {
+/**
+ * Where an SSH action's command runs (see ssh-action.ts): an inventory host, under the marker
+ * protocol. The remote marker (or, for set_state, the convergence check) is its lookup.
+ */
+export interface SshDestination {
+  kind: 'ssh';
+  host_ref: string;
+  /** `ssh:<host_ref>`: the key is resolved by the SSH transport, never a credential header. */
+  authority_ref: string;
+  route_template?: string;
+  /** set_state: a command that exits 0 exactly when the desired state holds. */
+  check?: (input: unknown) => string;
+  /** Secret environment for the command and the check (see SshActionSpec.secret_env). */
+  secret_env?: (input: unknown) => Record<string, string>;
+  /** Secret environment variables whose values are vault references, resolved at attempt time. */
+  secret_refs?: Readonly<Record<string, string>>;
+  deadline_ms: number;
+}
+
+/** Where an action's requests go, tagged by the transport that carries them. */
+export type Destination = HttpDestination | SshDestination;
+
+/** The transport kind of a destination (HTTP when the tag is left out). */
+export function transportKindOf(dest: Destination): TransportKind {
+  return dest.kind ?? 'http';
+}
+
+/** The request spec an action of a destination kind builds. */
+export type RequestFor<D extends Destination> = D extends SshDestination
+  ? SshRequestSpec
+  : HttpRequestSpec;
+
+/**
+ * A declared action. `D` is its destination: HTTP by default (`defineAction`), SSH for
+ * `defineSshAction`; code that takes any action uses `EngineAction`.
+ */
+export interface ActionDefinition<
+  I = unknown,
+  O = unknown,
+  D extends Destination = HttpDestination,
+> {
   name: string;
   class: ActionClass;
   /** A short noun for messages, e.g. "the deployment". */
   subject: string;
   input: z.ZodType<I>;
-  request(input: I, ctx: RequestContext): HttpRequestSpec;
+  request(input: I, ctx: RequestContext): RequestFor<D>;
   /** The response contract: a body that fails it is `malformed_response`, never a guess. */
   response: z.ZodType<O>;
   /** Target-assigned reference from a valid response (e.g. its id). */
   remoteRef?(data: O): string | null;
   /** Structured subject reference for the intent, e.g. `account:A-17`. */
   subjectRef?(input: I): string | null;
-  destination: Destination;
+  destination: D;
   timeouts?: Partial<HttpTimeouts>;
   /** Attempts the engine may make on its own (default 3). */
   attempt_budget?: number;
 }
 
-export function defineAction<I, O>(definition: ActionDefinition<I, O>): ActionDefinition<I, O> {
+/** An action of any destination kind (what the engine runs). */
+export type EngineAction<I = unknown, O = unknown> = ActionDefinition<I, O, Destination>;
+
+export function defineAction<I, O, D extends Destination = HttpDestination>(
+  definition: ActionDefinition<I, O, D>,
+): ActionDefinition<I, O, D> {
   if (!/^[a-z][a-z0-9_]{0,63}$/.test(definition.name)) {
     throw new TypeError(`action name "${definition.name}" must be snake_case (a-z, 0-9, _)`);
   }
-  return Object.freeze({ ...definition });
+  const destination =
+    definition.destination.kind === 'ssh'
+      ? definition.destination
+      : ({ ...definition.destination, kind: 'http' } as D);
+  return Object.freeze({ ...definition, destination });
+}
+
+/** An action carried over HTTP (the default transport). */
+export function isHttpAction<I, O>(
+  action: EngineAction<I, O>,
+): action is ActionDefinition<I, O, HttpDestination> {
+  return action.destination.kind !== 'ssh';
+}
+
+/** Whether the destination offers a lookup for reconciliation (an SSH marker or check counts). */
+export function hasLookup(action: Pick<EngineAction<never, never>, 'class' | 'destination'>) {
+  const dest = action.destination;
+  return dest.kind === 'ssh' ? action.class !== 'read' : dest.reconciliation !== undefined;
 }
 
 /** The contract for classify(), derived from the action's declarations. */
-export function contractOf(action: ActionDefinition<never, never> | ActionDefinition): {
+export function contractOf(action: Pick<EngineAction<never, never>, 'class' | 'destination'>): {
   action_class: ActionClass;
   idempotency_honoured: boolean;
   reconciliation: boolean;
   five_xx: FiveXxMeaning;
 } {
+  const dest = action.destination;
   return {
     action_class: action.class,
-    idempotency_honoured: action.destination.idempotency?.honoured === true,
+    idempotency_honoured: dest.kind !== 'ssh' && dest.idempotency?.honoured === true,
     // SSH: the marker (or a set-state check) can always be looked up, except for plain reads.
-    reconciliation: action.destination.ssh
-      ? action.class !== 'read'
-      : action.destination.reconciliation !== undefined,
-    five_xx: action.destination.five_xx ?? 'unknown',
+    reconciliation: hasLookup(action),
+    five_xx: (dest.kind !== 'ssh' ? dest.five_xx : undefined) ?? 'unknown',
   };
 }

@@ -1,17 +1,19 @@
-// One attempt: the write-ahead attempt_started record, then the dispatch (HTTP or SSH), the
-// classification of what came back, and the attempt_finished record with its diagnostics.
+// One attempt, in five steps: write-ahead (attempt_started is durable before a byte leaves),
+// dispatch (through the destination's transport), check (the reply against the action's
+// contract), classify (evidence to a claim) and record (attempt_finished with its diagnostics).
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
 import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
+import type { Diagnostics, Dispatched, Prepared, Transport } from '../core/transport.js';
 import type { OperationView } from '../ledger/projection.js';
-import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome } from '../http/transport.js';
 import { sealPayloadBound } from '../ledger/seal.js';
-import { contractOf, type ActionDefinition } from './action.js';
-import { type EngineContext, type Licence, type RunOptions } from './context.js';
-import { evidenceOf, prepare, withoutSecretHeaders } from './request.js';
-import { checkResponse } from './response-check.js';
 import { EXCERPT_WINDOW, redactedExcerpt } from '../vault/redact.js';
-import { dispatchSsh, sshFingerprint } from './ssh-action.js';
+import { contractOf, type EngineAction } from './action.js';
+import { type EngineContext, type Licence, type RunOptions } from './context.js';
+import { prepare, type PreparedAttempt } from './request.js';
+import { sshSecretEnv } from './ssh-action.js';
+import { checkResponse } from './response-check.js';
 
 export interface AttemptResult {
   classification: Classification;
@@ -24,217 +26,300 @@ export interface AttemptResult {
   resolved: boolean;
 }
 
+export interface AttemptOptions {
+  /** The licence of this attempt when it is a retry (recorded on attempt_started). */
+  retry: Licence | null;
+  run: RunOptions;
+  /** When set, a success is resolved in the same append as attempt_finished (one commit, not two). */
+  settledBy?: 'attempt' | 'recovery' | 'reconciliation';
+}
+
+/** What the dispatch, check and classify steps established; the record step writes it down. */
+interface Outcome {
+  evidence: Evidence;
+  dispatched: Dispatched | null;
+  data: unknown;
+  problem: string | null;
+  classification: Classification;
+}
+
 export async function attempt<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
-  retry: Licence | null,
-  opts: RunOptions,
-  /** When set, a success is resolved in the same append as attempt_finished (one commit, not two). */
-  settledBy?: 'attempt' | 'recovery' | 'reconciliation',
+  opts: AttemptOptions,
 ): Promise<AttemptResult> {
-  const { options, ids, clock, redactor, owner, append } = ctx;
-  let prepared: ReturnType<typeof prepare<I, O>>;
+  let prepared: PreparedAttempt;
   try {
-    prepared = prepare(action, input, view);
+    prepared = prepare(ctx, action, input, view);
   } catch {
     // The action's request function failed: nothing recorded as an attempt, nothing sent.
     return notMade;
   }
-  const { spec, headers, body } = prepared;
-  // SSH: the fingerprint also binds the check and the marker location (engine/ssh-action.ts).
-  const fingerprint = sshFingerprint(options.ssh, action, input, prepared.fingerprint);
-  const dest = action.destination;
   const prior = view.attempts.at(-1) ?? null;
-  if (prior && prior.request_fingerprint !== fingerprint) {
+  if (prior && prior.request_fingerprint !== prepared.fingerprint) {
     // Callers check continuations before the gate; a request function that changed its answer
     // since is caught here, before anything is recorded or sent.
     return { ...notMade, classification: { ...REQUEST_UNBUILDABLE, rule: 'request_changed' } };
   }
-  const attemptId = ids.mint('att');
-  const budget = (action.attempt_budget ?? 3) - view.attempts.length - 1;
-  const sid = view.session_id;
-  await append([
+  const attemptId = await writeAhead(ctx, action, view, prepared, opts);
+  // The attempt is on record (durably): only now may bytes leave.
+  const started = ctx.clock.now();
+  const outcome = await dispatchAndClassify(ctx, action, view, prepared, attemptId, opts.run);
+  let remoteRef: string | null = null;
+  const ok = outcome.classification.category === 'succeeded';
+  if (ok && action.remoteRef) {
+    try {
+      remoteRef = action.remoteRef(outcome.data as O) ?? null;
+    } catch (error) {
+      // The response was valid; only its reference could not be read.
+      outcome.problem = `remoteRef failed: ${errorName(error)}`;
+    }
+  }
+  const { diagnosticsRef, settles } = await record(ctx, view, attemptId, started, outcome, {
+    remoteRef,
+    settledBy: opts.settledBy,
+  });
+  return {
+    classification: outcome.classification,
+    data: ok ? outcome.data : null,
+    remoteRef,
+    diagnosticsRef,
+    attemptId,
+    resolved: settles,
+  };
+}
+
+/** Step 1: attempt_started, durable before anything is sent. Returns the attempt id. */
+async function writeAhead(
+  ctx: EngineContext,
+  action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
+  view: OperationView,
+  prepared: PreparedAttempt,
+  opts: AttemptOptions,
+): Promise<string> {
+  const prior = view.attempts.at(-1) ?? null;
+  const dest = action.destination;
+  const attemptId = ctx.ids.mint('att');
+  const budget = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
+  await ctx.append([
     {
       kind: 'attempt_started',
-      at: clock.now(),
-      session_id: sid,
+      at: ctx.clock.now(),
+      session_id: view.session_id,
       operation_id: view.operation_id,
       correlation_id: view.correlation_id,
       data: {
         attempt_id: attemptId,
         number: view.attempts.length + 1,
-        worker: opts.worker ?? owner,
+        worker: opts.run.worker ?? ctx.owner,
         retry_of_attempt_id: prior?.attempt_id ?? null,
-        retry_reason: retry?.reason ?? null,
-        retry_decision: retry?.decision ?? null,
+        retry_reason: opts.retry?.reason ?? null,
+        retry_decision: opts.retry?.decision ?? null,
         attempt_budget_remaining: Math.max(0, budget),
-        request_fingerprint: fingerprint,
+        request_fingerprint: prepared.fingerprint,
         prior_request_fingerprint: prior?.request_fingerprint ?? null,
         credential_ref: dest.authority_ref,
         destination: {
-          method: spec.method.toUpperCase(),
+          method: prepared.method,
           authority_ref: dest.authority_ref,
-          route_template: dest.route_template ?? spec.path.split('?')[0]!,
+          route_template: dest.route_template ?? prepared.target.split('?')[0]!,
         },
       },
     },
   ]);
-  // The attempt is on record (durably): only now may bytes leave.
-  const started = clock.now();
+  return attemptId;
+}
+
+/**
+ * Steps 2–4: credentials, dispatch through the transport, the contract check and classification.
+ * From here on a throw (ours, a transport's or a user callback's) never escapes before
+ * attempt_finished is written: the envelope then says what is known.
+ */
+async function dispatchAndClassify<I, O>(
+  ctx: EngineContext,
+  action: EngineAction<I, O>,
+  view: OperationView,
+  prepared: PreparedAttempt,
+  attemptId: string,
+  run: RunOptions,
+): Promise<Outcome> {
   const contract = contractOf(action);
-  let evidence: Evidence = { phase: 'not_sent', local_error: 'other' };
-  let outcome: HttpOutcome | null = null;
-  let sshDiagnostics: Record<string, unknown> | null = null;
-  let sshData: unknown = null;
-  let data: unknown = null;
-  let problem: string | null = null;
-  let classification: Classification;
-  let remoteRef: string | null = null;
-  // From here on a throw (ours, a transport's or a user callback's) never escapes before
-  // attempt_finished is written: the envelope then says what is known.
+  const out: Outcome = {
+    evidence: { phase: 'not_sent', local_error: 'other' },
+    dispatched: null,
+    data: null,
+    problem: null,
+    // Replaced below on every path; a placeholder that is never recorded as it is.
+    classification: REQUEST_UNBUILDABLE,
+  };
   let dispatchBegan = false;
   try {
-    const cred = dest.ssh
-      ? ({ ok: true, headers: {}, secrets: [] } as const)
-      : await options.credentials.resolve(dest.authority_ref, {
-          origin: dest.origin,
-          path: spec.path,
-        });
-    if (!cred.ok) {
-      evidence =
+    const request = await withCredentials(ctx, action, prepared, attemptId);
+    if ('blocked' in request) {
+      out.evidence = request.blocked;
+    } else {
+      dispatchBegan = true;
+      const d = await dispatch(ctx, request, run.signal);
+      out.dispatched = d;
+      out.evidence = d.evidence;
+      out.data = d.data;
+      const prior = view.attempts.at(-1) ?? null;
+      const dest = action.destination;
+      if (
+        out.evidence.status === 409 &&
+        prior &&
+        dest.kind !== 'ssh' &&
+        dest.idempotency &&
+        view.idempotency_key
+      ) {
+        // A retry under the same key met the first request still running (IETF draft: 409).
+        out.evidence.idempotency_in_progress = true;
+      }
+      check(action, out);
+    }
+    out.classification = (ctx.options.classify ?? classify)(out.evidence, contract);
+  } catch (error) {
+    // Our own code failed: after dispatch began the bytes may have left (execution_error).
+    out.evidence = dispatchBegan
+      ? {
+          ...out.evidence,
+          phase: out.evidence.phase === 'not_sent' ? 'request_sent' : out.evidence.phase,
+          local_error: 'execution_error',
+        }
+      : { phase: 'not_sent', local_error: 'other' };
+    delete out.evidence.contract_check;
+    out.problem = `engine error: ${errorName(error)}`;
+    out.classification = classify(out.evidence, contract);
+    if (out.classification.category === 'succeeded')
+      out.classification = classify(
+        { phase: 'request_sent', local_error: 'execution_error' },
+        contract,
+      );
+  }
+  return out;
+}
+
+/**
+ * The attempt's request with its id and, for HTTP, the credential headers resolved now (inside
+ * the runtime, never seen by the agent). A credential that cannot be had blocks the attempt.
+ */
+async function withCredentials(
+  ctx: EngineContext,
+  action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
+  prepared: PreparedAttempt,
+  attemptId: string,
+): Promise<Prepared | { blocked: Evidence }> {
+  const request = prepared.request;
+  // SSH: the transport resolves the host key itself; vault values for the command's secret
+  // environment are resolved here, inside the runtime, and go to the redactor first.
+  if (request.kind === 'ssh') {
+    const dest = action.destination;
+    if (dest.kind !== 'ssh' || !dest.secret_refs) return { ...request, id: attemptId };
+    const secrets = await sshSecretEnv(
+      ctx.options.resolveSshSecret,
+      ctx.redactor,
+      { ...dest, secret_env: () => request.secret_env ?? {} },
+      undefined,
+    );
+    if (!secrets.ok) return { blocked: secrets.evidence };
+    return { ...request, id: attemptId, ...(secrets.env ? { secret_env: secrets.env } : {}) };
+  }
+  const cred = await ctx.options.credentials.resolve(action.destination.authority_ref, {
+    origin: request.origin,
+    path: request.path,
+  });
+  if (!cred.ok) {
+    return {
+      blocked:
         cred.failure.code === 'locked'
           ? { phase: 'not_sent', blocked: 'gate_locked' }
           : {
               phase: 'not_sent',
               local_error: 'credential_unavailable',
               error_code: cred.failure.code,
-            };
-    } else if (dest.ssh) {
-      dispatchBegan = true;
-      const sent = await dispatchSsh({
-        options: options.ssh,
-        decl: dest.ssh,
-        command: spec.path,
-        family: action.class,
-        operationId: view.operation_id,
-        input,
-        signal: opts.signal,
-        now: () => clock.now(),
-        redactor,
-      });
-      evidence = sent.evidence;
-      sshData = sent.data;
-      sshDiagnostics = { evidence, ...sent.diagnostics };
-    } else {
-      for (const s of cred.secrets) redactor.addSecret(s);
-      const sendHeaders = { ...headers, ...cred.headers };
-      dispatchBegan = true;
-      outcome = await sendHttp(
-        {
-          origin: dest.origin,
-          method: spec.method.toUpperCase(),
-          path: spec.path,
-          headers: sendHeaders,
-          ...(body !== undefined ? { body } : {}),
-          attemptId,
-          timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
-          ...(opts.signal ? { signal: opts.signal } : {}),
-          reuseConnection: action.class === 'read',
-          ...(options.lookup ? { lookup: options.lookup } : {}),
-        },
-        () => clock.now(),
-      );
-      evidence = evidenceOf(outcome, clock.now());
-      if (evidence.status === 409 && prior && dest.idempotency && view.idempotency_key) {
-        // A retry under the same key met the first request still running (IETF draft: 409).
-        evidence.idempotency_in_progress = true;
-      }
-    }
-    data = sshData;
-    if (
-      outcome?.phase === 'response_complete' &&
-      outcome.status !== undefined &&
-      !outcome.misframed
-    ) {
-      const check = checkResponse(
-        outcome.status,
-        outcome.headers ?? {},
-        outcome.body ?? Buffer.alloc(0),
-        outcome.framing,
-        action.response,
-        dest.failure_body,
-      );
-      evidence.contract_check = check.check;
-      data = check.data;
-      problem = check.problem;
-    }
-    classification = (options.classify ?? classify)(evidence, contract);
-  } catch (error) {
-    // Our own code failed: after dispatch began the bytes may have left (execution_error).
-    evidence = dispatchBegan
-      ? {
-          ...evidence,
-          phase: evidence.phase === 'not_sent' ? 'request_sent' : evidence.phase,
-          local_error: 'execution_error',
-        }
-      : { phase: 'not_sent', local_error: 'other' };
-    delete evidence.contract_check;
-    problem = `engine error: ${errorName(error)}`;
-    classification = classify(evidence, contract);
-    if (classification.category === 'succeeded')
-      classification = classify(
-        { phase: 'request_sent', local_error: 'execution_error' },
-        contract,
-      );
+            },
+    };
   }
-  const ok = classification.category === 'succeeded';
-  if (ok && action.remoteRef) {
-    try {
-      remoteRef = action.remoteRef(data as O) ?? null;
-    } catch (error) {
-      // The response was valid; only its reference could not be read.
-      problem = `remoteRef failed: ${errorName(error)}`;
-    }
+  for (const s of cred.secrets) ctx.redactor.addSecret(s);
+  return { ...request, id: attemptId, headers: { ...request.headers, ...cred.headers } };
+}
+
+/** Hands a prepared request to the transport of its kind (also used by reconciliation lookups). */
+export async function dispatch(
+  ctx: Pick<EngineContext, 'transports'>,
+  prepared: Prepared,
+  signal: AbortSignal | undefined,
+): Promise<Dispatched> {
+  const transport = ctx.transports[prepared.kind] as Transport | undefined;
+  if (!transport) throw new TransportMissing(prepared.kind);
+  return transport.dispatch(prepared, { signal });
+}
+
+/** No transport of the destination's kind is registered in the runtime. */
+class TransportMissing extends Error {
+  readonly code = 'transport_missing';
+  constructor(kind: string) {
+    super(`no ${kind} transport is registered`);
   }
-  const diagnosticsRef = outcome || problem || sshDiagnostics ? ids.mint('diag') : null;
-  const diagnostics = sshDiagnostics
-    ? redactor.redactValue({ ...sshDiagnostics, ...(problem ? { problem } : {}) })
-    : diagnosticsRef
-      ? redactor.redactValue({
-          evidence,
-          problem,
-          status: outcome?.status ?? null,
-          headers: outcome?.headers ? withoutSecretHeaders(outcome.headers) : null,
-          framing: outcome?.framing ?? null,
-          // Redacted before the cut (issue 12): a cut first leaves a secret's prefix behind.
-          body_excerpt: outcome?.body
-            ? redactedExcerpt(
-                redactor,
-                outcome.body.subarray(0, 2048 + EXCERPT_WINDOW).toString('utf8'),
-                2048,
-              )
-            : null,
-          error_code: outcome?.error_code ?? null,
-        })
-      : null;
-  const finishedAt = clock.now();
-  const sealTo = options.audit?.sealTo;
+}
+
+/** Step 3: a complete, well-framed reply is read against the action's response contract. */
+function check(
+  action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
+  out: Outcome,
+): void {
+  const reply = out.dispatched?.reply;
+  if (
+    out.evidence.phase !== 'response_complete' ||
+    reply?.status === undefined ||
+    out.evidence.response_misframed
+  )
+    return;
+  const dest = action.destination;
+  const c = checkResponse(
+    reply.status,
+    reply.headers ?? {},
+    asBuffer(reply.body ?? new Uint8Array(0)),
+    reply.framing,
+    action.response,
+    dest.kind !== 'ssh' ? dest.failure_body : undefined,
+  );
+  out.evidence.contract_check = c.check;
+  out.data = c.data;
+  out.problem = c.problem;
+}
+
+/** Step 5: attempt_finished (and, when it settles the operation, operation_resolved). */
+async function record(
+  ctx: EngineContext,
+  view: OperationView,
+  attemptId: string,
+  started: number,
+  outcome: Outcome,
+  opts: { remoteRef: string | null; settledBy: AttemptOptions['settledBy'] },
+): Promise<{ diagnosticsRef: string | null; settles: boolean }> {
+  const { classification, evidence, dispatched } = outcome;
+  const reply = dispatched?.reply;
+  const diagnosticsRef = dispatched || outcome.problem ? ctx.ids.mint('diag') : null;
+  const diagnostics = diagnosticsRef ? ctx.redactor.redactValue(diagnosticsOf(ctx, outcome)) : null;
+  const finishedAt = ctx.clock.now();
+  const sealTo = ctx.options.audit?.sealTo;
   const stored =
     diagnostics && sealTo
       ? (sealPayloadBound(
           sealTo,
           JSON.stringify(diagnostics),
           `attempt=${attemptId}`,
-        ) as unknown as Record<string, unknown>)
+        ) as unknown as Diagnostics)
       : diagnostics;
-  const settles = settledBy !== undefined && classification.category === 'succeeded';
-  await append([
+  const settles = opts.settledBy !== undefined && classification.category === 'succeeded';
+  await ctx.append([
     {
       kind: 'attempt_finished',
       at: finishedAt,
-      session_id: sid,
+      session_id: view.session_id,
       operation_id: view.operation_id,
       correlation_id: view.correlation_id,
       data: {
@@ -244,24 +329,13 @@ export async function attempt<I, O>(
         retry: classification.retry,
         remote_effect: classification.remote_effect,
         rule: classification.rule,
-        phases: outcome
-          ? {
-              started_at: outcome.phases.started_at,
-              ...(outcome.phases.request_sent_at !== undefined
-                ? { request_sent_at: outcome.phases.request_sent_at }
-                : {}),
-              ...(outcome.phases.headers_at !== undefined
-                ? { headers_at: outcome.phases.headers_at }
-                : {}),
-              finished_at: outcome.phases.finished_at,
-            }
-          : { started_at: started, finished_at: finishedAt },
+        phases: dispatched?.phases ?? { started_at: started, finished_at: finishedAt },
         response:
-          outcome?.status !== undefined
+          reply?.status !== undefined
             ? {
-                status: outcome.status,
-                fingerprint: outcome.body ? `sha256:${sha256Hex(outcome.body)}` : null,
-                remote_ref: remoteRef,
+                status: reply.status,
+                fingerprint: reply.body ? `sha256:${sha256Hex(reply.body)}` : null,
+                remote_ref: opts.remoteRef,
                 replay: evidence.idempotent_replay === true,
               }
             : null,
@@ -275,26 +349,56 @@ export async function attempt<I, O>(
           {
             kind: 'operation_resolved' as const,
             at: finishedAt,
-            session_id: sid,
+            session_id: view.session_id,
             operation_id: view.operation_id,
             correlation_id: view.correlation_id,
             data: {
               state: 'succeeded' as const,
               category: classification.category,
-              by: settledBy,
-              remote_refs: remoteRef ? [remoteRef] : [],
+              by: opts.settledBy!,
+              remote_refs: opts.remoteRef ? [opts.remoteRef] : [],
             },
           },
         ]
       : []),
   ]);
+  return { diagnosticsRef, settles };
+}
+
+/**
+ * The protected diagnostics of an attempt (before redaction): the final evidence, what failed and
+ * the transport's own fields. A reply's body excerpt is redacted before it is cut (issue 12: a
+ * cut first leaves a secret's prefix behind).
+ */
+function diagnosticsOf(ctx: EngineContext, outcome: Outcome): Diagnostics {
+  const { evidence, problem, dispatched } = outcome;
+  const reply = dispatched?.reply;
+  if (!dispatched) {
+    // Nothing was dispatched (our own code failed first): the shape HTTP attempts always had.
+    return {
+      evidence,
+      problem,
+      status: null,
+      headers: null,
+      framing: null,
+      body_excerpt: null,
+      error_code: null,
+    };
+  }
+  if (!reply) return { evidence, ...dispatched.diagnostics, ...(problem ? { problem } : {}) };
   return {
-    classification,
-    data: ok ? data : null,
-    remoteRef,
-    diagnosticsRef,
-    attemptId,
-    resolved: settles,
+    evidence,
+    problem,
+    ...dispatched.diagnostics,
+    body_excerpt: reply.body
+      ? redactedExcerpt(
+          ctx.redactor,
+          asBuffer(reply.body)
+            .subarray(0, 2048 + EXCERPT_WINDOW)
+            .toString('utf8'),
+          2048,
+        )
+      : null,
   };
 }
 
@@ -316,6 +420,10 @@ const notMade: AttemptResult = {
   attemptId: null,
   resolved: false,
 };
+
+function asBuffer(bytes: Uint8Array): Buffer {
+  return Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.length);
+}
 
 /** A short, message-free name for an error (messages may carry request data). */
 function errorName(error: unknown): string {

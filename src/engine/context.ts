@@ -1,7 +1,6 @@
 // The engine's shared state, built once per runtime: options with their defaults, the ledger and
 // the few helpers every engine module needs (append, load, resolve, envelopeOf, paramsOf). The
 // modules take it explicitly instead of closing over createRuntime's locals.
-import type { LookupFunction } from 'node:net';
 import { hostname } from 'node:os';
 import type { classify, Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
@@ -9,24 +8,18 @@ import { canonicalJson } from '../core/canonical.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
-import type { OperationState, Retry, RetryDecision, RetryReason } from '../core/vocabulary.js';
+import type { Transports } from '../core/transport.js';
+import type { OperationState, Retry } from '../core/vocabulary.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { createRedactor } from '../vault/redact.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
-import type { ActionDefinition } from './action.js';
+import type { EngineAction } from './action.js';
+import type { ResolveSshSecret } from './ssh-action.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
-import type { SshRuntimeOptions } from './ssh-action.js';
 
-export class UsageError extends Error {
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
-}
+export { UsageError } from '../core/errors.js';
 
 /**
  * The action's request function threw before the operation was opened: nothing was recorded or
@@ -38,14 +31,15 @@ export class RequestUnbuildable extends Error {
   }
 }
 
-export interface RuntimeOptions {
+/** The engine's options; the transports are given (src/runtime.ts fills in the defaults). */
+export interface EngineOptions {
   ledger: LedgerStore;
   credentials: CredentialProvider;
   clock?: Clock;
   ids?: IdFactory;
   /** The one process allowed to start attempts for operations it opens. */
   owner?: string;
-  actions?: ReadonlyArray<ActionDefinition<never, never> | ActionDefinition>;
+  actions?: ReadonlyArray<EngineAction<never, never> | EngineAction>;
   gate?: Gate;
   redactor?: Redactor;
   /** Waits between automatic retries (injected so tests never sleep for real). */
@@ -53,18 +47,18 @@ export interface RuntimeOptions {
   /** Backoff before retrying a connection that was never established. */
   backoff_ms?: (attemptNumber: number) => number;
   agent?: string;
-  /** Host name resolution for every request (tests resolve `.invalid` locally). */
-  lookup?: LookupFunction;
   /**
    * Audit: seal protected diagnostics to the auditor's public key (the gateway cannot read them
    * back), and issue signed checkpoints every N records, at session end and before a sensitive
    * action is dispatched.
    */
   audit?: { sealTo?: Uint8Array; checkpoints?: Checkpointer };
-  /** SSH host inventory and key resolution, for SSH actions. */
-  ssh?: SshRuntimeOptions;
+  /** The transports by kind: an action's destination kind picks the one that carries it. */
+  transports: Transports;
   /** The classifier (tests swap in a wrong one to prove the matrix has teeth). */
   classify?: typeof classify;
+  /** Resolves an SSH action's `secret_refs` (vault values) at attempt time, inside the runtime. */
+  resolveSshSecret?: ResolveSshSecret;
 }
 
 export interface RunOptions {
@@ -78,38 +72,50 @@ export interface RunOptions {
   supersedes?: string;
 }
 
-export type AnyAction = ActionDefinition<never, never> | ActionDefinition;
+export type AnyAction = EngineAction<never, never> | EngineAction;
 
-/** A retry licence: the closed reason and decision recorded on the attempt it licenses. */
-export interface Licence {
-  reason: RetryReason;
-  decision: RetryDecision;
-}
+export type { Licence } from '../core/licence.js';
 
 export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
 
 export interface EngineContext {
-  readonly options: RuntimeOptions;
+  /** The options as given (defaults below are resolved once, here). */
+  readonly options: EngineOptions;
+  /** The transports by kind (the same object as `options.transports`). */
+  readonly transports: Transports;
+  /** The ledger every record goes to (append-only). */
   readonly ledger: LedgerStore;
+  /** Time for every record and phase (injected in tests). */
   readonly clock: Clock;
+  /** Mints operation, attempt, diagnostics and observation ids. */
   readonly ids: IdFactory;
+  /** Consulted before every attempt; `openGate` when none is given. */
   readonly gate: Gate;
+  /** The one redaction layer over everything agent-visible or stored in clear. */
   readonly redactor: Redactor;
+  /** Waits between automatic retries (tests never sleep for real). */
   readonly sleep: (ms: number) => Promise<void>;
+  /** Backoff before retrying a connection that was never established, by attempt number. */
   readonly backoff: (attemptNumber: number) => number;
+  /** This runtime's owner id, recorded on the operations it opens. */
   readonly owner: string;
   /** Actions by name: configured ones plus every action the runtime has been asked to run. */
   readonly actions: Map<string, AnyAction>;
   // Function-valued fields, not methods: modules destructure them, and none depends on `this`.
+  /** Appends records atomically; durable when the promise resolves. */
   readonly append: (events: NewEvent[]) => Promise<StoredEvent[]>;
+  /** The operation's projected view from its records, or null. */
   readonly load: (operationId: string) => Promise<OperationView | null>;
   /** The (redacted) input recorded when the operation was opened. */
   readonly paramsOf: (operationId: string) => Promise<unknown>;
+  /** The envelope of a classification (message from core/messages.ts, data redacted). */
   readonly envelopeOf: (
     action: { name: string; subject: string },
     view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
-    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> &
-      Partial<Pick<Classification, 'rule'>>,
+    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> & {
+      /** The deciding rule (a RuleId, or a rule string recorded in the ledger). */
+      rule?: string;
+    },
     data: unknown,
     diagnosticsRef: string | null,
     variant?: 'retry_declined',
@@ -119,6 +125,7 @@ export interface EngineContext {
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     data: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
   ) => Promise<void>;
+  /** Records `operation_resolved`: the operation's final state and who settled it. */
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     state: OperationState,
@@ -128,7 +135,7 @@ export interface EngineContext {
   ) => Promise<void>;
 }
 
-export function createEngineContext(options: RuntimeOptions): EngineContext {
+export function createEngineContext(options: EngineOptions): EngineContext {
   // Order matters: a default owner mints an id, and injected id factories are deterministic.
   const clock = options.clock ?? systemClock;
   const ids = options.ids ?? createIdFactory(clock);
@@ -147,6 +154,7 @@ export function createEngineContext(options: RuntimeOptions): EngineContext {
 
   return {
     options,
+    transports: options.transports,
     ledger,
     clock,
     ids,

@@ -5,13 +5,13 @@
 // a changed request is a new operation (which may supersede the old one).
 //
 // Also here: the attempt budget, a hard limit per operation across run, reconcile and recover.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { sha256Hex } from '../core/fingerprint.js';
-import { sshFingerprint } from './ssh-action.js';
 import type { Retry } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { ActionDefinition } from './action.js';
+import { hasLookup, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
 import { prepare } from './request.js';
 
@@ -26,7 +26,7 @@ export function paramsDigest(ctx: EngineContext, input: unknown): string {
 /** Null when `input` for `action` continues `view`'s request; otherwise why it does not. */
 export function changedRequest<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
 ): ChangedRequest | null {
@@ -37,12 +37,7 @@ export function changedRequest<I, O>(
   let fingerprint: string;
   try {
     // SSH: the recorded fingerprint also binds the check and the marker location.
-    fingerprint = sshFingerprint(
-      ctx.options.ssh,
-      action,
-      input,
-      prepare(action, input, view).fingerprint,
-    );
+    fingerprint = prepare(ctx, action, input, view).fingerprint;
   } catch {
     return 'unbuildable';
   }
@@ -90,7 +85,7 @@ export function budgetLeft(action: AnyAction, view: OperationView): number {
   const delivered = view.attempts.filter(
     (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
   ).length;
-  return Math.max(0, (action.attempt_budget ?? 3) - delivered);
+  return Math.max(0, (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - delivered);
 }
 
 /**
@@ -107,10 +102,7 @@ export function budgetSpent(
   const last = view.attempts.at(-1)?.finish ?? null;
   const allNone =
     view.attempts.length > 0 && view.attempts.every((a) => a.finish?.remote_effect === 'none');
-  const lookup =
-    !lookedUp &&
-    (action.destination.reconciliation !== undefined ||
-      (action.destination.ssh !== undefined && action.class !== 'read'));
+  const lookup = !lookedUp && hasLookup(action);
   const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
   if (last && allNone) {
     return envelopeOf(

@@ -1,70 +1,26 @@
 // Driving an operation: which retries the evidence licenses, the gate before every attempt, and
 // the loop that attempts, retries within the licence and budget, and resolves what is settled.
-import { classify, type Classification } from '../core/classify.js';
+import { classify, isRuleId } from '../core/classify.js';
+import { licence, type Licence, type Licensable } from '../core/licence.js';
+import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { Envelope } from '../core/envelope.js';
-import type { RetryReason } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
-import { contractOf, type ActionDefinition } from './action.js';
+import { contractOf, type EngineAction } from './action.js';
 import { attempt } from './attempt.js';
-import {
-  unknownOutcome,
-  type AnyAction,
-  type EngineContext,
-  type Licence,
-  type RunOptions,
-} from './context.js';
+import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } from './context.js';
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
-import { prepare } from './request.js';
-import { sshFingerprint } from './ssh-action.js';
+import { prepare, type PreparedAttempt } from './request.js';
 
-const SENSITIVE: ReadonlySet<string> = new Set([
-  'financial',
-  'destructive',
-  'permission_change',
-  'credential_change',
-  'execute',
-]);
-
-/**
- * Which retry, if any, the evidence licenses (closed reasons and decisions).
- *
- * `automatic`: the engine retrying on its own within one run. Rate limits are never waited out
- * automatically — the agent gets `after_delay` and decides — but a caller continuing the same
- * operation after the delay is licensed.
- */
-function licence(action: AnyAction, c: Classification, automatic: boolean): Licence | null {
-  if (
-    c.retry === 'after_delay' &&
-    c.category === 'outcome_unknown' &&
-    action.destination.idempotency?.honoured
-  ) {
-    return {
-      reason: 'response_lost_after_dispatch',
-      decision: 'destination_idempotency_confirmed',
-    };
-  }
-  if (c.retry === 'after_delay' && c.remote_effect === 'none' && !automatic) {
-    return { reason: 'rate_limited', decision: 'destination_refused_not_applied' };
-  }
-  if (c.retry !== 'allowed') return null;
-  // The destination said it did not do the work: the caller (never the engine on its own) may try
-  // the same request again.
-  if (c.category === 'confirmed_failure' && c.remote_effect === 'none' && !automatic) {
-    const why: RetryReason = c.rule.startsWith('http_5xx')
-      ? 'destination_5xx'
-      : 'operator_requested';
-    return { reason: why, decision: 'destination_refused_not_applied' };
-  }
-  if (c.dispatch_state === 'not_sent')
-    return { reason: 'connection_not_established', decision: 'not_sent' };
-  if (c.category !== 'outcome_unknown') return null;
-  const reason: RetryReason = c.rule.startsWith('http_5xx')
-    ? 'destination_5xx'
-    : 'response_lost_after_dispatch';
-  if (action.class === 'read') return { reason, decision: 'read_only' };
-  if (action.destination.idempotency?.honoured)
-    return { reason, decision: 'destination_idempotency_confirmed' };
-  return null;
+/** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
+function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licence | null {
+  return licence(
+    c,
+    {
+      read_only: classRule(action.class).read_only,
+      idempotency_honoured: contractOf(action).idempotency_honoured,
+    },
+    automatic,
+  );
 }
 
 /**
@@ -73,7 +29,7 @@ function licence(action: AnyAction, c: Classification, automatic: boolean): Lice
  */
 export async function gateRefusal<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   retry: Licence | null,
@@ -81,9 +37,9 @@ export async function gateRefusal<I, O>(
 ): Promise<Envelope | null> {
   const { gate, resolve, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
-  let prepared: ReturnType<typeof prepare<I, O>>;
+  let prepared: PreparedAttempt;
   try {
-    prepared = prepare(action, input, view);
+    prepared = prepare(ctx, action, input, view);
   } catch {
     return notAttempted(ctx, action, view);
   }
@@ -93,12 +49,12 @@ export async function gateRefusal<I, O>(
     operation_id: view.operation_id,
     action: action.name,
     action_class: action.class,
-    request_fingerprint: sshFingerprint(ctx.options.ssh, action, input, prepared.fingerprint),
+    request_fingerprint: prepared.fingerprint,
     request: {
-      method: dest.ssh ? 'SSH' : prepared.spec.method.toUpperCase(),
-      target: redactor.redactString(prepared.spec.path),
-      destination: dest.ssh ? `ssh:${dest.ssh.host_ref}` : dest.origin,
-      body: prepared.spec.body === undefined ? null : redactor.redactValue(prepared.spec.body),
+      method: prepared.method,
+      target: redactor.redactString(prepared.target),
+      destination: dest.kind === 'ssh' ? `ssh:${dest.host_ref}` : dest.origin,
+      body: prepared.body === undefined ? null : redactor.redactValue(prepared.body),
     },
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
     prior_attempt: last?.finish
@@ -161,7 +117,7 @@ export async function gateRefusal<I, O>(
 
 export async function drive<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   opts: RunOptions,
@@ -170,8 +126,10 @@ export async function drive<I, O>(
   let retry: Licence | null = null;
   if (view.attempts.length > 0) {
     const last = view.attempts.at(-1)!;
-    const lic = last.finish
-      ? licence(action, { ...last.finish, retry_after_ms: null }, false)
+    const f = last.finish;
+    // A rule this version does not know licenses nothing it would not license for any other rule.
+    const lic = f
+      ? licenceFor(action, { ...f, rule: isRuleId(f.rule) ? f.rule : 'unreadable_evidence' }, false)
       : null;
     // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
     if (!lic) {
@@ -205,17 +163,21 @@ export async function drive<I, O>(
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
     // (and, with audit.witness_required, are cosigned by the witness or the action is held).
-    if (SENSITIVE.has(action.class)) {
+    if (classRule(action.class).sensitive) {
       const held = await witnessHold(ctx, action, input, view, retry);
       if (held) return held;
     }
-    const result = await attempt(ctx, action, input, view, retry, opts, 'attempt');
+    const result = await attempt(ctx, action, input, view, {
+      retry,
+      run: opts,
+      settledBy: 'attempt',
+    });
     if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
     if (c.category === 'succeeded')
       return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
-    const next = opts.worker ? null : licence(action, c, true);
-    const left = (action.attempt_budget ?? 3) - view.attempts.length - 1;
+    const next = opts.worker ? null : licenceFor(action, c, true);
+    const left = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
     if (next && left > 0 && !opts.signal?.aborted) {
       if (next.reason === 'connection_not_established')
         await sleep(backoff(view.attempts.length + 1));
@@ -259,7 +221,7 @@ export async function licensedAttempt(
   by: 'recovery' | 'reconciliation',
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
-  const a = action as unknown as ActionDefinition<unknown, unknown>;
+  const a = action as unknown as EngineAction<unknown, unknown>;
   if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view, by === 'reconciliation');
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
@@ -286,7 +248,7 @@ export async function licensedAttempt(
   }
   const refused = await gateRefusal(ctx, a, params, view, licence);
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, licence, {}, by);
+  const result = await attempt(ctx, a, params, view, { retry: licence, run: {}, settledBy: by });
   if (result.attemptId === null) return notAttempted(ctx, a, view);
   const c = result.classification;
   if (c.category === 'succeeded' && !result.resolved) {
@@ -302,7 +264,7 @@ export async function licensedAttempt(
  */
 function notAttempted(
   ctx: EngineContext,
-  action: AnyAction | ActionDefinition<never, never>,
+  action: AnyAction | EngineAction<never, never>,
   view: OperationView,
 ): Envelope {
   const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
@@ -328,7 +290,7 @@ function notAttempted(
 
 /** The intent's subject reference; a user callback that throws gives none, never an escape. */
 export function subjectRefOf<I>(
-  action: ActionDefinition<I, never> | ActionDefinition<I, unknown>,
+  action: EngineAction<I, never> | EngineAction<I, unknown>,
   input: I,
 ): string | null {
   try {
@@ -346,7 +308,7 @@ export function subjectRefOf<I>(
  */
 async function witnessHold<I, O>(
   ctx: EngineContext,
-  action: ActionDefinition<I, O>,
+  action: EngineAction<I, O>,
   input: I,
   view: OperationView,
   retry: Licence | null,

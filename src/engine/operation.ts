@@ -1,10 +1,11 @@
 // An operation's two ends outside an attempt: opening it (the intent committed to the ledger before
 // anything is dispatched) and describing it afterwards from its ledger view alone.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
-import type { ActionDefinition } from './action.js';
+import type { EngineAction } from './action.js';
 import {
   RequestUnbuildable,
   UsageError,
@@ -13,12 +14,13 @@ import {
   unknownOutcome,
 } from './context.js';
 import { subjectRefOf } from './drive.js';
+import { requestLine } from './request.js';
 
 /** `sessionId` is only called when the caller names no session (it may open one). */
 export async function openOperation<I>(
   ctx: EngineContext,
   sessionId: () => Promise<string>,
-  action: ActionDefinition<I, unknown>,
+  action: EngineAction<I, unknown>,
   input: I,
   opts: RunOptions,
 ): Promise<OperationView> {
@@ -37,13 +39,14 @@ export async function openOperation<I>(
     }
   }
   const dest = action.destination;
-  let spec: ReturnType<typeof action.request>;
+  let line: { method: string; target: string };
   try {
-    spec = action.request(input, {
+    const spec = action.request(input, {
       operation_id: operationId,
       correlation_id: correlationId,
       idempotency_key: null,
     });
+    line = requestLine(dest, spec);
   } catch (error) {
     throw new RequestUnbuildable(error);
   }
@@ -65,14 +68,15 @@ export async function openOperation<I>(
           params_digest: `sha256:${sha256Hex(canonicalJson(params))}`,
         },
         destination: {
-          method: spec.method.toUpperCase(),
+          method: line.method.toUpperCase(),
           // The path template only: the method is its own field.
-          route_template: dest.route_template ?? spec.path.split('?')[0]!,
+          route_template: dest.route_template ?? line.target.split('?')[0]!,
           authority_ref: dest.authority_ref,
         },
-        idempotency_key: dest.idempotency ? idempotencyKeyFor(operationId) : null,
+        idempotency_key:
+          dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null,
         supersedes_operation_id: opts.supersedes ?? null,
-        attempt_budget: action.attempt_budget ?? 3,
+        attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
       },
     },

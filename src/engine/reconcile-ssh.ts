@@ -15,18 +15,15 @@ import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
 import { REDACTED } from '../vault/redact.js';
-import { contractOf } from './action.js';
+import type { Evidence } from '../core/evidence.js';
+import type { MarkerState } from '../core/transport.js';
+import { contractOf, type EngineAction, type SshDestination } from './action.js';
+import { dispatch } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { envelopeFromView } from './operation.js';
 import { prepare } from './request.js';
-import {
-  lookupSshMarker,
-  rememberedSshInput,
-  runSshCheck,
-  sshFingerprint,
-  type SshDeclaration,
-} from './ssh-action.js';
+import { rememberedSshInput, sshSecretEnv } from './ssh-action.js';
 
 type RealInput = { ok: true; input: unknown } | { ok: false; code: string; reason: string };
 
@@ -49,7 +46,8 @@ async function realInput(
     input = mem.input;
   } else {
     const recorded = await ctx.paramsOf(view.operation_id);
-    if (action.destination.ssh?.secret_env || holdsRedaction(recorded)) {
+    const dest = action.destination;
+    if ((dest.kind === 'ssh' && dest.secret_env) || holdsRedaction(recorded)) {
       return {
         ok: false,
         code: 'real_input_unavailable',
@@ -61,15 +59,10 @@ async function realInput(
   }
   const last = view.attempts.at(-1);
   if (last) {
-    const a = action as unknown as Parameters<typeof prepare>[0];
+    const a = action as EngineAction<unknown, unknown>;
     let now: string;
     try {
-      now = sshFingerprint(
-        ctx.options.ssh,
-        action,
-        input,
-        prepare(a, input as never, view).fingerprint,
-      );
+      now = prepare(ctx, a, input, view).fingerprint;
     } catch {
       now = '';
     }
@@ -119,11 +112,11 @@ async function convergenceCheck(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  decl: SshDeclaration,
+  decl: SshDestination,
   real: RealInput,
   checkedAt: number,
 ): Promise<Envelope> {
-  const { options, observe, resolve, envelopeOf } = ctx;
+  const { observe, resolve, envelopeOf } = ctx;
   const checked = `ssh ${decl.host_ref} convergence check`;
   if (!decl.check)
     return escalate(ctx, action, view, 'no_check', 'the action declares no convergence check');
@@ -139,7 +132,7 @@ async function convergenceCheck(
     });
     return escalate(ctx, action, view, real.code, real.reason);
   }
-  const r = await runSshCheck(options.ssh, decl, real.input);
+  const r = await runSshCheck(ctx, decl, real.input);
   if (!r.ok) {
     if (r.refusal)
       return escalate(ctx, action, view, r.refusal, `the wrapper refused the check (${r.refusal})`);
@@ -191,10 +184,10 @@ async function convergenceCheck(
 export async function reconcileSshOperation(
   ctx: EngineContext,
   action: AnyAction,
+  decl: SshDestination,
   view: OperationView,
 ): Promise<Envelope> {
-  const { options, clock, observe, load, resolve, envelopeOf } = ctx;
-  const decl = action.destination.ssh!;
+  const { clock, observe, load, resolve, envelopeOf } = ctx;
   // A settled operation is never re-run (nor re-checked into another state) by reconciliation.
   if (isSettled(view.state)) return envelopeFromView(ctx, action, view);
   const checkedAt = clock.now();
@@ -205,7 +198,7 @@ export async function reconcileSshOperation(
     return escalate(ctx, action, view, real.code, real.reason);
   if (action.class === 'set_state')
     return convergenceCheck(ctx, action, view, decl, real, checkedAt);
-  const found = await lookupSshMarker(options.ssh, decl, view.operation_id);
+  const found = await lookupSshMarker(ctx, decl, view.operation_id);
   if (!found.ok) {
     if (found.refusal) {
       return escalate(
@@ -288,4 +281,69 @@ export async function reconcileSshOperation(
   if (m.state === 'started' && m.process === 'alive')
     return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
   return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
+}
+
+type SshLookup =
+  | { ok: true; marker: MarkerState; evidence: Evidence; stdout: string }
+  | { ok: false; evidence: Evidence; refusal?: string };
+
+/** The operation's marker, read through the SSH transport. */
+async function lookupSshMarker(
+  ctx: EngineContext,
+  decl: SshDestination,
+  operationId: string,
+): Promise<SshLookup> {
+  const d = await dispatch(
+    ctx,
+    {
+      kind: 'ssh',
+      op: 'marker',
+      id: operationId,
+      host_ref: decl.host_ref,
+      operation_id: operationId,
+    },
+    undefined,
+  );
+  const found = d.data as { marker: MarkerState; stdout: string } | null;
+  if (!found) return lookupFailure(d.evidence);
+  return { ok: true, marker: found.marker, evidence: d.evidence, stdout: found.stdout };
+}
+
+type SshCheck =
+  { ok: true; check_status: number } | { ok: false; evidence: Evidence; refusal?: string };
+
+/** The set_state convergence check alone, under `sh -c` with the secret environment. */
+async function runSshCheck(
+  ctx: EngineContext,
+  decl: SshDestination,
+  input: unknown,
+): Promise<SshCheck> {
+  if (!decl.check) return { ok: false, evidence: { phase: 'not_sent', error_code: 'no_check' } };
+  const secrets = await sshSecretEnv(ctx.options.resolveSshSecret, ctx.redactor, decl, input);
+  if (!secrets.ok) return { ok: false, evidence: secrets.evidence };
+  const secretEnv = secrets.env;
+  const d = await dispatch(
+    ctx,
+    {
+      kind: 'ssh',
+      op: 'check',
+      id: '',
+      host_ref: decl.host_ref,
+      check: decl.check(input),
+      deadline_ms: decl.deadline_ms,
+      ...(secretEnv ? { secret_env: secretEnv } : {}),
+    },
+    undefined,
+  );
+  const ran = d.data as { check_status: number } | null;
+  if (!ran) return lookupFailure(d.evidence);
+  return { ok: true, check_status: ran.check_status };
+}
+
+/** A failed lookup; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
+function lookupFailure(evidence: Evidence): { ok: false; evidence: Evidence; refusal?: string } {
+  const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
+  return refused
+    ? { ok: false, evidence, refusal: refused.replace(/^wrapper_/, '') }
+    : { ok: false, evidence };
 }

@@ -7,9 +7,9 @@
 // must stay "nothing was sent", never `unknown`).
 import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
-import { DEFAULT_TIMEOUTS, sendHttp } from '../http/transport.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { HttpRequestSpec, RequestContext } from './action.js';
+import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
@@ -74,6 +74,7 @@ export async function reconcileView(
   signal?: AbortSignal,
 ): Promise<Reconciled> {
   const { options, clock, ids, redactor, observe, load, paramsOf, resolve, envelopeOf } = ctx;
+  const dest = action.destination;
   if (!maybeSent(view)) {
     const last = view.attempts.at(-1)?.finish;
     const env = envelopeOf(
@@ -96,8 +97,7 @@ export async function reconcileView(
       },
     };
   }
-  const lookup = action.destination.reconciliation;
-  if (!action.destination.ssh && !lookup) {
+  if (dest.kind !== 'ssh' && !dest.reconciliation) {
     return {
       step: 'no_lookup',
       envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
@@ -109,9 +109,10 @@ export async function reconcileView(
       envelope: notLookedUp(ctx, action, view, 'gate_locked', 'the gate is locked'),
     };
   }
-  if (action.destination.ssh) {
-    return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, view) };
+  if (dest.kind === 'ssh') {
+    return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, dest, view) };
   }
+  const lookup = dest.reconciliation!;
   const requestCtx: RequestContext = {
     operation_id: view.operation_id,
     correlation_id: view.correlation_id ?? view.operation_id,
@@ -120,15 +121,15 @@ export async function reconcileView(
   const params = await paramsOf(view.operation_id);
   let spec: HttpRequestSpec;
   try {
-    spec = lookup!.lookup(requestCtx, params);
+    spec = lookup.lookup(requestCtx, params);
   } catch {
     return {
       step: 'lookup_failed',
       envelope: notLookedUp(ctx, action, view, 'outcome_unknown', 'the lookup could not be built'),
     };
   }
-  const cred = await options.credentials.resolve(action.destination.authority_ref, {
-    origin: action.destination.origin,
+  const cred = await options.credentials.resolve(dest.authority_ref, {
+    origin: dest.origin,
     path: spec.path,
   });
   if (!cred.ok) {
@@ -148,9 +149,12 @@ export async function reconcileView(
   const checkedAt = clock.now();
   let matches: Array<{ ref: string; record: unknown }> | null = null;
   for (const s of cred.secrets) redactor.addSecret(s);
-  const out = await sendHttp(
+  const out = await dispatch(
+    ctx,
     {
-      origin: action.destination.origin,
+      kind: 'http',
+      id: ids.mint('obs'),
+      origin: dest.origin,
       method: spec.method.toUpperCase(),
       path: spec.path,
       headers: {
@@ -159,23 +163,22 @@ export async function reconcileView(
         ...(spec.headers ?? {}),
         ...cred.headers,
       },
-      attemptId: ids.mint('obs'),
-      timeouts: { ...DEFAULT_TIMEOUTS, ...action.timeouts },
-      ...(signal ? { signal } : {}),
-      reuseConnection: true,
-      ...(options.lookup ? { lookup: options.lookup } : {}),
+      ...(action.timeouts ? { timeouts: action.timeouts } : {}),
+      reuse_connection: true,
     },
-    () => clock.now(),
+    signal,
   );
+  const reply = out.reply;
   if (
-    out.phase === 'response_complete' &&
-    out.status !== undefined &&
-    out.status >= 200 &&
-    out.status < 300
+    out.evidence.phase === 'response_complete' &&
+    reply?.status !== undefined &&
+    reply.status >= 200 &&
+    reply.status < 300
   ) {
     try {
       // A user callback: a throw means "no usable answer", never an escape.
-      matches = lookup!.matches(JSON.parse((out.body ?? Buffer.alloc(0)).toString('utf8')), params);
+      const text = Buffer.from(reply.body ?? new Uint8Array(0)).toString('utf8');
+      matches = lookup.matches(JSON.parse(text), params);
       if (!Array.isArray(matches)) matches = null;
     } catch {
       matches = null;
@@ -190,9 +193,9 @@ export async function reconcileView(
   }
   const refs = matches.map((m) => m.ref);
   const keyValid =
-    action.destination.idempotency?.honoured === true &&
+    dest.idempotency?.honoured === true &&
     view.opened_at !== null &&
-    checkedAt - view.opened_at < action.destination.idempotency.retention_ms;
+    checkedAt - view.opened_at < dest.idempotency.retention_ms;
   const stateAfter: OperationState =
     refs.length === 1 ? 'succeeded' : refs.length >= 2 ? 'duplicate_effect_confirmed' : 'unknown';
   const conclusion =

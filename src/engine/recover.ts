@@ -8,10 +8,12 @@
 // A lookup or attempt that cannot be sent (gate locked, credential unavailable, budget spent)
 // leaves the operation for a person. Operations are worked through concurrently (bounded), so one
 // slow destination does not serialize every deadline.
+import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { Envelope } from '../core/envelope.js';
 import { REDACTED } from '../vault/redact.js';
 import type { OperationView } from '../ledger/projection.js';
 import { UNRESOLVED_STATES } from '../ledger/projection.js';
+import { contractOf, hasLookup } from './action.js';
 import type { AnyAction, EngineContext, Licence } from './context.js';
 import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
@@ -89,10 +91,7 @@ async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem 
   }
   if (!sent) return firstAttempt(ctx, action, view, person);
 
-  const lookup =
-    action.destination.reconciliation !== undefined ||
-    (action.destination.ssh !== undefined && action.class !== 'read');
-  if (lookup) {
+  if (hasLookup(action)) {
     const r = await reconcileView(ctx, action, view);
     const after = await settledAfter(ctx, id);
     const e = r.envelope;
@@ -110,7 +109,7 @@ async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem 
     }
     return person(lookupWhy(r.step, e), e);
   }
-  if (action.destination.idempotency?.honoured || action.class === 'read') {
+  if (contractOf(action).idempotency_honoured || action.class === 'read') {
     const how = action.class === 'read' ? 'retried as a read' : 'retried under the idempotency key';
     const licence: Licence = {
       reason: 'response_lost_after_dispatch',
@@ -169,7 +168,7 @@ async function firstAttempt(
 /** Why no attempt may be made (the budget is spent), or null. */
 function cannotAttempt(action: AnyAction, view: OperationView): string | null {
   if (budgetLeft(action, view) <= 0)
-    return `the attempt budget (${action.attempt_budget ?? 3}) is spent`;
+    return `the attempt budget (${action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET}) is spent`;
   return null;
 }
 

@@ -1,61 +1,125 @@
-// What an attempt sends and what its answer proves: the prepared request with its fingerprint, the
-// evidence read from an HTTP outcome, and response headers safe to keep as diagnostics.
-import { parseRetryAfter, type Evidence } from '../core/evidence.js';
-import { requestFingerprint, SECRET_HEADERS } from '../core/fingerprint.js';
+// What an attempt sends: the prepared request of the next attempt (for its destination's
+// transport) and its fingerprint, which binds the request line, the headers that are not secret or
+// volatile, the body and whatever else the transport says identifies it (SSH: host and check).
+import { canonicalJson } from '../core/canonical.js';
+import { requestFingerprint, sha256Hex } from '../core/fingerprint.js';
+import type { HttpPrepared, SshRunPrepared, Transport } from '../core/transport.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { HttpOutcome } from '../http/transport.js';
-import type { ActionDefinition, RequestContext } from './action.js';
+import type { EngineAction, Destination, RequestContext, RequestSpec } from './action.js';
+import type { EngineContext } from './context.js';
 
-/** The request of the next attempt and its fingerprint (secrets and volatile headers excluded). */
-export function prepare<I, O>(action: ActionDefinition<I, O>, input: I, view: OperationView) {
-  const ctx: RequestContext = {
+/** A prepared attempt request, less its attempt id and credentials (added at dispatch). */
+export type DraftRequest = Omit<HttpPrepared, 'id'> | Omit<SshRunPrepared, 'id'>;
+
+export interface PreparedAttempt {
+  /** The request line as recorded and shown: the HTTP method, or `SSH`. */
+  method: string;
+  /** Path and query relative to the destination, or the SSH command. */
+  target: string;
+  /** The JSON body as the action built it (for the approval card), or undefined. */
+  body: unknown;
+  request: DraftRequest;
+  fingerprint: string;
+}
+
+/** The request of the next attempt and its fingerprint. Throws when the action cannot build it. */
+export function prepare<I, O>(
+  ctx: Pick<EngineContext, 'transports'>,
+  action: EngineAction<I, O>,
+  input: I,
+  view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'idempotency_key'>,
+): PreparedAttempt {
+  const rctx: RequestContext = {
     operation_id: view.operation_id,
     correlation_id: view.correlation_id ?? view.operation_id,
     idempotency_key: view.idempotency_key,
   };
-  const spec = action.request(input, ctx);
+  const spec: RequestSpec = action.request(input, rctx);
   const dest = action.destination;
+  const line = requestLine(dest, spec);
+  const specHeaders = 'headers' in spec ? spec.headers : undefined;
+  const specBody = 'body' in spec ? spec.body : undefined;
   const headers: Record<string, string> = {
     accept: 'application/json',
-    'x-correlation-id': ctx.correlation_id,
-    'x-candor-call-id': ctx.correlation_id,
-    ...(spec.headers ?? {}),
+    'x-correlation-id': rctx.correlation_id,
+    'x-candor-call-id': rctx.correlation_id,
+    ...(specHeaders ?? {}),
   };
   let body: string | undefined;
-  if (spec.body !== undefined) {
-    body = JSON.stringify(spec.body);
+  if (specBody !== undefined) {
+    body = JSON.stringify(specBody);
     headers['content-type'] ??= 'application/json';
   }
-  if (dest.idempotency && view.idempotency_key)
+  if (dest.kind !== 'ssh' && dest.idempotency && view.idempotency_key)
     headers[dest.idempotency.header.toLowerCase()] = view.idempotency_key;
-  const fingerprint = requestFingerprint({
-    method: spec.method,
+  const base = requestFingerprint({
+    method: line.method,
     authority_ref: dest.authority_ref,
-    target: spec.path,
+    target: line.target,
     headers,
-    body: spec.body,
+    body: specBody,
   });
-  return { spec, headers, body, fingerprint };
+  const request: DraftRequest =
+    dest.kind === 'ssh'
+      ? {
+          kind: 'ssh',
+          op: 'run',
+          host_ref: dest.host_ref,
+          command: line.target,
+          family: action.class,
+          operation_id: view.operation_id,
+          deadline_ms: dest.deadline_ms,
+          ...(dest.check ? { check: dest.check(input) } : {}),
+          ...(dest.secret_env ? { secret_env: dest.secret_env(input) } : {}),
+        }
+      : {
+          kind: 'http',
+          origin: dest.origin,
+          method: line.method.toUpperCase(),
+          path: line.target,
+          headers,
+          ...(body !== undefined ? { body } : {}),
+          ...(action.timeouts ? { timeouts: action.timeouts } : {}),
+          reuse_connection: action.class === 'read',
+        };
+  return {
+    method: line.method.toUpperCase(),
+    target: line.target,
+    body: specBody,
+    request,
+    fingerprint: bound(ctx, request, base),
+  };
 }
 
-export function evidenceOf(o: HttpOutcome, nowMs: number): Evidence {
-  const e: Evidence = { phase: o.phase };
-  if (o.local_error !== undefined) e.local_error = o.local_error;
-  if (o.error_code !== undefined) e.error_code = o.error_code;
-  if (o.misframed) e.response_misframed = true;
-  if (o.status !== undefined) e.status = o.status;
-  const h = o.headers ?? {};
-  if (h['www-authenticate'] !== undefined) e.www_authenticate = true;
-  const ra = parseRetryAfter(h['retry-after'], nowMs);
-  if (ra !== undefined) e.retry_after_ms = ra;
-  const replay =
-    h['idempotent-replayed'] ?? h['idempotency-replayed'] ?? h['x-idempotent-replayed'];
-  if (replay !== undefined && replay.toLowerCase() === 'true') e.idempotent_replay = true;
-  return e;
+/** The base fingerprint bound to the transport's own identification of the request, if any. */
+function bound(ctx: Pick<EngineContext, 'transports'>, request: DraftRequest, base: string) {
+  const transport = ctx.transports[request.kind] as Transport | undefined;
+  if (!transport?.binding) return base;
+  const binding = transport.binding({ ...request, id: '' });
+  return `sha256:${sha256Hex(canonicalJson({ base, ...binding }))}`;
 }
 
-export function withoutSecretHeaders(h: Record<string, string>): Record<string, string> {
-  const out: Record<string, string> = {};
-  for (const [k, v] of Object.entries(h)) out[k] = SECRET_HEADERS.has(k) ? '[REDACTED]' : v;
-  return out;
+/**
+ * The request line as the ledger records it: the HTTP method and the path, or `SSH` and the
+ * command. Throws when the spec does not fit the destination's transport.
+ */
+export function requestLine(
+  dest: Destination,
+  spec: RequestSpec,
+): { method: string; target: string } {
+  return dest.kind === 'ssh'
+    ? { method: 'SSH', target: commandOf(spec) }
+    : { method: methodOf(spec), target: (spec as { path: string }).path };
+}
+
+function commandOf(spec: RequestSpec): string {
+  if (!('command' in spec) || typeof spec.command !== 'string')
+    throw new TypeError('an SSH action request must name a command');
+  return spec.command;
+}
+
+function methodOf(spec: RequestSpec): string {
+  if (!('method' in spec) || typeof spec.method !== 'string')
+    throw new TypeError('an HTTP action request must name a method');
+  return spec.method;
 }

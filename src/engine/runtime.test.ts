@@ -8,7 +8,7 @@ import { closeHttpPools } from '../http/transport.js';
 import { lookupRefusingInvalid } from '../fakes/unreachable.js';
 import { defineAction } from './action.js';
 import { staticCredentials } from './ports.js';
-import { createRuntime } from './runtime.js';
+import { createRuntime } from '../runtime.js';
 
 const CANARY = 'canary-secret-7f3a9c';
 

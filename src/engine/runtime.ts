@@ -4,17 +4,20 @@
 //
 // This file holds the public surface; the work is split by concern: context.ts (shared state),
 // operation.ts (open, describe), request.ts + attempt.ts (one attempt), drive.ts (licences, gate,
-// retry loop), reconcile.ts + reconcile-ssh.ts (looking at the destination), recover.ts.
+// retry loop), reconcile.ts + reconcile-ssh.ts (looking at the destination), recover.ts. Bytes
+// leave only through the transport port (core/transport.ts); src/runtime.ts composes the default
+// transports into `createRuntime`.
 import type { Envelope } from '../core/envelope.js';
+import { isUsageError } from '../core/errors.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { ActionDefinition } from './action.js';
+import type { EngineAction } from './action.js';
 import {
   createEngineContext,
   RequestUnbuildable,
   UsageError,
   type AnyAction,
+  type EngineOptions,
   type RunOptions,
-  type RuntimeOptions,
 } from './context.js';
 import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
@@ -23,26 +26,40 @@ import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
 
-export { UsageError, type RecoveryItem, type RunOptions, type RuntimeOptions };
+export { UsageError, type EngineOptions, type RecoveryItem, type RunOptions };
 
 export interface Runtime {
+  /** The process that owns the operations this runtime opens (only it decides their retries). */
   readonly owner: string;
+  /** The current session's id; the first call records `session_started`. */
   sessionId(): Promise<string>;
+  /** Makes an action known by name (for reconcile, recover and supersede of its operations). */
   register(action: AnyAction): void;
-  run<I, O>(action: ActionDefinition<I, O>, input: I, options?: RunOptions): Promise<Envelope>;
+  /**
+   * Runs an action: opens an operation (or continues `options.operationId` with the same request),
+   * passes the gate, attempts within the licence and budget, and answers with the envelope.
+   * Throws `UsageError` only for misuse (input that breaks the schema, someone else's operation).
+   */
+  run<I, O>(action: EngineAction<I, O>, input: I, options?: RunOptions): Promise<Envelope>;
   /**
    * Opens an operation without dispatching it (the owner commits to an intent), e.g. to delegate
    * its attempts to a worker: `run(action, input, { operationId, worker })`.
    */
-  open<I>(action: ActionDefinition<I, unknown>, input: I, options?: RunOptions): Promise<string>;
+  open<I>(action: EngineAction<I, unknown>, input: I, options?: RunOptions): Promise<string>;
+  /** Looks the operation's result up at the destination and records what was found. */
   reconcile(operationId: string, options?: { signal?: AbortSignal }): Promise<Envelope>;
+  /** Works through every unresolved operation after a restart; one report line each. */
   recover(): Promise<RecoveryItem[]>;
+  /** Runs the operation's action with new input as a new operation that supersedes it. */
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
+  /** The operation's ledger view and the envelope it stands at, or null when unknown. */
   status(operationId: string): Promise<{ view: OperationView; envelope: Envelope } | null>;
+  /** Records `session_ended` and issues a checkpoint when audit checkpoints are configured. */
   endSession(reason?: string): Promise<void>;
 }
 
-export function createRuntime(options: RuntimeOptions): Runtime {
+/** The engine over the given transports (`createRuntime` in src/runtime.ts adds the defaults). */
+export function createEngine(options: EngineOptions): Runtime {
   const ctx = createEngineContext(options);
   const { clock, ids, owner, actions, append, load } = ctx;
   let session: Promise<string> | null = null;
@@ -73,7 +90,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
 
     async run<I, O>(
-      action: ActionDefinition<I, O>,
+      action: EngineAction<I, O>,
       input: I,
       opts: RunOptions = {},
     ): Promise<Envelope> {
@@ -103,7 +120,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
           view = await openOperation(
             ctx,
             sessionId,
-            action as ActionDefinition<I, unknown>,
+            action as EngineAction<I, unknown>,
             data,
             opts,
           );
@@ -120,7 +137,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
     },
 
     async open<I>(
-      action: ActionDefinition<I, unknown>,
+      action: EngineAction<I, unknown>,
       input: I,
       opts: RunOptions = {},
     ): Promise<string> {
@@ -187,7 +204,7 @@ export function createRuntime(options: RuntimeOptions): Runtime {
 }
 
 /** The action's input as its schema parses it; misuse (bad input) is a UsageError naming the field. */
-function validInput<I>(action: ActionDefinition<I, unknown>, input: I): I {
+function validInput<I>(action: EngineAction<I, unknown>, input: I): I {
   const parsed = action.input.safeParse(input);
   if (parsed.success) return parsed.data;
   const issue = parsed.error.issues[0];
@@ -206,7 +223,7 @@ function unbuildableEnvelope(
   action: { name: string; subject: string },
   e: RequestUnbuildable,
 ): Envelope {
-  const misuse = e.cause instanceof UsageError && e.cause.code === 'invalid_input';
+  const misuse = isUsageError(e.cause, 'invalid_input');
   return {
     ok: false,
     category: misuse ? 'invalid_input' : 'local_failure',

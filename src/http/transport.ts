@@ -4,19 +4,10 @@
 import type { LookupFunction } from 'node:net';
 import { Agent, Client, request as undiciRequest, type Dispatcher } from 'undici';
 import type { LocalError, Phase } from '../core/evidence.js';
+import type { HttpTimeouts } from '../core/transport.js';
 import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
 
-export interface HttpTimeouts {
-  connect_ms: number;
-  /** From handing over the request head until the body is fully written. */
-  write_ms: number;
-  /** From the request being written until the response head arrives. */
-  first_byte_ms: number;
-  /** Longest silence while the response body streams. */
-  body_idle_ms: number;
-  /** The whole attempt, connect to last body byte. */
-  total_ms: number;
-}
+export type { HttpTimeouts };
 
 export const DEFAULT_TIMEOUTS: HttpTimeouts = {
   connect_ms: 5_000,

@@ -4,7 +4,7 @@
 // for every credential reference, and torn down again whatever happens.
 import { randomBytes } from 'node:crypto';
 import type { LoadedConfig } from '../config/load.js';
-import type { ActionDefinition } from '../engine/action.js';
+import { isHttpAction, type ActionDefinition } from '../engine/action.js';
 import { lookupRefusingInvalid } from '../fakes/index.js';
 import type { ApiModel } from '../fakes/openapi-doc.js';
 import { startOpenApiFake, type OpenApiIdempotency } from '../fakes/openapi-fake.js';
@@ -35,10 +35,11 @@ export interface ConfigRunOptions {
 
 /** The configured actions, every destination pointed at `origin` (the fake or the proxy). */
 export function pointedAt(config: LoadedConfig, origin: string): ActionDefinition[] {
-  return config.actions.map((a) => ({
-    ...a.definition,
-    destination: { ...a.definition.destination, origin },
-  }));
+  // Only HTTP actions run against the fake or the proxy (SSH actions have no origin).
+  return config.actions
+    .map((a) => a.definition)
+    .filter(isHttpAction)
+    .map((d) => ({ ...d, destination: { ...d.destination, origin } }));
 }
 
 export async function runMatrixOnConfig(

@@ -8,9 +8,9 @@ import { nextActionFor } from '../agent/scripted.js';
 import { createRecorder } from '../agent/transcript.js';
 import type { classify } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
-import type { ActionDefinition } from '../engine/action.js';
+import { isHttpAction, type EngineAction } from '../engine/action.js';
 import { staticCredentials } from '../engine/ports.js';
-import { createRuntime, type Runtime } from '../engine/runtime.js';
+import { createRuntime, type Runtime } from '../runtime.js';
 import type { FakeService } from '../fakes/index.js';
 import type { StoredEvent } from '../ledger/events.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -60,7 +60,7 @@ export interface MatrixRunOptions {
   /** Why SSH rows cannot run; `fail` (under CI=true) fails them instead of skipping them. */
   sshUnavailable?: { reason: string; fail: boolean };
   /** The user's own actions (`--config`) instead of the reference actions. */
-  actions?: ActionDefinition[];
+  actions?: EngineAction[];
   /** Credential headers per authority reference (default: the canary for the reference API). */
   credentials?: Record<string, Record<string, string>>;
   /** How an HTTP row is armed and checked (default: the reference fake's target). */
@@ -170,7 +170,7 @@ async function runRow(
   row: MatrixRow,
   cor: string,
   runtime: Runtime,
-  actions: Map<string, ActionDefinition>,
+  actions: Map<string, EngineAction>,
   options: MatrixRunOptions,
 ): Promise<RowResult> {
   const { fake, ledger, canary } = options;
@@ -190,10 +190,10 @@ async function runRow(
   const recorder = createRecorder();
   let target: RowTarget | null = null;
   try {
-    target =
-      ssh && options.ssh
-        ? sshTarget(row, cor, options.ssh)
-        : await (options.target ?? httpTarget)(row, cor, base, runtime, fake);
+    if (ssh && options.ssh) target = sshTarget(row, cor, options.ssh);
+    else if (isHttpAction(base))
+      target = await (options.target ?? httpTarget)(row, cor, base, runtime, fake);
+    else throw new Error(`an HTTP row names the SSH action ${base.name}`);
     const { action, input } = target;
     if (target.warmup) await target.warmup();
     const call = async (

@@ -2,7 +2,7 @@
 // expectations (DESIGN.md §4). `candor schema matrix` prints its JSON Schema.
 import { z } from 'zod';
 import type { Envelope } from '../core/envelope.js';
-import type { ActionDefinition } from '../engine/action.js';
+import type { EngineAction } from '../engine/action.js';
 import { Category, RemoteEffect, Retry, valuesOf } from '../core/vocabulary.js';
 
 const nextAction = z.enum([
@@ -164,7 +164,7 @@ export interface TimelineEntry {
 
 /** What one row is run against: the fake service or the SSH fixture. */
 export interface RowTarget {
-  action: ActionDefinition;
+  action: EngineAction;
   input: Record<string, unknown>;
   signal?: AbortSignal;
   /** Runs before the measured call (keep-alive races need a warm socket). */

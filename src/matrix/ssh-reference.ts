@@ -11,8 +11,9 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Envelope } from '../core/envelope.js';
-import type { ActionDefinition } from '../engine/action.js';
-import { defineSshAction, type SshRuntimeOptions } from '../engine/ssh-action.js';
+import type { EngineAction } from '../engine/action.js';
+import { defineSshAction } from '../engine/ssh-action.js';
+import type { SshRuntimeOptions } from '../ssh/adapter.js';
 import {
   closedPort,
   startCutProxy,
@@ -67,7 +68,7 @@ function jobCommand(root: string, input: ServiceInput, effect = ''): string {
  * run under the operation marker (`execute`); `enable_service` converges (`set_state`, with a
  * check that exits 0 once the service is enabled).
  */
-export function sshReferenceActions(hostRef: string, root: string): ActionDefinition[] {
+export function sshReferenceActions(hostRef: string, root: string): EngineAction[] {
   const deadline_ms = 20_000;
   return [
     defineSshAction({
@@ -105,7 +106,7 @@ export function sshReferenceActions(hostRef: string, root: string): ActionDefini
 export interface SshMatrixEnv {
   runtime: SshRuntimeOptions;
   /** The SSH reference actions on the real host (registered with the runtime). */
-  actions: ActionDefinition[];
+  actions: EngineAction[];
   sshd: SshdFixture;
   proxy: CutProxy;
   root: string;
@@ -184,7 +185,7 @@ interface SshTruthEvent {
 
 /** One row's injected condition and its ground truth. */
 interface SshRowRig {
-  action: ActionDefinition;
+  action: EngineAction;
   signal?: AbortSignal;
   /** Snapshot of the remote truth now. */
   truth(operationId: string | null): SshTruth;

@@ -8,7 +8,7 @@ import type { ConfigIssue } from '../config/locate.js';
 import { configSsh } from '../config/ssh-runtime.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
-import { createRuntime, type Runtime, type RuntimeOptions } from '../engine/runtime.js';
+import { createRuntime, type Runtime, type RuntimeOptions } from '../runtime.js';
 import { createCheckpointer, type WitnessOptions } from '../ledger/chain/checkpointer.js';
 import { parseSignerKey, parseVerifierKey, SigType } from '../ledger/chain/note.js';
 import { decodeSealPublicKey } from '../ledger/seal.js';

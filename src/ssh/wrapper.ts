@@ -28,6 +28,7 @@
 //                                          what the command wrote (bytes past the cap are dropped)
 //   error <code> [<detail>]                the wrapper refused before running anything
 //   exit <status>                          last line; the wrapper's own exit status
+import type { MarkerState } from '../core/transport.js';
 
 /** Exit status of the wrapper when it refused before running the command. */
 export const WRAPPER_REFUSED_STATUS = 70;
@@ -297,19 +298,7 @@ export function wrapperRequest(call: WrapperCall): Buffer {
   return Buffer.from(lines.join('\n'), 'utf8');
 }
 
-/** What the marker says about one operation. */
-export type MarkerState =
-  | { state: 'absent' }
-  | { state: 'claimed' }
-  | {
-      state: 'started';
-      started_at: string;
-      pid: number | null;
-      child_pid: number | null;
-      /** Whether any recorded process still runs (same boot, `kill -0`). */
-      process: 'alive' | 'gone';
-    }
-  | { state: 'completed'; exit_status: number; completed_at: string };
+export type { MarkerState };
 
 export interface WrapperReport {
   kind: 'ran' | 'existing' | 'marker' | 'converged_before' | 'checked' | 'error';

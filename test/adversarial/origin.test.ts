@@ -5,9 +5,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { formatIssue } from '../../src/config/locate.js';
 import { parseConfig } from '../../src/config/load.js';
+import { httpDefinition } from '../../src/config/actions.js';
 import { defineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { closeHttpPools, DEFAULT_TIMEOUTS, sendHttp } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 
@@ -62,7 +63,7 @@ describe('a rendered path stays on its origin', () => {
   it('refuses an empty value that would make /{{input.a}}/{{input.b}} scheme-relative', () => {
     const r = parseConfig(config('http://127.0.0.1:1', '/{{input.a}}/{{input.b}}'), 'candor.yaml');
     if (!r.ok) throw new Error(r.failure.message);
-    const definition = r.value.actions[0]!.definition;
+    const definition = httpDefinition(r.value.actions[0]!);
     const request = (input: unknown) => definition.request(input, ctx);
     expect(() => request({ a: '', b: 'evil.example:8080' })).toThrow(
       /needs a non-empty \{\{input\.a\}\}/,
@@ -74,7 +75,7 @@ describe('a rendered path stays on its origin', () => {
   it('keeps an empty value in the query, where it cannot change the host or the route', () => {
     const r = parseConfig(config('http://127.0.0.1:1', '/items?q={{input.q}}'), 'candor.yaml');
     if (!r.ok) throw new Error(r.failure.message);
-    expect(r.value.actions[0]!.definition.request({ q: '' }, ctx).path).toBe('/items?q=');
+    expect(httpDefinition(r.value.actions[0]!).request({ q: '' }, ctx).path).toBe('/items?q=');
   });
 
   it('refuses a configured path that starts with // with FILE:LINE:COL', () => {

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { seededRandom } from '../../src/core/time.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { closeHttpPools } from '../../src/http/transport.js';

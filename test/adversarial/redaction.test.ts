@@ -5,7 +5,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { defineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { closeHttpPools } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 import { createRedactor, REDACTED } from '../../src/vault/redact.js';

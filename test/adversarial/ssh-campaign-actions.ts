@@ -3,7 +3,7 @@
 // `<root>/<job>/count` on this machine (sshd runs here).
 import { join } from 'node:path';
 import { z } from 'zod';
-import type { ActionDefinition } from '../../src/engine/action.js';
+import type { EngineAction } from '../../src/engine/action.js';
 import { defineSshAction } from '../../src/engine/ssh-action.js';
 import { shQuote } from '../../src/ssh/wrapper.js';
 
@@ -20,7 +20,7 @@ function job(root: string, name: string): string {
   ].join('; ');
 }
 
-export function campaignActions(root: string): ActionDefinition[] {
+export function campaignActions(root: string): EngineAction[] {
   const common = { subject: 'the job', input, host_ref: CAMPAIGN_HOST, deadline_ms: 60_000 };
   return [
     defineSshAction({
@@ -42,5 +42,5 @@ export function campaignActions(root: string): ActionDefinition[] {
       command: (i) => job(root, i.job),
       check: (i) => `test -f ${shQuote(join(root, i.job, 'state'))}`,
     }),
-  ] as ActionDefinition[];
+  ] as EngineAction[];
 }

@@ -2,7 +2,7 @@
 // sshd fixture, over a SQLite ledger, until SIGKILL. Prints `ready` once, then one line per result.
 import { readFileSync } from 'node:fs';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
 import type { HostEntry } from '../../src/ssh/inventory.js';
 import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';

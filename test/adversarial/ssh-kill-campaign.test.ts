@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { seededRandom } from '../../src/core/time.js';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime, type RecoveryItem } from '../../src/engine/runtime.js';
+import { createRuntime, type RecoveryItem } from '../../src/runtime.js';
 import {
   createLocalUser,
   localUserUnavailableReason,

@@ -5,10 +5,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
 import type { Envelope } from '../../src/core/envelope.js';
-import type { ActionDefinition } from '../../src/engine/action.js';
+import type { EngineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
-import { createRuntime, type Runtime } from '../../src/engine/runtime.js';
-import type { SshRuntimeOptions } from '../../src/engine/ssh-action.js';
+import { createRuntime, type Runtime } from '../../src/runtime.js';
+import type { SshRuntimeOptions } from '../../src/ssh/adapter.js';
 import type { SshdFixture } from '../../src/fakes/sshd.js';
 import type { LedgerStore } from '../../src/ledger/store.js';
 import type { HostEntry } from '../../src/ssh/inventory.js';
@@ -71,7 +71,7 @@ export function sshOptions(
 export function runtimeOn(
   ledger: LedgerStore,
   ssh: SshRuntimeOptions,
-  actions: ActionDefinition[] = [],
+  actions: EngineAction[] = [],
 ): Runtime {
   return createRuntime({
     ledger,
@@ -88,7 +88,7 @@ export function runtimeOn(
  */
 export async function runCut<I>(
   rt: Runtime,
-  action: ActionDefinition<I, unknown>,
+  action: EngineAction<I, unknown>,
   input: I,
   startedFile: string,
 ): Promise<{ id: string; envelope: Envelope }> {

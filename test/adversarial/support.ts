@@ -8,7 +8,7 @@ import {
 import type { Envelope } from '../../src/core/envelope.js';
 import type { ActionDefinition } from '../../src/engine/action.js';
 import { staticCredentials, type CredentialProvider } from '../../src/engine/ports.js';
-import { createRuntime } from '../../src/engine/runtime.js';
+import { createRuntime } from '../../src/runtime.js';
 import { lookupRefusingInvalid, type FakeService } from '../../src/fakes/index.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 import { projectOperation } from '../../src/ledger/projection.js';

@@ -1,0 +1,157 @@
+// The transport port: how the engine hands one prepared request to whatever carries it (HTTP on
+// undici, a command over SSH; an upstream MCP server next) and gets back what happened — evidence
+// for classify(), never a verdict. Adapters live in their own folders (src/http/adapter.ts,
+// src/ssh/adapter.ts) and import only core; the engine sees this port alone.
+import type { Evidence } from './evidence.js';
+import type { ActionClass } from './vocabulary.js';
+
+/** Per-phase limits of one HTTP exchange. */
+export interface HttpTimeouts {
+  connect_ms: number;
+  /** From handing over the request head until the body is fully written. */
+  write_ms: number;
+  /** From the request being written until the response head arrives. */
+  first_byte_ms: number;
+  /** Longest silence while the response body streams. */
+  body_idle_ms: number;
+  /** The whole attempt, connect to last body byte. */
+  total_ms: number;
+}
+
+/** An HTTP request ready to leave: credentials already in its headers. */
+export interface HttpPrepared {
+  kind: 'http';
+  /** The attempt id (or the observation id of a lookup): it marks the request for phase tracking. */
+  id: string;
+  /** `http://host:port` */
+  origin: string;
+  method: string;
+  /** Path and query, relative to the origin. */
+  path: string;
+  headers: Record<string, string>;
+  body?: string;
+  /** Overrides of the adapter's default timeouts. */
+  timeouts?: Partial<HttpTimeouts>;
+  /** Reuse pooled keep-alive connections (reads and lookups); false opens a fresh one (writes). */
+  reuse_connection: boolean;
+}
+
+/** An SSH command run under the marker protocol (one attempt of an operation). */
+export interface SshRunPrepared {
+  kind: 'ssh';
+  op: 'run';
+  id: string;
+  host_ref: string;
+  command: string;
+  /** The action class decides how the command runs (raw, converge, marker). */
+  family: ActionClass;
+  operation_id: string;
+  deadline_ms: number;
+  /** set_state: the convergence check. */
+  check?: string;
+  /** Secret environment for the command and the check (never on a command line). */
+  secret_env?: Record<string, string>;
+}
+
+/** Reads the remote marker of an operation (an SSH reconciliation lookup). */
+export interface SshMarkerPrepared {
+  kind: 'ssh';
+  op: 'marker';
+  id: string;
+  host_ref: string;
+  operation_id: string;
+}
+
+/** Runs a set_state action's convergence check alone (an SSH reconciliation lookup). */
+export interface SshCheckPrepared {
+  kind: 'ssh';
+  op: 'check';
+  id: string;
+  host_ref: string;
+  check: string;
+  deadline_ms: number;
+  secret_env?: Record<string, string>;
+}
+
+/** What an SSH operation's remote marker says about it (the data of a marker lookup). */
+export type MarkerState =
+  | { state: 'absent' }
+  | { state: 'claimed' }
+  | {
+      state: 'started';
+      started_at: string;
+      pid: number | null;
+      child_pid: number | null;
+      /** Whether any recorded process still runs (same boot, `kill -0`). */
+      process: 'alive' | 'gone';
+    }
+  | { state: 'completed'; exit_status: number; completed_at: string };
+
+export type SshPrepared = SshRunPrepared | SshMarkerPrepared | SshCheckPrepared;
+
+/** Everything the engine can hand to a transport, tagged by the transport kind. */
+export type Prepared = HttpPrepared | SshPrepared;
+
+export type TransportKind = Prepared['kind'];
+
+/** How a response body was delimited; `close` means only the connection's end framed it. */
+export type Framing = 'length' | 'chunked' | 'close' | 'none';
+
+/**
+ * A request/response transport's answer as received, for the engine's contract check and the
+ * attempt record. Fields are present as far as they arrived (a cut response has a status and no
+ * complete body).
+ */
+export interface Reply {
+  status?: number;
+  headers?: Record<string, string>;
+  body?: Uint8Array;
+  framing?: Framing;
+}
+
+export interface Phases {
+  started_at: number;
+  request_sent_at?: number;
+  headers_at?: number;
+  finished_at: number;
+}
+
+/** Protected diagnostics of one exchange: plain data, redacted and possibly sealed before storage. */
+export type Diagnostics = Record<string, unknown>;
+
+export interface Dispatched {
+  evidence: Evidence;
+  /**
+   * Structured data the transport already read (an SSH command's exit status and stdout, a
+   * marker, a check status), or null. A request/response transport answers with `reply` instead,
+   * which the engine checks against the action's response contract.
+   */
+  data: unknown;
+  /** Set by request/response transports (HTTP) on every dispatch, even when nothing came back. */
+  reply?: Reply;
+  diagnostics: Diagnostics;
+  phases: Phases;
+}
+
+export interface DispatchOptions {
+  /** The caller's signal: aborting it cancels the exchange (evidence `cancelled`). */
+  signal?: AbortSignal | undefined;
+}
+
+/** One transport: dispatches prepared requests of its kind and reports evidence. */
+export interface Transport<P extends Prepared = Prepared> {
+  readonly kind: P['kind'];
+  /** Never throws for a failed exchange: failure is evidence. */
+  dispatch(prepared: P, options: DispatchOptions): Promise<Dispatched>;
+  /**
+   * What else identifies the request on this transport (where it runs, what checks it), bound into
+   * the request fingerprint next to the generic request line. Absent: the request line alone.
+   */
+  binding?(prepared: P): Record<string, unknown>;
+}
+
+/** The transports of a runtime, by kind. */
+export interface Transports {
+  http?: Transport<HttpPrepared>;
+  ssh?: Transport<SshPrepared>;
+}

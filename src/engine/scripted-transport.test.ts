@@ -1,0 +1,445 @@
+// The engine over a scripted in-memory transport (no sockets): every outcome category of
+// DESIGN.md §1, each asserted on the envelope, on what the transport was handed and on the ledger.
+// The transport port (core/transport.ts) is the only way bytes leave, so a script stands in for
+// undici or ssh2 exactly: evidence in, the engine's claim and records out.
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Evidence } from '../core/evidence.js';
+import type {
+  Dispatched,
+  HttpPrepared,
+  Prepared,
+  Reply,
+  SshPrepared,
+  Transport,
+} from '../core/transport.js';
+import type { StoredEvent } from '../ledger/events.js';
+import { openMemoryLedger } from '../ledger/memory/store.js';
+import { defineAction, type ActionDefinition } from './action.js';
+import { UsageError } from './context.js';
+import { staticCredentials, type Gate, type GateDecision } from './ports.js';
+import { createEngine, type Runtime } from './runtime.js';
+import { defineSshAction } from './ssh-action.js';
+
+const SECRET = 'tok-scripted-5d1e0c';
+
+interface Step {
+  evidence: Evidence;
+  reply?: Reply;
+  data?: unknown;
+}
+
+/** A transport that answers from a script and keeps every prepared request it was handed. */
+function scripted<P extends Prepared>(kind: P['kind'], steps: Step[]) {
+  const sent: P[] = [];
+  const transport: Transport<P> = {
+    kind,
+    dispatch(prepared): Promise<Dispatched> {
+      sent.push(prepared);
+      const step = steps.shift();
+      if (!step) throw new Error(`script exhausted at request ${sent.length}`);
+      return Promise.resolve({
+        evidence: { ...step.evidence },
+        data: step.data ?? null,
+        ...(step.reply ? { reply: step.reply } : {}),
+        diagnostics: { scripted: sent.length },
+        phases: { started_at: 1, finished_at: 2 },
+      });
+    },
+  };
+  return { transport, sent, steps };
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => {
+  const bytes = Buffer.from(JSON.stringify(body));
+  return {
+    evidence: { phase: 'response_complete', status },
+    reply: {
+      status,
+      headers: { 'content-type': 'application/json', ...headers },
+      body: bytes,
+      framing: 'length',
+    },
+  };
+};
+
+const deployment = z.object({ id: z.string(), service: z.string() });
+
+const createDeployment = defineAction({
+  name: 'create_deployment',
+  class: 'create',
+  subject: 'the deployment',
+  input: z.object({ service: z.string() }),
+  request: (input, ctx) => {
+    if (input.service.includes('/'))
+      throw new UsageError('invalid_input', 'service: must not contain "/"');
+    return {
+      method: 'POST',
+      path: '/v1/deployments',
+      body: { ...input, client_ref: ctx.correlation_id },
+    };
+  },
+  response: deployment,
+  remoteRef: (d) => d.id,
+  destination: {
+    origin: 'http://deploy.test',
+    authority_ref: 'vault:deploy',
+    failure_body: z.object({ error: z.literal('not_applied') }),
+    reconciliation: {
+      lookup: (ctx) => ({
+        method: 'GET',
+        path: `/v1/deployments?client_ref=${encodeURIComponent(ctx.correlation_id)}`,
+      }),
+      matches: (body) =>
+        (body as { items: Array<{ id: string }> }).items.map((r) => ({ ref: r.id, record: r })),
+    },
+  },
+  attempt_budget: 1,
+});
+
+function gateAnswering(decision: GateDecision): Gate & { asked: number } {
+  const gate = {
+    asked: 0,
+    check() {
+      gate.asked++;
+      return Promise.resolve(decision);
+    },
+  };
+  return gate;
+}
+
+function engine(steps: Step[], gate?: Gate) {
+  const ledger = openMemoryLedger();
+  const http = scripted<HttpPrepared>('http', steps);
+  const runtime: Runtime = createEngine({
+    ledger,
+    credentials: staticCredentials({ 'vault:deploy': { authorization: `Bearer ${SECRET}` } }),
+    sleep: () => Promise.resolve(),
+    transports: { http: http.transport },
+    ...(gate ? { gate } : {}),
+  });
+  const events = async (operationId: string): Promise<StoredEvent[]> =>
+    ledger.query({ operation_id: operationId });
+  const kinds = async (operationId: string) => (await events(operationId)).map((e) => e.kind);
+  return { ledger, runtime, http, events, kinds };
+}
+
+function finished(events: StoredEvent[]) {
+  return events.filter((e) => e.kind === 'attempt_finished').map((e) => e.data);
+}
+
+function resolution(events: StoredEvent[]) {
+  const r = events.find((e) => e.kind === 'operation_resolved');
+  return r?.kind === 'operation_resolved' ? r.data : null;
+}
+
+async function runOnce(steps: Step[], gate?: Gate, budget = 1) {
+  const e = engine(steps, gate);
+  const action = budget === 1 ? createDeployment : { ...createDeployment, attempt_budget: budget };
+  const env = await e.runtime.run(action, { service: 'api' });
+  const evs = env.operation_id ? await e.events(env.operation_id) : [];
+  return { ...e, env, evs };
+}
+
+describe('the engine over a scripted transport (no sockets)', () => {
+  it('succeeded: the checked data, the credential sent (never recorded), resolved by the attempt', async () => {
+    const { env, evs, http } = await runOnce([json(201, { id: 'dep-1', service: 'api' })]);
+    expect(env).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      retry: 'never',
+      remote_effect: 'applied',
+      data: { id: 'dep-1', service: 'api' },
+    });
+    expect(http.sent).toHaveLength(1);
+    expect(http.sent[0]).toMatchObject({
+      kind: 'http',
+      origin: 'http://deploy.test',
+      method: 'POST',
+      path: '/v1/deployments',
+      reuse_connection: false,
+      headers: { authorization: `Bearer ${SECRET}`, 'x-correlation-id': env.correlation_id },
+    });
+    expect(JSON.parse(http.sent[0]!.body!)).toEqual({
+      service: 'api',
+      client_ref: env.correlation_id,
+    });
+    expect(evs.map((e) => e.kind)).toEqual([
+      'operation_opened',
+      'attempt_started',
+      'attempt_finished',
+      'operation_resolved',
+    ]);
+    const started = evs[1]!;
+    expect(started.kind === 'attempt_started' && started.data.attempt_id).toBe(http.sent[0]!.id);
+    expect(finished(evs)[0]).toMatchObject({
+      category: 'succeeded',
+      dispatch_state: 'response_received',
+      response: { status: 201, remote_ref: 'dep-1', replay: false },
+      phases: { started_at: 1, finished_at: 2 },
+    });
+    expect(resolution(evs)).toEqual({
+      state: 'succeeded',
+      category: 'succeeded',
+      by: 'attempt',
+      remote_refs: ['dep-1'],
+    });
+    expect(JSON.stringify(evs)).not.toContain(SECRET);
+  });
+
+  const failures: Array<{
+    name: string;
+    step: Step;
+    envelope: Record<string, unknown>;
+    dispatch_state: string;
+    state: string | null;
+    /** Attempts the action may make (1 unless the case needs room for a later call). */
+    budget?: number;
+  }> = [
+    {
+      name: 'local_failure: nothing left this process',
+      step: { evidence: { phase: 'not_sent', local_error: 'connect_refused' } },
+      envelope: { category: 'local_failure', retry: 'allowed', remote_effect: 'none' },
+      dispatch_state: 'not_sent',
+      state: 'failed',
+    },
+    {
+      name: 'authentication_failed: 401 with WWW-Authenticate',
+      step: {
+        ...json(401, { error: 'who' }, { 'www-authenticate': 'Bearer' }),
+        evidence: { phase: 'response_complete', status: 401, www_authenticate: true },
+      },
+      envelope: { category: 'authentication_failed', retry: 'never', remote_effect: 'none' },
+      dispatch_state: 'response_received',
+      state: 'failed',
+    },
+    {
+      name: 'authorization_denied: 403',
+      step: json(403, { error: 'no' }),
+      envelope: { category: 'authorization_denied', retry: 'never', remote_effect: 'none' },
+      dispatch_state: 'response_received',
+      state: 'failed',
+    },
+    {
+      name: 'rate_limited: 429 with Retry-After, never waited out by the engine',
+      step: {
+        ...json(429, { error: 'slow' }, { 'retry-after': '3' }),
+        evidence: { phase: 'response_complete', status: 429, retry_after_ms: 3000 },
+      },
+      envelope: {
+        category: 'rate_limited',
+        retry: 'after_delay',
+        remote_effect: 'none',
+        retry_after_ms: 3000,
+      },
+      dispatch_state: 'response_received',
+      state: 'failed',
+      // The caller may try again after the delay, so the budget must leave room for it.
+      budget: 3,
+    },
+    {
+      name: 'confirmed_rejection: 422',
+      step: json(422, { error: 'bad service' }),
+      envelope: { category: 'confirmed_rejection', retry: 'never', remote_effect: 'none' },
+      dispatch_state: 'response_received',
+      state: 'failed',
+    },
+    {
+      name: 'confirmed_failure: the documented "not applied" body',
+      step: json(500, { error: 'not_applied' }),
+      envelope: { category: 'confirmed_failure', remote_effect: 'none' },
+      dispatch_state: 'response_received',
+      state: 'failed',
+    },
+    {
+      name: 'malformed_response: a success status with a body that breaks the contract',
+      step: json(201, { service: 'api' }),
+      envelope: { category: 'malformed_response', retry: 'reconcile_first' },
+      dispatch_state: 'response_received',
+      state: null,
+    },
+    {
+      name: 'outcome_unknown: bytes left, the connection was reset',
+      step: { evidence: { phase: 'request_sent', local_error: 'connection_reset' } },
+      envelope: { category: 'outcome_unknown', retry: 'reconcile_first', remote_effect: 'unknown' },
+      dispatch_state: 'sent_no_response',
+      state: null,
+    },
+  ];
+
+  for (const f of failures) {
+    it(f.name, async () => {
+      const { env, evs, http } = await runOnce([f.step], undefined, f.budget);
+      expect(env).toMatchObject({ ok: false, operation: 'create_deployment', ...f.envelope });
+      expect(env.diagnostics_ref).toMatch(/^diag_/);
+      expect(http.sent).toHaveLength(1);
+      const [fin] = finished(evs);
+      expect(fin).toMatchObject({
+        category: f.envelope.category,
+        dispatch_state: f.dispatch_state,
+        diagnostics_ref: env.diagnostics_ref,
+      });
+      // The transport's own diagnostics are kept (protected), next to the evidence.
+      expect(fin!.diagnostics).toMatchObject({
+        scripted: 1,
+        evidence: { phase: f.step.evidence.phase },
+      });
+      if (f.state === null) expect(resolution(evs)).toBeNull();
+      else expect(resolution(evs)).toMatchObject({ state: f.state, by: 'attempt' });
+    });
+  }
+
+  it('malformed_response names the failing field in diagnostics only, never in the envelope', async () => {
+    const { env, evs } = await runOnce([json(201, { service: 'api' })]);
+    expect(finished(evs)[0]!.diagnostics).toMatchObject({
+      evidence: { contract_check: 'violated' },
+      problem: expect.stringContaining('id'),
+    });
+    expect(JSON.stringify(env)).not.toContain('problem');
+  });
+
+  const refusals: Array<{ decision: GateDecision; category: string; retry: string }> = [
+    { decision: { decision: 'denied' }, category: 'approval_denied', retry: 'never' },
+    {
+      decision: { decision: 'pending', approval_id: 'apr_1' },
+      category: 'approval_pending',
+      retry: 'after_approval',
+    },
+    { decision: { decision: 'gate_locked' }, category: 'gate_locked', retry: 'never' },
+  ];
+  for (const r of refusals) {
+    it(`${r.category}: the gate answers before any attempt, nothing is dispatched`, async () => {
+      const gate = gateAnswering(r.decision);
+      const { env, evs, http } = await runOnce([], gate);
+      expect(env).toMatchObject({
+        ok: false,
+        category: r.category,
+        retry: r.retry,
+        remote_effect: 'none',
+        ...(r.category === 'approval_pending' ? { data: { approval_id: 'apr_1' } } : {}),
+      });
+      expect(gate.asked).toBe(1);
+      expect(http.sent).toEqual([]);
+      expect(evs.filter((e) => e.kind === 'attempt_started')).toEqual([]);
+      if (r.category === 'approval_pending') {
+        // Still open: the same operation_id continues it once a person decides.
+        expect(resolution(evs)).toBeNull();
+      } else {
+        expect(resolution(evs)).toMatchObject({ state: 'cancelled', category: r.category });
+      }
+    });
+  }
+
+  it('duplicate_effect: an unknown outcome, then a lookup through the same port finds two records', async () => {
+    const { runtime, http, events } = engine([
+      { evidence: { phase: 'request_sent', local_error: 'deadline' } },
+      json(200, { items: [{ id: 'dep-1' }, { id: 'dep-2' }] }),
+    ]);
+    const first = await runtime.run(createDeployment, { service: 'api' });
+    expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const env = await runtime.reconcile(first.operation_id!);
+    expect(env).toMatchObject({
+      ok: false,
+      category: 'duplicate_effect',
+      retry: 'escalate',
+      remote_effect: 'applied',
+      data: { remote_refs: ['dep-1', 'dep-2'] },
+    });
+    expect(http.sent).toHaveLength(2);
+    expect(http.sent[1]).toMatchObject({
+      kind: 'http',
+      method: 'GET',
+      path: `/v1/deployments?client_ref=${encodeURIComponent(first.correlation_id!)}`,
+      reuse_connection: true,
+      headers: {
+        authorization: `Bearer ${SECRET}`,
+        'x-correlation-id': `${first.correlation_id}.lookup`,
+      },
+    });
+    expect(http.sent[1]!.id).toMatch(/^obs_/);
+    const evs = await events(first.operation_id!);
+    expect(evs.map((e) => e.kind)).toEqual([
+      'operation_opened',
+      'attempt_started',
+      'attempt_finished',
+      'observation_recorded',
+      'operation_resolved',
+    ]);
+    expect(resolution(evs)).toEqual({
+      state: 'duplicate_effect_confirmed',
+      category: 'duplicate_effect',
+      by: 'reconciliation',
+      remote_refs: ['dep-1', 'dep-2'],
+    });
+  });
+
+  it('invalid_input: refused before anything is recorded or dispatched', async () => {
+    const { runtime, http, ledger } = engine([]);
+    const env = await runtime.run(createDeployment, { service: 'a/b' });
+    expect(env).toMatchObject({
+      ok: false,
+      category: 'invalid_input',
+      retry: 'never',
+      remote_effect: 'none',
+      operation_id: null,
+    });
+    // Input that breaks the schema is misuse: a UsageError naming the field.
+    await expect(
+      runtime.run(createDeployment as ActionDefinition<unknown, unknown>, { service: 7 }),
+    ).rejects.toMatchObject({ code: 'invalid_input', message: expect.stringContaining('service') });
+    expect(http.sent).toEqual([]);
+    // Nothing recorded: no operation was opened (a session record is not an operation).
+    expect((await ledger.read()).filter((e) => e.operation_id !== null)).toEqual([]);
+  });
+
+  it('an SSH destination goes to the ssh transport, with the host, command and check it declares', async () => {
+    const ledger = openMemoryLedger();
+    const http = scripted<HttpPrepared>('http', []);
+    const ssh = scripted<SshPrepared>('ssh', [
+      {
+        evidence: { phase: 'response_complete', exit_status: 0 },
+        data: { exit_status: 0, stdout: 'ok' },
+      },
+    ]);
+    const runtime = createEngine({
+      ledger,
+      credentials: staticCredentials({}),
+      transports: { http: http.transport, ssh: ssh.transport },
+    });
+    const restart = defineSshAction({
+      name: 'enable_service',
+      class: 'set_state',
+      subject: 'the service',
+      input: z.object({ unit: z.string() }),
+      host_ref: 'web-1',
+      command: (i) => `systemctl enable --now ${i.unit}`,
+      check: (i) => `systemctl is-enabled ${i.unit}`,
+    });
+    const env = await runtime.run(restart, { unit: 'nginx' });
+    expect(env).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      data: { exit_status: 0, stdout: 'ok' },
+    });
+    expect(http.sent).toEqual([]);
+    expect(ssh.sent).toEqual([
+      expect.objectContaining({
+        kind: 'ssh',
+        op: 'run',
+        host_ref: 'web-1',
+        command: 'systemctl enable --now nginx',
+        check: 'systemctl is-enabled nginx',
+        family: 'set_state',
+        operation_id: env.operation_id,
+      }),
+    ]);
+    const evs = await ledger.query({ operation_id: env.operation_id! });
+    const opened = evs[0]!;
+    expect(opened.kind === 'operation_opened' && opened.data.destination).toEqual({
+      method: 'SSH',
+      route_template: 'web-1:enable_service',
+      authority_ref: 'ssh:web-1',
+    });
+    expect(resolution(evs)).toMatchObject({ state: 'succeeded', by: 'attempt' });
+  });
+});

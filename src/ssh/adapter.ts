@@ -1,0 +1,184 @@
+// The SSH adapter of the transport port (src/core/transport.ts): runs an attempt's command on an
+// inventory host under the marker protocol, reads a marker or runs a convergence check for
+// reconciliation. The ssh2 driver (transport.ts) is loaded on first use, never by the root entry.
+import type { Evidence } from '../core/evidence.js';
+import type {
+  Dispatched,
+  SshCheckPrepared,
+  SshMarkerPrepared,
+  SshPrepared,
+  SshRunPrepared,
+  Transport,
+} from '../core/transport.js';
+import type { HostEntry, Inventory, ResolveKey } from './inventory.js';
+
+export interface SshRuntimeOptions {
+  inventory: Inventory;
+  /** Resolves a host's `key_ref` to private key bytes, inside the runtime. */
+  resolveKey: ResolveKey;
+  /** Bytes of stdout and of stderr kept per command (default 1 MiB); the rest is counted, dropped. */
+  output_cap_bytes?: number;
+  /**
+   * Resolves a `secret_refs` entry (`vault:NAME`) for a host at attempt time, inside the runtime
+   * (the engine calls it; the value goes to the redactor and into the command's secret
+   * environment, nowhere else).
+   */
+  resolveSecret?: (
+    ref: string,
+    hostRef: string,
+  ) => Promise<
+    | { ok: true; value: string }
+    | { ok: false; code: 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable' }
+  >;
+}
+
+/**
+ * The SSH transport. Without options (no inventory configured) every host ref is unknown: nothing
+ * is sent, and the evidence says the host could not be resolved.
+ */
+export function sshTransport(
+  options: SshRuntimeOptions | undefined,
+  now: () => number = Date.now,
+): Transport<SshPrepared> {
+  const entryOf = (hostRef: string): HostEntry | undefined =>
+    options && Object.hasOwn(options.inventory, hostRef) ? options.inventory[hostRef] : undefined;
+  return {
+    kind: 'ssh',
+    dispatch(p, { signal }): Promise<Dispatched> {
+      const started_at = now();
+      const entry = entryOf(p.host_ref);
+      if (!options || !entry) {
+        return Promise.resolve({
+          evidence: unknownHostEvidence,
+          data: null,
+          diagnostics: { problem: `no host "${p.host_ref}" in the SSH inventory` },
+          phases: { started_at, finished_at: now() },
+        });
+      }
+      if (p.op === 'run') return run(options, entry, p, signal, started_at, now);
+      if (p.op === 'marker') return marker(options, entry, p, started_at, now);
+      return check(options, entry, p, started_at, now);
+    },
+    binding(p) {
+      // The marker location from the inventory now: an inventory change between an attempt and its
+      // reconciliation is then a changed request, never a marker "absent" somewhere else.
+      const entry = entryOf(p.host_ref);
+      const location = entry
+        ? {
+            host: entry.host,
+            port: entry.port,
+            user: entry.user,
+            marker_dir: entry.marker_dir ?? '',
+          }
+        : null;
+      return { location, check: p.op === 'marker' ? null : (p.check ?? null) };
+    },
+  };
+}
+
+const unknownHostEvidence: Evidence = {
+  phase: 'not_sent',
+  local_error: 'credential_unavailable',
+  error_code: 'unknown_host_ref',
+};
+
+async function run(
+  options: SshRuntimeOptions,
+  host: HostEntry,
+  p: SshRunPrepared,
+  signal: AbortSignal | undefined,
+  started_at: number,
+  now: () => number,
+): Promise<Dispatched> {
+  const { runSsh } = await import('./transport.js');
+  const result = await runSsh({
+    host,
+    command: p.command,
+    operationId: p.operation_id,
+    family: p.family,
+    resolveKey: options.resolveKey,
+    deadlineMs: p.deadline_ms,
+    ...(p.check !== undefined ? { check: p.check } : {}),
+    ...(p.secret_env ? { secretEnv: p.secret_env } : {}),
+    ...(options.output_cap_bytes !== undefined ? { outputCap: options.output_cap_bytes } : {}),
+    ...(signal ? { signal } : {}),
+  });
+  const exit = result.evidence.exit_status;
+  return {
+    evidence: result.evidence,
+    data:
+      typeof exit === 'number'
+        ? { exit_status: exit, stdout: result.stdout.slice(0, 16_384) }
+        : null,
+    diagnostics: {
+      wrapper: result.wrapper,
+      stderr_excerpt: result.stderr.slice(0, 2048),
+      ...(result.stdout_dropped > 0 ? { stdout_dropped_bytes: result.stdout_dropped } : {}),
+      ...(result.stderr_dropped > 0 ? { stderr_dropped_bytes: result.stderr_dropped } : {}),
+      ...(result.refusal ? { refusal: result.refusal } : {}),
+      ...(result.marker ? { marker: result.marker } : {}),
+      ...(result.check_status !== undefined ? { check_status: result.check_status } : {}),
+    },
+    phases: { started_at, finished_at: now() },
+  };
+}
+
+/** data: `{ marker, stdout }` when the marker could be read, else null (evidence says why). */
+async function marker(
+  options: SshRuntimeOptions,
+  host: HostEntry,
+  p: SshMarkerPrepared,
+  started_at: number,
+  now: () => number,
+): Promise<Dispatched> {
+  const { reconcileSsh } = await import('./transport.js');
+  const r = await reconcileSsh({
+    host,
+    operationId: p.operation_id,
+    resolveKey: options.resolveKey,
+  });
+  return r.ok
+    ? {
+        evidence: r.value.evidence,
+        data: { marker: r.value.marker, stdout: r.value.stdout },
+        diagnostics: {},
+        phases: { started_at, finished_at: now() },
+      }
+    : {
+        evidence: r.failure.lookup_evidence,
+        data: null,
+        diagnostics: {},
+        phases: { started_at, finished_at: now() },
+      };
+}
+
+/** data: `{ check_status }` when the check ran to an exit status, else null. */
+async function check(
+  options: SshRuntimeOptions,
+  host: HostEntry,
+  p: SshCheckPrepared,
+  started_at: number,
+  now: () => number,
+): Promise<Dispatched> {
+  const { checkSsh } = await import('./transport.js');
+  const r = await checkSsh({
+    host,
+    check: p.check,
+    resolveKey: options.resolveKey,
+    deadlineMs: p.deadline_ms,
+    ...(p.secret_env ? { secretEnv: p.secret_env } : {}),
+  });
+  return r.ok
+    ? {
+        evidence: { phase: 'response_complete' },
+        data: { check_status: r.value.check_status },
+        diagnostics: {},
+        phases: { started_at, finished_at: now() },
+      }
+    : {
+        evidence: r.failure.lookup_evidence,
+        data: null,
+        diagnostics: {},
+        phases: { started_at, finished_at: now() },
+      };
+}

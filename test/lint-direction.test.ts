@@ -1,0 +1,89 @@
+// The dependency direction of DESIGN.md §6 is enforced by the lint configuration itself: probe
+// files placed in the real folders are linted with the project's eslint.config.js through ESLint's
+// Node API. An engine file importing a transport adapter, an adapter importing the engine and core
+// importing the ledger are errors; the engine importing the transport port is not (the control).
+import { randomBytes } from 'node:crypto';
+import { rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { ESLint } from 'eslint';
+import { afterAll, describe, expect, it } from 'vitest';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const tag = randomBytes(4).toString('hex');
+const written: string[] = [];
+
+function probe(folder: string, source: string): string {
+  const path = join(root, 'src', folder, `lint-probe-${tag}-${written.length}.ts`);
+  writeFileSync(path, source);
+  written.push(path);
+  return path;
+}
+
+afterAll(() => {
+  for (const p of written) rmSync(p, { force: true });
+});
+
+const RULE = 'no-restricted-imports';
+
+describe('lint: dependency direction (DESIGN.md §6)', () => {
+  it('refuses engine -> http and engine -> ssh, adapter -> engine and core -> ledger; allows engine -> core', async () => {
+    const files = {
+      engineHttp: probe(
+        'engine',
+        "import { sendHttp } from '../http/transport.js';\nexport const probe = sendHttp;\n",
+      ),
+      engineSsh: probe(
+        'engine',
+        "import { sshTransport } from '../ssh/adapter.js';\nexport const probe = sshTransport;\n",
+      ),
+      engineRoot: probe(
+        'engine',
+        "import { createRuntime } from '../runtime.js';\nexport const probe = createRuntime;\n",
+      ),
+      httpEngine: probe(
+        'http',
+        "import { createEngine } from '../engine/runtime.js';\nexport const probe = createEngine;\n",
+      ),
+      coreLedger: probe(
+        'core',
+        "import type { OperationView } from '../ledger/projection.js';\nexport type Probe = OperationView;\n",
+      ),
+      control: probe(
+        'engine',
+        "import type { Transport } from '../core/transport.js';\nexport type Probe = Transport;\n",
+      ),
+    };
+    const eslint = new ESLint({ cwd: root });
+    const results = await eslint.lintFiles(Object.values(files));
+    const errors = (path: string): string[] =>
+      results
+        .find((r) => r.filePath === path)!
+        .messages.filter((m) => m.severity === 2)
+        .map((m) => `${m.ruleId}: ${m.message}`);
+
+    expect(errors(files.engineHttp)).toEqual([
+      expect.stringMatching(
+        new RegExp(`^${RULE}: .*DESIGN\\.md §6: the engine must not import http/`),
+      ),
+    ]);
+    expect(errors(files.engineSsh)).toEqual([
+      expect.stringMatching(new RegExp(`^${RULE}: .*the engine must not import ssh/`)),
+    ]);
+    expect(errors(files.engineRoot)).toEqual([
+      expect.stringMatching(new RegExp(`^${RULE}: .*composition root`)),
+    ]);
+    expect(errors(files.httpEngine)).toEqual([
+      expect.stringMatching(
+        new RegExp(`^${RULE}: .*an adapter \\(http, ssh, vault\\) must not import engine/`),
+      ),
+    ]);
+    expect(errors(files.coreLedger)).toEqual([
+      expect.stringMatching(
+        new RegExp(`^${RULE}: .*core \\(pure, no I/O\\) must not import ledger/`),
+      ),
+    ]);
+    // The control: the port is where the engine meets transports.
+    expect(errors(files.control)).toEqual([]);
+  });
+});
