@@ -164,7 +164,7 @@ async function dispatchAndClassify<I, O>(
       const d = await dispatch(ctx, request, run.signal);
       out.dispatched = d;
       out.evidence = d.evidence;
-      out.data = d.data;
+      out.data = request.kind === 'ssh' ? redactedOutput(ctx, d.data) : d.data;
       const prior = view.attempts.at(-1) ?? null;
       const dest = action.destination;
       if (
@@ -244,6 +244,13 @@ async function withCredentials(
   }
   for (const s of cred.secrets) ctx.redactor.addSecret(s);
   return { ...request, id: attemptId, headers: { ...request.headers, ...cred.headers } };
+}
+
+/** The agent sees an SSH command's stdout: a secret the command printed is hidden from it too. */
+function redactedOutput(ctx: EngineContext, data: unknown): unknown {
+  if (typeof data !== 'object' || data === null || !('stdout' in data)) return data;
+  const { stdout } = data;
+  return typeof stdout === 'string' ? { ...data, stdout: ctx.redactor.redactString(stdout) } : data;
 }
 
 /** Hands a prepared request to the transport of its kind (also used by reconciliation lookups). */
