@@ -5,13 +5,13 @@ import { spawnSync } from 'node:child_process';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelopeSchema } from '../src/core/envelope.js';
-import { startFakeService, type FakeService } from '../src/fakes/index.js';
+import type { FakeService } from '../src/fakes/index.js';
 import { openLedger } from '../src/ledger/open.js';
-import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from './fixtures/mcp/config.js';
+import { TEST_TOKEN, testConfigYaml } from './fixtures/mcp/config.js';
 import {
-  connectStdio,
   ROOT,
   serveCommand,
+  startGatewayWithFake,
   tempDir,
   writeConfig,
   type StdioGateway,
@@ -20,21 +20,14 @@ import {
 let fake: FakeService;
 let gw: StdioGateway;
 let dir: string;
+let stop: () => Promise<void>;
 
 beforeAll(async () => {
-  fake = await startFakeService({ seed: 5, tokens: [{ name: 'agent', token: TEST_TOKEN }] });
-  dir = tempDir('candor-mcp-stdio-');
-  const config = writeConfig(dir, testConfigYaml({ origin: fake.url }));
-  gw = await connectStdio(
-    ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
-    { [TEST_TOKEN_VAR]: TEST_TOKEN },
-    dir,
-  );
+  ({ fake, gw, dir, close: stop } = await startGatewayWithFake(5, 'candor-mcp-stdio-'));
 });
 
 afterAll(async () => {
-  await gw?.close();
-  await fake?.close();
+  await stop?.();
 });
 
 describe('candor serve over stdio', () => {

@@ -66,7 +66,8 @@ export function missingVaultRefs(
   return out;
 }
 
-const PORT_CODE: Readonly<
+/** A vault resolution failure as the engine's ports name it (credentials and SSH secrets). */
+export const PORT_CODE: Readonly<
   Record<ResolveFailureCode, 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable'>
 > = {
   bad_ref: 'unknown_ref',

@@ -2,26 +2,12 @@
 // values resolved from the vault at attempt time (inside the runtime, bound to the host: a vault
 // entry serves only the `ssh:HOST_REF` it is bound to), and the start-up check that every vault
 // reference names an entry of the right type and binding.
-import type { SshSecretResult } from '../engine/ssh-action.js';
 import type { SshRuntimeOptions } from '../ssh/adapter.js';
 import type { Inventory } from '../ssh/inventory.js';
-import type { CredentialInfo, ResolveFailureCode, Vault } from '../vault/index.js';
+import type { CredentialInfo, Vault } from '../vault/index.js';
 import type { GatewayConfig } from './schema.js';
+import { PORT_CODE } from './credentials.js';
 import { vaultBindings } from './ssh-actions.js';
-
-const PORT_CODE: Readonly<
-  Record<ResolveFailureCode, Exclude<SshSecretResult, { ok: true }>['code']>
-> = {
-  bad_ref: 'unknown_ref',
-  unknown_ref: 'unknown_ref',
-  binding_mismatch: 'binding_mismatch',
-  type_mismatch: 'binding_mismatch',
-  locked: 'locked',
-  env_missing: 'unavailable',
-  vault_unavailable: 'unavailable',
-  key_changed: 'unavailable',
-  integrity: 'unavailable',
-};
 
 const nameOf = (ref: string): string => ref.slice('vault:'.length);
 
