@@ -226,25 +226,13 @@ export async function licensedAttempt(
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
     // definition changed): sending it would be another request under this operation's name.
-    const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
-    const env = envelopeOf(
+    return nothingSentNow(
+      ctx,
       a,
       view,
-      sent
-        ? unknownOutcome('escalate')
-        : {
-            category: 'local_failure',
-            retry: 'escalate',
-            remote_effect: 'none',
-            retry_after_ms: null,
-          },
-      null,
-      null,
+      (sent) =>
+        `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
     );
-    return {
-      ...env,
-      message: `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
-    };
   }
   const refused = await gateRefusal(ctx, a, params, view, licence);
   if (refused) return refused;
@@ -267,6 +255,25 @@ function notAttempted(
   action: AnyAction | EngineAction<never, never>,
   view: OperationView,
 ): Envelope {
+  return nothingSentNow(
+    ctx,
+    action,
+    view,
+    (sent) =>
+      `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
+  );
+}
+
+/**
+ * Nothing was sent now and a person must look: \`escalate\`, with \`outcome_unknown\` when an earlier
+ * attempt may have reached the destination, else \`local_failure\` with no remote effect.
+ */
+function nothingSentNow(
+  ctx: EngineContext,
+  action: AnyAction | EngineAction<never, never>,
+  view: OperationView,
+  message: (earlierSent: boolean) => string,
+): Envelope {
   const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
   const env = ctx.envelopeOf(
     action,
@@ -282,10 +289,7 @@ function notAttempted(
     null,
     null,
   );
-  return {
-    ...env,
-    message: `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
-  };
+  return { ...env, message: message(sent) };
 }
 
 /** The intent's subject reference; a user callback that throws gives none, never an escape. */

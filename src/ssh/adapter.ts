@@ -138,18 +138,13 @@ async function marker(
     resolveKey: options.resolveKey,
   });
   return r.ok
-    ? {
-        evidence: r.value.evidence,
-        data: { marker: r.value.marker, stdout: r.value.stdout },
-        diagnostics: {},
-        phases: { started_at, finished_at: now() },
-      }
-    : {
-        evidence: r.failure.lookup_evidence,
-        data: null,
-        diagnostics: {},
-        phases: { started_at, finished_at: now() },
-      };
+    ? lookedUp(
+        r.value.evidence,
+        { marker: r.value.marker, stdout: r.value.stdout },
+        started_at,
+        now,
+      )
+    : lookedUp(r.failure.lookup_evidence, null, started_at, now);
 }
 
 /** data: `{ check_status }` when the check ran to an exit status, else null. */
@@ -169,16 +164,21 @@ async function check(
     ...(p.secret_env ? { secretEnv: p.secret_env } : {}),
   });
   return r.ok
-    ? {
-        evidence: { phase: 'response_complete' },
-        data: { check_status: r.value.check_status },
-        diagnostics: {},
-        phases: { started_at, finished_at: now() },
-      }
-    : {
-        evidence: r.failure.lookup_evidence,
-        data: null,
-        diagnostics: {},
-        phases: { started_at, finished_at: now() },
-      };
+    ? lookedUp(
+        { phase: 'response_complete' },
+        { check_status: r.value.check_status },
+        started_at,
+        now,
+      )
+    : lookedUp(r.failure.lookup_evidence, null, started_at, now);
+}
+
+/** A marker read or a convergence check, as the port reports it (no diagnostics of its own). */
+function lookedUp(
+  evidence: Evidence,
+  data: Dispatched['data'],
+  started_at: number,
+  now: () => number,
+): Dispatched {
+  return { evidence, data, diagnostics: {}, phases: { started_at, finished_at: now() } };
 }
