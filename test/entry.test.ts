@@ -5,7 +5,58 @@ import { describe, expect, it } from 'vitest';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 
+// The public surface of the root entry, exactly. Internal tables (the classifier's STATUS_RULES,
+// NOT_SENT_RULES, …) stay reachable for tests through src/, never through 'candor'. Adding a name
+// here is a decision about the public API, not a way to make this test pass.
+const PUBLIC_API = [
+  'ActionClass',
+  'Category',
+  'ContractCheck',
+  'DEFAULT_LEDGER_URL',
+  'DispatchState',
+  'EventKind',
+  'LocalError',
+  'OperationState',
+  'Phase',
+  'RemoteEffect',
+  'Retry',
+  'RetryDecision',
+  'RetryReason',
+  'UsageError',
+  'classify',
+  'createRedactor',
+  'createRuntime',
+  'defineAction',
+  'defineSshAction',
+  'envelopeJsonSchema',
+  'envelopeSchema',
+  'idempotencyKeyFor',
+  'isUsageError',
+  'manualClock',
+  'openLedger',
+  'projectOperation',
+  'staticCredentials',
+  'systemClock',
+];
+
 describe('root entry', () => {
+  it('exports the public API and nothing internal', async () => {
+    const mod = (await import('../src/index.js')) as Record<string, unknown>;
+    const names = Object.keys(mod).sort();
+    for (const internal of [
+      'STATUS_RULES',
+      'NOT_SENT_RULES',
+      'CONFIRMED_FAILURE_RETRY',
+      'ACTION_CLASS_RULES',
+      'canonicalJson',
+      'createEngine',
+    ]) {
+      expect(names, `${internal} leaked into the root entry`).not.toContain(internal);
+    }
+    expect(names).toEqual([...PUBLIC_API].sort());
+  });
+
+
   it('loads no better-sqlite3, pg or ssh2', () => {
     const script = `
       const { createRequire } = await import('node:module');

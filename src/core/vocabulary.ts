@@ -130,17 +130,3 @@ export const valuesOf = <T extends Readonly<Record<string, string>>>(
   set: T,
 ): [ValueOf<T>, ...ValueOf<T>[]] => Object.values(set) as [ValueOf<T>, ...ValueOf<T>[]];
 
-/** Retry decisions that refuse a further attempt. */
-export const REFUSING_DECISIONS: ReadonlySet<RetryDecision> = new Set([
-  RetryDecision.budget_exhausted,
-  RetryDecision.reconcile_required,
-  RetryDecision.human_required,
-]);
-
-/** Operation states that settle an operation (no further attempt is planned). */
-export const TERMINAL_STATES: ReadonlySet<OperationState> = new Set([
-  OperationState.succeeded,
-  OperationState.failed,
-  OperationState.cancelled,
-  OperationState.duplicate_effect_confirmed,
-]);

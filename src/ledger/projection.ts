@@ -18,18 +18,12 @@ import type {
   ResponseSummary,
   StoredEvent,
 } from './events.js';
+import { LICENSING_DECISIONS, TERMINAL_STATES } from '../core/rules.js';
 
 /** States that need reconciliation, a retry or a person: what `unresolved()` lists. */
 export const UNRESOLVED_STATES: ReadonlySet<OperationState> = new Set([
   OperationState.open,
   OperationState.unknown,
-]);
-
-const SETTLED: ReadonlySet<OperationState> = new Set([
-  OperationState.succeeded,
-  OperationState.failed,
-  OperationState.cancelled,
-  OperationState.duplicate_effect_confirmed,
 ]);
 
 /**
@@ -52,7 +46,7 @@ export function nextState(current: OperationState | null, event: NewEvent): Oper
     case 'operation_superseded':
       // A superseded operation whose last attempt may have applied still needs reconciliation:
       // cancelling it would drop a possibly-applied write from `unresolved()`.
-      if (current === null || current === OperationState.unknown || SETTLED.has(current)) {
+      if (current === null || current === OperationState.unknown || TERMINAL_STATES.has(current)) {
         return current;
       }
       return OperationState.cancelled;
@@ -310,15 +304,6 @@ export const DeliveryVerdict = {
 } as const;
 export type DeliveryVerdict = (typeof DeliveryVerdict)[keyof typeof DeliveryVerdict];
 
-/** Decisions that license sending again after an attempt that may have been delivered. */
-const LICENSING: ReadonlySet<RetryDecision> = new Set<RetryDecision>([
-  'read_only',
-  'destination_idempotency_confirmed',
-  'reconciled_absent_key_valid',
-  'converged_state_check',
-  'operator_approved',
-]);
-
 /**
  * Tells "retried correctly and the target deduplicated" apart from "sent twice and got lucky":
  * every attempt after the first possibly-delivered one needs a licensing retry decision (and, for
@@ -337,7 +322,7 @@ export function deliveryVerdict(v: OperationView): { code: DeliveryVerdict; line
   ];
   const unlicensed = delivered.slice(1).filter((a, i) => {
     const prev = delivered[i]!;
-    if (a.retry_decision === null || !LICENSING.has(a.retry_decision)) return true;
+    if (a.retry_decision === null || !LICENSING_DECISIONS.has(a.retry_decision)) return true;
     return (
       a.retry_decision === 'destination_idempotency_confirmed' &&
       a.request_fingerprint !== prev.request_fingerprint
