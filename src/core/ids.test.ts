@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createIdFactory, idTime, isId } from './ids.js';
+import { createIdFactory, idTime, isId, OPERATION_ID_PATTERN } from './ids.js';
 import { manualClock, seededRandom } from './time.js';
 
 describe('ids', () => {
@@ -29,5 +29,26 @@ describe('ids', () => {
     const a = createIdFactory(manualClock(), seededRandom(42));
     const b = createIdFactory(manualClock(), seededRandom(42));
     expect(a.mint('ses')).toBe(b.mint('ses'));
+  });
+});
+
+describe('OPERATION_ID_PATTERN (the one pattern for MCP operation_id and SSH operation files)', () => {
+  it('accepts every minted operation id', () => {
+    const ids = createIdFactory(manualClock(), seededRandom(3));
+    for (let i = 0; i < 200; i++) expect(ids.mint('op')).toMatch(OPERATION_ID_PATTERN);
+  });
+  it('refuses what could walk a path, start an option or name another kind of id', () => {
+    for (const bad of [
+      '../etc',
+      '-rf',
+      'op_a.b',
+      'op_a/b',
+      'op_',
+      'att_01ABC',
+      'op_a b',
+      `op_${'x'.repeat(65)}`,
+    ]) {
+      expect(bad).not.toMatch(OPERATION_ID_PATTERN);
+    }
   });
 });

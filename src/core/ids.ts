@@ -16,6 +16,14 @@ export type IdPrefix = (typeof IdPrefix)[keyof typeof IdPrefix];
 const ALPHABET = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const ID_PATTERN = /^(op|att|obs|ses|apr|diag|cor)_[0-9A-HJKMNP-TV-Z]{26}$/;
 
+/**
+ * The one pattern for an operation id a caller hands back (an MCP tool's `operation_id`, an SSH
+ * operation whose id becomes a file name on the remote host): `op_` and up to 64 letters, digits or
+ * underscores. Every id the engine mints (`op_` + 26 base32 characters) matches; nothing that could
+ * walk a path or start an option does.
+ */
+export const OPERATION_ID_PATTERN = /^op_[0-9A-Za-z_]{1,64}$/;
+
 export interface IdFactory {
   mint(prefix: IdPrefix): string;
 }

@@ -33,9 +33,9 @@ import {
   BUILTIN,
   builtinTools,
   noArgsSchema,
-  OPERATION_ID_PATTERN,
   operationArgsSchema,
 } from './tools.js';
+import { OPERATION_ID_PATTERN } from '../core/ids.js';
 
 /** How the client of the call in progress can be asked for an approval. */
 export interface CallContext {

@@ -7,6 +7,7 @@ import type { Tool, ToolAnnotations } from '@modelcontextprotocol/server';
 import { z } from 'zod';
 import type { ConfiguredAction } from '../config/actions.js';
 import { envelopeJsonSchema } from '../core/envelope.js';
+import { OPERATION_ID_PATTERN } from '../core/ids.js';
 import type { ActionClass } from '../core/vocabulary.js';
 
 /** Classes whose effect overwrites or removes something, or cannot be taken back. */
@@ -34,7 +35,6 @@ export function annotationsFor(cls: ActionClass, title?: string): ToolAnnotation
   };
 }
 
-export const OPERATION_ID_PATTERN = /^op_[0-9A-Za-z]{1,64}$/;
 
 const operationIdProperty = {
   type: 'string',

@@ -35,7 +35,6 @@ export {
 } from './transport.js';
 export {
   DEFAULT_OUTPUT_CAP,
-  OPERATION_ID_PATTERN,
   SECRET_ENV_NAME_PATTERN,
   WRAPPER_EXEC,
   WRAPPER_IN_PROGRESS_STATUS,
@@ -50,3 +49,4 @@ export {
   type WrapperCall,
   type WrapperReport,
 } from './wrapper.js';
+export { OPERATION_ID_PATTERN } from '../core/ids.js';

@@ -7,13 +7,13 @@
 //   - exit status received -> `response_complete` with `exit_status` (255 is an exit status like
 //     any other: ssh2 reports transport loss as a closed channel without one).
 import type { Contract, Evidence } from '../core/evidence.js';
+import { OPERATION_ID_PATTERN } from '../core/ids.js';
 import { systemRandom, type Clock, type Random } from '../core/time.js';
 import type { ActionClass } from '../core/vocabulary.js';
 import { execOnce, type ExecObservation, type SshPhaseName, type SshPhases } from './exec.js';
 import type { HostEntry, ResolveKey } from './inventory.js';
 import {
   DEFAULT_OUTPUT_CAP,
-  OPERATION_ID_PATTERN,
   parseWrapperOutput,
   WRAPPER_EXEC,
   wrapperCallProblem,

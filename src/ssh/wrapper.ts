@@ -36,8 +36,6 @@ export const WRAPPER_REFUSED_STATUS = 70;
 export const WRAPPER_IN_PROGRESS_STATUS = 75;
 export const WRAPPER_PROTOCOL = 'CANDOR-WRAP/1';
 
-/** Operation ids become file names on the remote host: a conservative character set. */
-export const OPERATION_ID_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$/;
 /** Names of the environment variables that carry secret inputs to the command. */
 export const SECRET_ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** Default cap on the stdout and stderr kept from one command (the rest is counted and dropped). */
