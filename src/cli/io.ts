@@ -12,8 +12,11 @@ export type Command = (args: string[], io: CommandIo) => Promise<number>;
 
 export const Exit = { ok: 0, check_failed: 1, usage: 2, environment: 3 } as const;
 
-/** Misuse of the command line: one clear line, exit 2. */
-export class UsageError extends Error {
+/**
+ * Misuse of the command line: one clear line, exit 2. Not the library's `UsageError` (core/errors.ts:
+ * a closed code union for misuse of the API, which commands turn into their own messages).
+ */
+export class CliUsageError extends Error {
   readonly code = 'usage';
 }
 
@@ -40,15 +43,15 @@ export function parseFlags(
     const eq = arg.indexOf('=');
     const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
     const kind = spec[name];
-    if (kind === undefined) throw new UsageError(`unknown option --${name}`);
+    if (kind === undefined) throw new CliUsageError(`unknown option --${name}`);
     if (kind === 'boolean') {
-      if (eq > 0) throw new UsageError(`option --${name} takes no value`);
+      if (eq > 0) throw new CliUsageError(`option --${name} takes no value`);
       flags[name] = true;
       continue;
     }
     const value = eq > 0 ? arg.slice(eq + 1) : args[++i];
     if (value === undefined || (eq < 0 && value.startsWith('--'))) {
-      throw new UsageError(`option --${name} needs a value`);
+      throw new CliUsageError(`option --${name} needs a value`);
     }
     flags[name] = value;
   }
@@ -70,9 +73,9 @@ export function checkOutputPath(flag: string, path: string): void {
     }
   };
   if (kind(dir) !== 'dir')
-    throw new UsageError(`--${flag}: the directory ${JSON.stringify(dir)} does not exist`);
+    throw new CliUsageError(`--${flag}: the directory ${JSON.stringify(dir)} does not exist`);
   if (kind(path) === 'dir')
-    throw new UsageError(`--${flag}: ${JSON.stringify(path)} is a directory, not a file`);
+    throw new CliUsageError(`--${flag}: ${JSON.stringify(path)} is a directory, not a file`);
 }
 
 /** Resolves on SIGINT, SIGTERM or when `signal` aborts: how a long-running command waits to stop. */

@@ -1,7 +1,7 @@
 // argv -> library calls -> exit code. No logic lives here: each command is a module, loaded lazily
 // so that `candor --help` loads no database or SSH driver.
 import { parseLedgerUrl } from '../ledger/open.js';
-import { Exit, UsageError, type Command, type CommandIo } from './io.js';
+import { Exit, CliUsageError, type Command, type CommandIo } from './io.js';
 import { version } from './version.js';
 
 interface CommandEntry {
@@ -198,7 +198,7 @@ function checkLedgerFlags(args: readonly string[]): void {
       arg === '--ledger' ? args[i + 1] : arg.startsWith('--ledger=') ? arg.slice(9) : null;
     if (url === null || url === undefined) continue;
     const parsed = parseLedgerUrl(url);
-    if (!parsed.ok) throw new UsageError(`--ledger: ${parsed.failure.message}`);
+    if (!parsed.ok) throw new CliUsageError(`--ledger: ${parsed.failure.message}`);
   }
 }
 
@@ -229,7 +229,7 @@ export async function main(argv: string[], io: CommandIo = defaultIo): Promise<n
     const mod = await entry.load();
     return await mod.run(rest, io);
   } catch (error) {
-    if (error instanceof UsageError) {
+    if (error instanceof CliUsageError) {
       io.err(`candor ${name}: ${error.message}\n`);
       return Exit.usage;
     }

@@ -11,7 +11,7 @@ import {
   lockFile,
   type ApprovalCard,
 } from '../../approvals/index.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor approve list [--json] | show ID | yes ID | no ID | watch [--interval MS] | lock | unlock   [--dir DIR] [--by NAME]';
@@ -23,7 +23,7 @@ export async function run(
   try {
     return await dispatch(args, io);
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
+    if (!(err instanceof CliUsageError)) throw err;
     io.err(`candor approve: ${err.message}\n`);
     return Exit.usage;
   }
@@ -47,7 +47,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = positional;
   const wantArgs = (n: number): void => {
     if (rest.length !== n)
-      throw new UsageError(`${sub ?? ''} takes ${n === 0 ? 'no argument' : 'one ID'}; ${USAGE}`);
+      throw new CliUsageError(`${sub ?? ''} takes ${n === 0 ? 'no argument' : 'one ID'}; ${USAGE}`);
   };
   switch (sub) {
     case 'list': {
@@ -96,7 +96,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
       wantArgs(0);
       const interval = flags.interval === undefined ? 500 : Number(flags.interval);
       if (!Number.isInteger(interval) || interval < 50)
-        throw new UsageError('--interval must be an integer of at least 50 (ms)');
+        throw new CliUsageError('--interval must be an integer of at least 50 (ms)');
       await watch(queue.pending.bind(queue), interval, io);
       return Exit.ok;
     }
@@ -118,7 +118,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
       return Exit.ok;
     }
     default:
-      throw new UsageError(sub === undefined ? USAGE : `unknown subcommand "${sub}"; ${USAGE}`);
+      throw new CliUsageError(sub === undefined ? USAGE : `unknown subcommand "${sub}"; ${USAGE}`);
   }
 }
 

@@ -22,7 +22,7 @@ import {
   isSealedPayload,
   openPayload,
 } from '../../ledger/seal.js';
-import { checkOutputPath, Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
+import { checkOutputPath, Exit, CliUsageError, parseFlags, type CommandIo } from '../io.js';
 
 const VERIFY_USAGE =
   'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json]';
@@ -42,7 +42,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     case 'keygen':
       return keygen(rest, io);
     default:
-      throw new UsageError(USAGE);
+      throw new CliUsageError(USAGE);
   }
 }
 
@@ -55,7 +55,7 @@ export function readKeys(value: string | boolean | undefined): string[] {
     const t = item.trim();
     if (t.includes('+')) return [t];
     if (!existsSync(t))
-      throw new UsageError(`key ${JSON.stringify(t)} is neither a key nor a file`);
+      throw new CliUsageError(`key ${JSON.stringify(t)} is neither a key nor a file`);
     return readFileSync(t, 'utf8')
       .split('\n')
       .map((l) => l.trim())
@@ -67,7 +67,7 @@ function readText(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch {
-    throw new UsageError(`cannot read ${what} ${JSON.stringify(path)}`);
+    throw new CliUsageError(`cannot read ${what} ${JSON.stringify(path)}`);
   }
 }
 
@@ -121,7 +121,8 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
     'witness-key': 'string',
   });
   const [path] = positional;
-  if (path === undefined || positional.length > 1) throw new UsageError(`usage: ${VERIFY_USAGE}`);
+  if (path === undefined || positional.length > 1)
+    throw new CliUsageError(`usage: ${VERIFY_USAGE}`);
   const logKeys = readKeys(flags['log-key']);
   // No --log-key: a bundle's own key is used for self-consistency only (reported as claimed).
   const opts = {
@@ -164,14 +165,14 @@ async function exportCmd(args: string[], io: CommandIo): Promise<number> {
     checkpoint: 'string',
   });
   if (positional.length > 0 || typeof flags.out !== 'string') {
-    throw new UsageError(`usage: ${EXPORT_USAGE}`);
+    throw new CliUsageError(`usage: ${EXPORT_USAGE}`);
   }
   checkOutputPath('out', flags.out);
   let signer;
   if (typeof flags['sign-key'] === 'string') {
     const s = parseSignerKey(readText(flags['sign-key'], 'signing key').trim());
     if (!s.ok || s.value.type !== SigType.ed25519)
-      throw new UsageError(`--sign-key: ${s.ok ? 'not an Ed25519 log key' : s.failure}`);
+      throw new CliUsageError(`--sign-key: ${s.ok ? 'not an Ed25519 log key' : s.failure}`);
     signer = s.value;
   }
   const logKey = readKeys(flags['log-key'])[0];
@@ -223,10 +224,10 @@ async function decrypt(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, { key: 'string', json: 'boolean' });
   const [path] = positional;
   if (path === undefined || positional.length > 1 || typeof flags.key !== 'string') {
-    throw new UsageError('usage: candor audit decrypt PATH --key FILE [--json]');
+    throw new CliUsageError('usage: candor audit decrypt PATH --key FILE [--json]');
   }
   const sk = decodeSealPrivateKey(readText(flags.key, 'key file'));
-  if (!sk.ok) throw new UsageError(`--key: ${sk.failure}`);
+  if (!sk.ok) throw new CliUsageError(`--key: ${sk.failure}`);
   if (!existsSync(path)) {
     io.err(`candor audit decrypt: no such bundle ${JSON.stringify(path)}\n`);
     return Exit.environment;
@@ -274,7 +275,7 @@ async function keygen(args: string[], io: CommandIo): Promise<number> {
     typeof flags.out !== 'string' ||
     (kind !== 'seal' && kind !== 'log' && kind !== 'witness')
   ) {
-    throw new UsageError(
+    throw new CliUsageError(
       'usage: candor audit keygen --kind seal|log|witness --name NAME --out FILE',
     );
   }
@@ -288,7 +289,7 @@ async function keygen(args: string[], io: CommandIo): Promise<number> {
     label = `seal key pair (HPKE X25519): the auditor's private key is in ${flags.out} (keep it off the gateway); public key for audit.seal_to:`;
   } else {
     if (typeof flags.name !== 'string')
-      throw new UsageError('--name is required for log and witness keys');
+      throw new CliUsageError('--name is required for log and witness keys');
     const k = generateKey(flags.name, kind === 'log' ? SigType.ed25519 : SigType.cosignature_v1);
     secret = k.signerKey;
     pub = k.verifierKey;
@@ -299,7 +300,7 @@ async function keygen(args: string[], io: CommandIo): Promise<number> {
   }
   await writeFile(flags.out, `${secret}\n`, { mode: 0o600, flag: 'wx' }).catch(
     (err: NodeJS.ErrnoException) => {
-      throw new UsageError(
+      throw new CliUsageError(
         err.code === 'EEXIST'
           ? `${flags.out} exists; refusing to overwrite a key`
           : `cannot write ${flags.out}`,

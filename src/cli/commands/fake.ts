@@ -6,7 +6,7 @@ import { loadFixtureDir, type FixtureCase } from '../../fakes/fixtures.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
 import { startOpenApiFake, type OpenApiIdempotency } from '../../fakes/openapi-fake.js';
 import { startFakeService, type FakeServiceOptions } from '../../fakes/service.js';
-import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor fake serve [--fixtures DIR | --openapi SPEC [--idempotency honoured|ignored]] [--port N] [--host H] [--seed N] [--log FILE]';
@@ -28,7 +28,7 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
     openapi = parsed.openapi;
     idempotency = parsed.idempotency;
   } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
+    if (!(error instanceof CliUsageError)) throw error;
     io.err(`candor fake: ${error.message}\n`);
     return Exit.usage;
   }
@@ -86,38 +86,38 @@ function parseArgs(args: string[]): {
     seed: 'string',
     log: 'string',
   });
-  if (positional.length !== 1 || positional[0] !== 'serve') throw new UsageError(USAGE);
+  if (positional.length !== 1 || positional[0] !== 'serve') throw new CliUsageError(USAGE);
   const options: FakeServiceOptions = {};
   const str = (name: string): string | undefined =>
     typeof flags[name] === 'string' ? flags[name] : undefined;
   const port = str('port');
   if (port !== undefined) {
     if (!/^\d{1,5}$/.test(port) || Number(port) > 65535)
-      throw new UsageError(`--port must be 0..65535, not "${port}"`);
+      throw new CliUsageError(`--port must be 0..65535, not "${port}"`);
     options.port = Number(port);
   }
   const host = str('host');
   if (host !== undefined) {
     const h = host === 'localhost' ? '127.0.0.1' : host;
     if (!/^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h))
-      throw new UsageError(`--host must be a loopback address (127.x.y.z), not "${host}"`);
+      throw new CliUsageError(`--host must be a loopback address (127.x.y.z), not "${host}"`);
     options.host = h;
   }
   const seed = str('seed');
   if (seed !== undefined) {
     if (!/^-?\d{1,15}$/.test(seed))
-      throw new UsageError(`--seed must be an integer, not "${seed}"`);
+      throw new CliUsageError(`--seed must be an integer, not "${seed}"`);
     options.seed = Number(seed);
   }
   const log = str('log');
   if (log !== undefined) options.logFile = log;
   const openapi = str('openapi');
   if (openapi !== undefined && str('fixtures') !== undefined)
-    throw new UsageError('--fixtures and --openapi cannot be combined');
+    throw new CliUsageError('--fixtures and --openapi cannot be combined');
   const idempotency = str('idempotency');
   if (idempotency !== undefined && idempotency !== 'honoured' && idempotency !== 'ignored')
-    throw new UsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
+    throw new CliUsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
   if (idempotency !== undefined && openapi === undefined)
-    throw new UsageError('--idempotency needs --openapi');
+    throw new CliUsageError('--idempotency needs --openapi');
   return { options, fixtures: str('fixtures'), openapi, idempotency };
 }

@@ -6,7 +6,7 @@ import { rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { parseConfig } from '../../config/load.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
 import { declaredClassProblem, planActions } from '../../matrix/openapi-config.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export const USAGE =
   'usage: candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]';
@@ -20,16 +20,16 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     force: 'boolean',
   });
   const spec = flags.openapi;
-  if (typeof spec !== 'string' || positional.length > 0) throw new UsageError(USAGE);
+  if (typeof spec !== 'string' || positional.length > 0) throw new CliUsageError(USAGE);
   const out = typeof flags.out === 'string' ? flags.out : 'candor.yaml';
   const deadline = typeof flags['deadline-ms'] === 'string' ? flags['deadline-ms'] : '5000';
   if (!/^\d{2,7}$/.test(deadline))
-    throw new UsageError(`--deadline-ms must be a number of milliseconds, not "${deadline}"`);
+    throw new CliUsageError(`--deadline-ms must be a number of milliseconds, not "${deadline}"`);
   const origin = typeof flags.origin === 'string' ? flags.origin : undefined;
   if (origin !== undefined && !/^https?:\/\/[^/?#@\s]+(\/[^?#\s]*)?$/.test(origin))
-    throw new UsageError(`--origin must be http(s)://host[:port][/prefix], not "${origin}"`);
+    throw new CliUsageError(`--origin must be http(s)://host[:port][/prefix], not "${origin}"`);
   if (flags.force !== true && (await exists(out)))
-    throw new UsageError(`${out} exists; pass --force to replace it`);
+    throw new CliUsageError(`${out} exists; pass --force to replace it`);
 
   const loaded = await loadOpenApi(spec);
   if (!loaded.ok) {

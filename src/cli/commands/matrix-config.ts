@@ -25,7 +25,7 @@ import {
   toJson,
   toJunit,
 } from '../../matrix/report.js';
-import { Exit, UsageError, type CommandIo } from '../io.js';
+import { Exit, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor matrix run FILE --config candor.yaml [--openapi SPEC] [--target fake|proxy --upstream URL] [--idempotency honoured|ignored] [--json F] [--junit F] [--report F] [--ledger URL] [--only ID,...]';
@@ -37,21 +37,21 @@ export async function runOnConfig(
 ): Promise<number> {
   const str = (n: string): string | undefined =>
     typeof flags[n] === 'string' ? flags[n] : undefined;
-  if (positional.length !== 1) throw new UsageError(USAGE);
+  if (positional.length !== 1) throw new CliUsageError(USAGE);
   const file = positional[0]!;
   const targetKind = str('target') ?? 'fake';
   if (targetKind !== 'fake' && targetKind !== 'proxy')
-    throw new UsageError(`--target must be fake or proxy, not "${targetKind}"`);
+    throw new CliUsageError(`--target must be fake or proxy, not "${targetKind}"`);
   const upstream = str('upstream');
   if (targetKind === 'proxy' && upstream === undefined)
-    throw new UsageError('--target proxy needs --upstream URL');
+    throw new CliUsageError('--target proxy needs --upstream URL');
   if (targetKind === 'fake' && upstream !== undefined)
-    throw new UsageError('--upstream is only used with --target proxy');
+    throw new CliUsageError('--upstream is only used with --target proxy');
   const idempotency = str('idempotency');
   if (idempotency !== undefined && idempotency !== 'honoured' && idempotency !== 'ignored')
-    throw new UsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
+    throw new CliUsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
   if (idempotency !== undefined && targetKind !== 'fake')
-    throw new UsageError('--idempotency sets how the OpenAPI fake treats keys (--target fake)');
+    throw new CliUsageError('--idempotency sets how the OpenAPI fake treats keys (--target fake)');
 
   const loaded = await loadMatrix(file);
   if (!loaded.ok) {
@@ -66,7 +66,7 @@ export async function runOnConfig(
   const names = new Set(config.value.config.actions.map((a) => a.name));
   const unknown = loaded.value.rows.findIndex((r) => !names.has(r.operation));
   if (unknown >= 0)
-    throw new UsageError(
+    throw new CliUsageError(
       `${file}: rows.${unknown}.operation: "${loaded.value.rows[unknown]!.operation}" is no action of ${config.value.file}`,
     );
   let target: ConfigTarget;
@@ -78,7 +78,7 @@ export async function runOnConfig(
         ? resolve(dirname(file), loaded.value.openapi)
         : undefined);
     if (spec === undefined)
-      throw new UsageError(
+      throw new CliUsageError(
         `${file}: the matrix names no openapi document; pass --openapi SPEC or use --target proxy`,
       );
     const model = await loadOpenApi(spec);

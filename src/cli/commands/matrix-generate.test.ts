@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parseMatrix } from '../../matrix/load.js';
-import { UsageError } from '../io.js';
+import { CliUsageError } from '../io.js';
 import { run } from './matrix-generate.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'candor-matrix-generate-'));
@@ -62,7 +62,7 @@ describe('candor matrix generate', () => {
 
   it('treats a missing --openapi or an unknown flag as misuse', async () => {
     const { io } = capture();
-    await expect(run([], io)).rejects.toBeInstanceOf(UsageError);
+    await expect(run([], io)).rejects.toBeInstanceOf(CliUsageError);
     await expect(run(['--openapi', example, '--spec', 'x'], io)).rejects.toThrow(/--spec/);
   });
 });

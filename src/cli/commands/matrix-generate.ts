@@ -9,7 +9,7 @@ import { loadConfig } from '../../config/load.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
 import { generateConfigMatrix } from '../../matrix/config-rows.js';
 import { generateMatrixFromOpenApi } from '../../matrix/openapi.js';
-import { checkOutputPath, Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { checkOutputPath, Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE = 'usage: candor matrix generate --openapi SPEC [--config candor.yaml] [--out FILE]';
 
@@ -21,7 +21,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   });
   if (typeof flags.out === 'string') checkOutputPath('out', flags.out);
   const spec = flags.openapi;
-  if (typeof spec !== 'string' || positional.length > 0) throw new UsageError(USAGE);
+  if (typeof spec !== 'string' || positional.length > 0) throw new CliUsageError(USAGE);
   const out = typeof flags.out === 'string' ? flags.out : undefined;
   let yaml: string;
   let summary: (out: string) => string;

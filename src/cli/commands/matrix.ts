@@ -11,7 +11,7 @@ import {
   toJson,
   toJunit,
 } from '../../matrix/report.js';
-import { checkOutputPath, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { checkOutputPath, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -20,7 +20,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     const mod = await import('./matrix-generate.js');
     return mod.run(rest, io);
   }
-  throw new UsageError(
+  throw new CliUsageError(
     'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] [--config candor.yaml [--target fake|proxy --upstream URL]] | candor matrix generate --openapi SPEC [--config candor.yaml]',
   );
 }
@@ -44,9 +44,9 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
     return mod.runOnConfig(flags, positional, io);
   }
   for (const f of ['openapi', 'target', 'upstream', 'idempotency', 'report'])
-    if (flags[f] !== undefined) throw new UsageError(`--${f} needs --config candor.yaml`);
+    if (flags[f] !== undefined) throw new CliUsageError(`--${f} needs --config candor.yaml`);
   if (positional.length !== 1)
-    throw new UsageError(
+    throw new CliUsageError(
       'usage: candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...]',
     );
   const file = positional[0]!;
@@ -60,7 +60,7 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
       io.err(`candor matrix: ${loaded.failure.message}\n`);
       return 3;
     }
-    throw new UsageError(loaded.failure.message);
+    throw new CliUsageError(loaded.failure.message);
   }
   const only = typeof flags.only === 'string' ? new Set(flags.only.split(',')) : null;
   const ledgerUrl = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;

@@ -14,7 +14,7 @@ import {
   type OperationView,
 } from '../../ledger/projection.js';
 import type { LedgerStore } from '../../ledger/store.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor ops list [--state S,...] [--ledger URL] [--json] | candor ops show OP_ID [--ledger URL] [--json]';
@@ -24,7 +24,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   try {
     return await dispatch(args, io);
   } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
+    if (!(err instanceof CliUsageError)) throw err;
     io.err(`candor ops: ${err.message}\n`);
     return Exit.usage;
   }
@@ -45,17 +45,17 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
   const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
   const json = flags.json === true;
   if (sub === 'list') {
-    if (rest.length > 0) throw new UsageError(`unexpected argument ${rest[0]}; ${USAGE}`);
+    if (rest.length > 0) throw new CliUsageError(`unexpected argument ${rest[0]}; ${USAGE}`);
     const states = parseStates(flags.state);
     return withLedger(url, io, (store) => list(store, states, json, io));
   }
   if (sub === 'show') {
-    if (flags.state !== undefined) throw new UsageError('--state applies to ops list only');
-    if (rest.length !== 1) throw new UsageError(`ops show needs exactly one OP_ID; ${USAGE}`);
+    if (flags.state !== undefined) throw new CliUsageError('--state applies to ops list only');
+    if (rest.length !== 1) throw new CliUsageError(`ops show needs exactly one OP_ID; ${USAGE}`);
     const id = rest[0]!;
     return withLedger(url, io, (store) => show(store, id, json, io));
   }
-  throw new UsageError(sub === undefined ? USAGE : `unknown subcommand "${sub}"; ${USAGE}`);
+  throw new CliUsageError(sub === undefined ? USAGE : `unknown subcommand "${sub}"; ${USAGE}`);
 }
 
 function parseStates(raw: string | boolean | undefined): Set<OperationState> | null {
@@ -67,7 +67,7 @@ function parseStates(raw: string | boolean | undefined): Set<OperationState> | n
     .filter((s) => s.length > 0);
   const bad = states.find((s) => !known.has(s));
   if (bad !== undefined || states.length === 0) {
-    throw new UsageError(
+    throw new CliUsageError(
       `unknown state "${bad ?? raw}" (one or more of ${valuesOf(OperationState).join(', ')})`,
     );
   }
@@ -81,7 +81,7 @@ async function withLedger(
 ): Promise<number> {
   const opened = await openLedger(url, { readOnly: true });
   if (!opened.ok) {
-    if (opened.failure.code === 'BAD_URL') throw new UsageError(opened.failure.message);
+    if (opened.failure.code === 'BAD_URL') throw new CliUsageError(opened.failure.message);
     io.err(`candor ops: cannot open ledger (${opened.failure.code}): ${opened.failure.message}\n`);
     return Exit.environment;
   }

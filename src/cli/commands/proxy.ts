@@ -5,7 +5,7 @@
 import { loadFaultFile, startProxyAdmin } from '../../fakes/proxy-admin.js';
 import { startProxy, UpstreamError, type ProxyService } from '../../fakes/proxy.js';
 import type { Fault } from '../../fakes/faults.js';
-import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]';
@@ -18,7 +18,7 @@ export interface RunOptions {
 function portOf(name: string, v: string | boolean | undefined): number | undefined {
   if (typeof v !== 'string') return undefined;
   if (!/^\d{1,5}$/.test(v) || Number(v) > 65535)
-    throw new UsageError(`--${name} must be 0..65535, not "${v}"`);
+    throw new CliUsageError(`--${name} must be 0..65535, not "${v}"`);
   return Number(v);
 }
 
@@ -31,9 +31,9 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
     log: 'string',
   });
   const upstream = flags.upstream;
-  if (typeof upstream !== 'string' || positional.length > 0) throw new UsageError(USAGE);
+  if (typeof upstream !== 'string' || positional.length > 0) throw new CliUsageError(USAGE);
   if (!/^https?:\/\/[^/?#@\s]+(\/[^?#\s]*)?$/.test(upstream))
-    throw new UsageError(`--upstream must be http(s)://host[:port][/prefix], not "${upstream}"`);
+    throw new CliUsageError(`--upstream must be http(s)://host[:port][/prefix], not "${upstream}"`);
   const port = portOf('port', flags.port);
   const adminPort = portOf('admin-port', flags['admin-port']);
   let faults: Fault[] = [];

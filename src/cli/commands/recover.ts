@@ -12,7 +12,7 @@ import { composeGateway } from '../../mcp/start.js';
 import type { RecoveryItem } from '../../engine/runtime.js';
 import { createRedactor } from '../../vault/index.js';
 import { openConfiguredVault } from '../../config/vault-open.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
   found_by_lookup: 'found by lookup',
@@ -27,7 +27,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     ledger: 'string',
     json: 'boolean',
   });
-  if (positional.length > 0) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  if (positional.length > 0) throw new CliUsageError(`unexpected argument "${positional[0]}"`);
   const file = typeof flags.config === 'string' ? flags.config : 'candor.yaml';
   const loaded = await loadConfig(file);
   if (!loaded.ok) {

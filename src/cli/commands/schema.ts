@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { envelopeJsonSchema } from '../../core/envelope.js';
 import { fixtureFileSchema } from '../../fakes/fixtures.js';
 import { matrixJsonSchema } from '../../matrix/spec.js';
-import { UsageError, type CommandIo } from '../io.js';
+import { CliUsageError, type CommandIo } from '../io.js';
 
 const SCHEMAS: Record<string, () => Promise<Record<string, unknown>>> = {
   envelope: () => Promise.resolve(envelopeJsonSchema()),
@@ -21,7 +21,7 @@ export const SCHEMA_NAMES = ['envelope', 'matrix', 'fixture', 'config'] as const
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const name = args[0];
   if (name === undefined || args.length > 1) {
-    throw new UsageError(`usage: candor schema <${SCHEMA_NAMES.join('|')}>`);
+    throw new CliUsageError(`usage: candor schema <${SCHEMA_NAMES.join('|')}>`);
   }
   const make = SCHEMAS[name];
   if (!make) {
@@ -29,7 +29,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       io.err(`candor schema: the ${name} schema is not available in this version yet\n`);
       return 3;
     }
-    throw new UsageError(`unknown schema "${name}"; expected one of ${SCHEMA_NAMES.join(', ')}`);
+    throw new CliUsageError(`unknown schema "${name}"; expected one of ${SCHEMA_NAMES.join(', ')}`);
   }
   io.out(`${JSON.stringify(await make(), null, 2)}\n`);
   return 0;

@@ -3,7 +3,7 @@
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { startGateway } from '../../mcp/start.js';
-import { Exit, parseFlags, UsageError } from '../io.js';
+import { Exit, parseFlags, CliUsageError } from '../io.js';
 import { version } from '../version.js';
 
 export async function run(
@@ -15,14 +15,14 @@ export async function run(
     http: 'string',
     ledger: 'string',
   });
-  if (positional.length > 0) throw new UsageError(`unexpected argument "${positional[0]}"`);
+  if (positional.length > 0) throw new CliUsageError(`unexpected argument "${positional[0]}"`);
   const file = flags['config'];
-  if (typeof file !== 'string') throw new UsageError('--config FILE is required');
+  if (typeof file !== 'string') throw new CliUsageError('--config FILE is required');
   let httpPort: number | undefined;
   if (typeof flags['http'] === 'string') {
     httpPort = Number(flags['http']);
     if (!Number.isInteger(httpPort) || httpPort < 0 || httpPort > 65535)
-      throw new UsageError(`--http needs a port number (0-65535), not "${flags['http']}"`);
+      throw new CliUsageError(`--http needs a port number (0-65535), not "${flags['http']}"`);
   }
   const loaded = await loadConfig(file);
   if (!loaded.ok) {

@@ -3,12 +3,12 @@ import { readFile } from 'node:fs/promises';
 import { parse as parseYaml } from 'yaml';
 import { checkTranscript, rulesSchema, DEFAULT_RULES, type Rules } from '../../agent/rules.js';
 import { parseTranscript } from '../../agent/transcript.js';
-import { parseFlags, UsageError, type CommandIo } from '../io.js';
+import { parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, { rules: 'string', json: 'boolean' });
   if (positional[0] !== 'check' || positional.length !== 2) {
-    throw new UsageError('usage: candor transcript check FILE [--rules F] [--json]');
+    throw new CliUsageError('usage: candor transcript check FILE [--rules F] [--json]');
   }
   const file = positional[1]!;
   let text: string;
@@ -34,7 +34,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     const parsed = rulesSchema.safeParse(raw ?? {});
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new UsageError(
+      throw new CliUsageError(
         `${flags.rules}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
       );
     }
@@ -42,7 +42,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   }
   const parsed = parseTranscript(text);
   if (!parsed.ok) {
-    throw new UsageError(`${file}:${parsed.failure.line}: ${parsed.failure.problem}`);
+    throw new CliUsageError(`${file}:${parsed.failure.line}: ${parsed.failure.problem}`);
   }
   const violations = checkTranscript(parsed.value, rules);
   if (flags.json) {

@@ -5,7 +5,7 @@ import { readFile } from 'node:fs/promises';
 import { DEFAULT_LEDGER_URL, openLedger } from '../../ledger/open.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
 import { startUi } from '../../web/server.js';
-import { Exit, parseFlags, untilStopped, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE = 'usage: candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]';
 
@@ -23,10 +23,11 @@ export async function run(
     host: 'string',
     matrix: 'string',
   });
-  if (positional.length > 0) throw new UsageError(`unexpected argument ${positional[0]}; ${USAGE}`);
+  if (positional.length > 0)
+    throw new CliUsageError(`unexpected argument ${positional[0]}; ${USAGE}`);
   const port = typeof flags.port === 'string' ? Number(flags.port) : 0;
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
-    throw new UsageError(`--port must be a port number (0-65535), got ${String(flags.port)}`);
+    throw new CliUsageError(`--port must be a port number (0-65535), got ${String(flags.port)}`);
   const host = typeof flags.host === 'string' ? flags.host : '127.0.0.1';
   const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
   let matrix = null;
@@ -35,14 +36,14 @@ export async function run(
     try {
       text = await readFile(flags.matrix, 'utf8');
     } catch {
-      throw new UsageError(`--matrix: cannot read ${JSON.stringify(flags.matrix)}`);
+      throw new CliUsageError(`--matrix: cannot read ${JSON.stringify(flags.matrix)}`);
     }
     matrix = parseMatrixReport(text, flags.matrix);
-    if (!matrix.ok) throw new UsageError(`--matrix: ${matrix.failure}`);
+    if (!matrix.ok) throw new CliUsageError(`--matrix: ${matrix.failure}`);
   }
   const opened = await openLedger(url, { mustExist: true });
   if (!opened.ok) {
-    if (opened.failure.code === 'BAD_URL') throw new UsageError(opened.failure.message);
+    if (opened.failure.code === 'BAD_URL') throw new CliUsageError(opened.failure.message);
     io.err(`candor ui: cannot open ledger (${opened.failure.code}): ${opened.failure.message}\n`);
     return Exit.environment;
   }

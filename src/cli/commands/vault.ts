@@ -26,7 +26,7 @@ import {
   type VaultListing,
   type VaultOptions,
 } from '../../vault/index.js';
-import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export interface VaultIo extends CommandIo {
   /** Reads one line without echo (a TTY prompt); absent when there is no terminal. */
@@ -66,7 +66,7 @@ export async function run(
   try {
     return await dispatch(args, io, deps);
   } catch (error) {
-    if (error instanceof UsageError || error instanceof Stop) {
+    if (error instanceof CliUsageError || error instanceof Stop) {
       io.err(`candor vault: ${error.message}\n`);
       return error instanceof Stop ? error.exit : Exit.usage;
     }
@@ -77,11 +77,11 @@ export async function run(
 async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Promise<number> {
   const [sub, ...rest] = args;
   if (rest.some((a) => a === '--value' || a.startsWith('--value='))) {
-    throw new UsageError(
+    throw new CliUsageError(
       'values are never taken from the command line; use --value-env VAR, --value-file F or the prompt',
     );
   }
-  if (sub === undefined || sub.startsWith('-')) throw new UsageError(USAGE);
+  if (sub === undefined || sub.startsWith('-')) throw new CliUsageError(USAGE);
   const env = deps.env ?? process.env;
   const { binds, others } = takeRepeated(rest, 'bind');
   switch (sub) {
@@ -104,14 +104,14 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
       const name = positional[0]!;
       const type = flags.type;
       if (typeof type !== 'string')
-        throw new UsageError('set needs --type bearer|basic|api_key|ssh_key|ssh_secret');
+        throw new CliUsageError('set needs --type bearer|basic|api_key|ssh_key|ssh_secret');
       if (!(TYPES as readonly string[]).includes(type)) {
-        throw new UsageError(`unknown --type "${type}"; expected ${TYPES.join(', ')}`);
+        throw new CliUsageError(`unknown --type "${type}"; expected ${TYPES.join(', ')}`);
       }
-      if (binds.length === 0) throw new UsageError('set needs at least one --bind URL|ssh:HOST');
+      if (binds.length === 0) throw new CliUsageError('set needs at least one --bind URL|ssh:HOST');
       const bindings = binds.map((spec) => {
         const parsed = parseBinding(spec);
-        if (!parsed.ok) throw new UsageError(parsed.failure.message);
+        if (!parsed.ok) throw new CliUsageError(parsed.failure.message);
         return parsed.value;
       });
       const vault = await open(flags, io, env, deps);
@@ -188,7 +188,7 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
       return Exit.ok;
     }
     default:
-      throw new UsageError(
+      throw new CliUsageError(
         `unknown vault command "${sub}"; expected init, set, list, lock, unlock or rotate`,
       );
   }
@@ -206,11 +206,11 @@ function parse(
   positionals: number,
   binds: string[] = [],
 ): { flags: Record<string, string | boolean>; positional: string[] } {
-  if (binds.length > 0) throw new UsageError('--bind is only valid with set');
+  if (binds.length > 0) throw new CliUsageError('--bind is only valid with set');
   const parsed = parseFlags(args, { ...COMMON, ...spec });
-  if (parsed.positional.length < positionals) throw new UsageError('missing credential NAME');
+  if (parsed.positional.length < positionals) throw new CliUsageError('missing credential NAME');
   if (parsed.positional.length > positionals) {
-    throw new UsageError(`unexpected argument "${parsed.positional[positionals]}"`);
+    throw new CliUsageError(`unexpected argument "${parsed.positional[positionals]}"`);
   }
   return parsed;
 }
@@ -224,7 +224,7 @@ function takeRepeated(args: string[], name: string): { binds: string[]; others: 
     if (arg === `--${name}`) {
       const value = args[++i];
       if (value === undefined || value.startsWith('--')) {
-        throw new UsageError(`option --${name} needs a value`);
+        throw new CliUsageError(`option --${name} needs a value`);
       }
       binds.push(value);
     } else if (arg.startsWith(`--${name}=`)) {
@@ -340,7 +340,7 @@ async function newPassphrase(
   if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
   const first = await passphrase(io, {}, variable, 'New vault passphrase: ');
   const second = await passphrase(io, {}, variable, 'Repeat the passphrase: ');
-  if (first !== second) throw new UsageError('the two passphrases differ');
+  if (first !== second) throw new CliUsageError('the two passphrases differ');
   return first;
 }
 
@@ -352,7 +352,7 @@ async function readValue(
   multiline: boolean,
 ): Promise<string> {
   if (typeof flags['value-env'] === 'string' && typeof flags['value-file'] === 'string') {
-    throw new UsageError('give either --value-env or --value-file, not both');
+    throw new CliUsageError('give either --value-env or --value-file, not both');
   }
   if (typeof flags['value-env'] === 'string') {
     const value = env[flags['value-env']];

@@ -11,7 +11,7 @@ import {
   type NoteVerifier,
 } from '../../ledger/chain/note.js';
 import { fileWitnessState, memoryWitnessState, startWitness } from '../../ledger/chain/witness.js';
-import { Exit, UsageError, parseFlags, type CommandIo } from '../io.js';
+import { Exit, CliUsageError, parseFlags, type CommandIo } from '../io.js';
 import { readKeys } from './audit.js';
 
 const USAGE =
@@ -19,7 +19,7 @@ const USAGE =
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
-  if (sub !== 'serve') throw new UsageError(USAGE);
+  if (sub !== 'serve') throw new CliUsageError(USAGE);
   const stop = new AbortController();
   const onSignal = (): void => stop.abort();
   process.once('SIGINT', onSignal);
@@ -47,10 +47,10 @@ export async function serve(
     state: 'string',
   });
   if (positional.length > 0 || typeof flags.key !== 'string' || typeof flags.port !== 'string')
-    throw new UsageError(USAGE);
+    throw new CliUsageError(USAGE);
   const port = Number(flags.port);
   if (!Number.isInteger(port) || port < 0 || port > 65535)
-    throw new UsageError(`--port: ${flags.port} is not a port number`);
+    throw new CliUsageError(`--port: ${flags.port} is not a port number`);
   let keyText: string;
   try {
     keyText = readFileSync(flags.key, 'utf8').trim();
@@ -59,16 +59,16 @@ export async function serve(
     return Exit.environment;
   }
   const signer = parseSignerKey(keyText);
-  if (!signer.ok) throw new UsageError(`--key: ${signer.failure}`);
+  if (!signer.ok) throw new CliUsageError(`--key: ${signer.failure}`);
   if (signer.value.type !== SigType.cosignature_v1)
-    throw new UsageError('--key: a witness key must be a cosignature (type 0x04) key');
+    throw new CliUsageError('--key: a witness key must be a cosignature (type 0x04) key');
   const logs: NoteVerifier[] = readKeys(flags['log-key']).map((k) => {
     const v = parseVerifierKey(k);
     if (!v.ok || v.value.type !== SigType.ed25519)
-      throw new UsageError(`--log-key: ${v.ok ? 'not an Ed25519 log key' : v.failure}`);
+      throw new CliUsageError(`--log-key: ${v.ok ? 'not an Ed25519 log key' : v.failure}`);
     return v.value;
   });
-  if (logs.length === 0) throw new UsageError('--log-key: at least one log key is required');
+  if (logs.length === 0) throw new CliUsageError('--log-key: at least one log key is required');
   const state =
     typeof flags.state === 'string' ? fileWitnessState(flags.state) : memoryWitnessState();
   if (typeof flags.state !== 'string')
