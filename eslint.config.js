@@ -115,13 +115,27 @@ export default tseslint.config(
     rules: forbid('an adapter (http, ssh, vault)', except('core'), [roots('an adapter')]),
   },
   {
-    // The engine imports ports (core, the ledger's port and projections), never a transport or a
+    // The engine imports ports (core, the ledger's port and projections), never a transport, the
+    // vault or approvals (their ports are in engine/ports.ts; redaction is pure, in core) or a
     // ledger backend. Its tests compose a runtime and may reach adapters.
     files: ['src/engine/**/*.ts'],
     ignores: ['**/*.test.ts'],
     rules: forbid(
       'the engine',
-      ['http', 'ssh', 'upstream', 'config', 'mcp', 'fakes', 'matrix', 'agent', 'web', 'cli'],
+      [
+        'http',
+        'ssh',
+        'upstream',
+        'vault',
+        'approvals',
+        'config',
+        'mcp',
+        'fakes',
+        'matrix',
+        'agent',
+        'web',
+        'cli',
+      ],
       [
         roots('the engine'),
         {

@@ -65,4 +65,4 @@ export {
 } from './engine/ports.js';
 export { openLedger, DEFAULT_LEDGER_URL } from './ledger/open.js';
 export { projectOperation, type OperationView } from './ledger/projection.js';
-export { createRedactor } from './vault/redact.js';
+export { createRedactor } from './core/redact.js';

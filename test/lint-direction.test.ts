@@ -27,7 +27,7 @@ afterAll(() => {
 const RULE = 'no-restricted-imports';
 
 describe('lint: dependency direction (DESIGN.md §6)', () => {
-  it('refuses engine -> http and engine -> ssh, adapter -> engine and core -> ledger; allows engine -> core', async () => {
+  it('refuses engine -> http, ssh or vault, adapter -> engine and core -> ledger; allows engine -> core', async () => {
     const files = {
       engineHttp: probe(
         'engine',
@@ -36,6 +36,10 @@ describe('lint: dependency direction (DESIGN.md §6)', () => {
       engineSsh: probe(
         'engine',
         "import { sshTransport } from '../ssh/adapter.js';\nexport const probe = sshTransport;\n",
+      ),
+      engineVault: probe(
+        'engine',
+        "import { openVault } from '../vault/store.js';\nexport const probe = openVault;\n",
       ),
       engineRoot: probe(
         'engine',
@@ -69,6 +73,9 @@ describe('lint: dependency direction (DESIGN.md §6)', () => {
     ]);
     expect(errors(files.engineSsh)).toEqual([
       expect.stringMatching(new RegExp(`^${RULE}: .*the engine must not import ssh/`)),
+    ]);
+    expect(errors(files.engineVault)).toEqual([
+      expect.stringMatching(new RegExp(`^${RULE}: .*the engine must not import vault/`)),
     ]);
     expect(errors(files.engineRoot)).toEqual([
       expect.stringMatching(new RegExp(`^${RULE}: .*composition root`)),

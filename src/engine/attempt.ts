@@ -6,9 +6,10 @@ import { classify, type Classification } from '../core/classify.js';
 import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
 import type { Diagnostics, Dispatched, Prepared, Transport } from '../core/transport.js';
+import type { RecordedDiagnostics } from '../ledger/events.js';
 import type { OperationView } from '../ledger/projection.js';
 import { sealPayloadBound } from '../ledger/seal.js';
-import { EXCERPT_WINDOW, redactedExcerpt } from '../vault/redact.js';
+import { EXCERPT_WINDOW, redactedExcerpt } from '../core/redact.js';
 import { contractOf, type EngineAction } from './action.js';
 import { type EngineContext, type Licence, type RunOptions } from './context.js';
 import { prepare, type PreparedAttempt } from './request.js';
@@ -313,13 +314,9 @@ async function record(
   const diagnostics = diagnosticsRef ? ctx.redactor.redactValue(diagnosticsOf(ctx, outcome)) : null;
   const finishedAt = ctx.clock.now();
   const sealTo = ctx.options.audit?.sealTo;
-  const stored =
+  const stored: RecordedDiagnostics | null =
     diagnostics && sealTo
-      ? (sealPayloadBound(
-          sealTo,
-          JSON.stringify(diagnostics),
-          `attempt=${attemptId}`,
-        ) as unknown as Diagnostics)
+      ? sealPayloadBound(sealTo, JSON.stringify(diagnostics), `attempt=${attemptId}`)
       : diagnostics;
   const settles = opts.settledBy !== undefined && classification.category === 'succeeded';
   await ctx.append([

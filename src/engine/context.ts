@@ -12,7 +12,7 @@ import type { Transports } from '../core/transport.js';
 import type { OperationState, Retry } from '../core/vocabulary.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
-import { createRedactor } from '../vault/redact.js';
+import { createRedactor } from '../core/redact.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
@@ -141,7 +141,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
   const ids = options.ids ?? createIdFactory(clock);
   const ledger = options.ledger;
   const gate = options.gate ?? openGate;
-  // The one redaction layer (src/vault/redact.ts): exact secrets in every encoding, auth headers,
+  // The one redaction layer (src/core/redact.ts): exact secrets in every encoding, auth headers,
   // PEM blocks and token shapes.
   const redactor = options.redactor ?? createRedactor();
   const sleep = options.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));

@@ -14,7 +14,7 @@ import { classify } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
-import { REDACTED } from '../vault/redact.js';
+import { REDACTED } from '../core/redact.js';
 import type { Evidence } from '../core/evidence.js';
 import type { MarkerState } from '../core/transport.js';
 import { contractOf, type EngineAction, type SshDestination } from './action.js';

@@ -10,7 +10,7 @@
 // slow destination does not serialize every deadline.
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { Envelope } from '../core/envelope.js';
-import { REDACTED } from '../vault/redact.js';
+import { REDACTED } from '../core/redact.js';
 import type { OperationView } from '../ledger/projection.js';
 import { UNRESOLVED_STATES } from '../ledger/projection.js';
 import { contractOf, hasLookup } from './action.js';

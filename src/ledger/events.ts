@@ -11,6 +11,10 @@ import type {
   RetryDecision,
   RetryReason,
 } from '../core/vocabulary.js';
+import type { SealedPayload } from './seal.js';
+
+/** Diagnostics as the ledger holds them: redacted plain fields, or sealed to the auditor key. */
+export type RecordedDiagnostics = Record<string, unknown> | SealedPayload;
 
 export const EVENT_VERSION = 1;
 
@@ -96,7 +100,7 @@ export interface EventPayloads {
      * Protected diagnostics (raw status, headers without secrets, body excerpt, failing contract
      * field). Never copied into the envelope. Sealed to the auditor key when one is configured.
      */
-    diagnostics: Record<string, unknown> | null;
+    diagnostics: RecordedDiagnostics | null;
   };
   observation_recorded: {
     observation_id: string;

@@ -26,7 +26,7 @@ export {
   type EnvCredential,
   type ResolverOptions,
 } from './resolve.js';
-export { createRedactor, REDACTED, type Redactor } from './redact.js';
+export { createRedactor, REDACTED, type Redactor } from '../core/redact.js';
 export {
   CREDENTIAL_NAME,
   CredentialType,

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { manualClock, seededRandom } from '../core/time.js';
 import { parseBinding } from './binding.js';
-import { createRedactor } from './redact.js';
+import { createRedactor } from '../core/redact.js';
 import { createCredentialResolver, parseCredentialRef } from './resolve.js';
 import { initVault, lockVault, type VaultOptions } from './store.js';
 import type { Binding } from './types.js';

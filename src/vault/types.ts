@@ -126,9 +126,5 @@ export interface CredentialInfo {
 /** Credential names: what follows `vault:` in a reference. */
 export const CREDENTIAL_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
-/**
- * Secrets shorter than this are refused by the vault and ignored by the redactor: a value of one to
- * three characters occurs in ordinary text so often that redacting it would destroy the output,
- * and storing a secret the redactor cannot protect would break the hygiene guarantee.
- */
-export const MIN_SECRET_LENGTH = 4;
+// The shortest secret the redactor can protect: the vault refuses shorter ones (core/redact.ts).
+export { MIN_SECRET_LENGTH } from '../core/redact.js';

@@ -1,5 +1,5 @@
 // Input checks for stored credentials. A value that could smuggle a header line, or that is too
-// short for the redactor to protect (types.ts MIN_SECRET_LENGTH), is refused at the door.
+// short for the redactor to protect (MIN_SECRET_LENGTH, core/redact.ts), is refused at the door.
 import {
   CREDENTIAL_NAME,
   fail,

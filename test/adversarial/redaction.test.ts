@@ -8,7 +8,7 @@ import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/runtime.js';
 import { closeHttpPools } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
-import { createRedactor, REDACTED } from '../../src/vault/redact.js';
+import { createRedactor, REDACTED } from '../../src/core/redact.js';
 
 const TOKEN = 'tok_9f8e7d6c5b4a3210XYZ';
 

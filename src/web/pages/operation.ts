@@ -5,7 +5,7 @@
 import type { StoredEvent } from '../../ledger/events.js';
 import { deliveryVerdict, type AttemptView, type OperationView } from '../../ledger/projection.js';
 import { isSealedPayload } from '../../ledger/seal.js';
-import { createRedactor } from '../../vault/redact.js';
+import { createRedactor } from '../../core/redact.js';
 import { dash, html, iso, type Html } from '../html.js';
 import { stateBadge } from '../layout.js';
 import { attemptPhasesSvg, lostPhase, timelineSvg, timelineText } from './timeline.js';

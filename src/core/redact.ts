@@ -26,11 +26,17 @@
 //
 // Redaction runs to a fixed point (a replacement can, in contrived cases, form a new match with its
 // neighbours), which also makes it idempotent: redact(redact(x)) === redact(x).
-import { SECRET_HEADERS } from '../core/fingerprint.js';
+import { SECRET_HEADERS } from './fingerprint.js';
 import { secretForms } from './secret-forms.js';
-import { MIN_SECRET_LENGTH } from './types.js';
 
 export const REDACTED = '[REDACTED]';
+
+/**
+ * Secrets shorter than this are refused by the vault and ignored by the redactor: a value of one to
+ * three characters occurs in ordinary text so often that redacting it would destroy the output,
+ * and storing a secret the redactor cannot protect would break the hygiene guarantee.
+ */
+export const MIN_SECRET_LENGTH = 4;
 
 export interface Redactor {
   redactString(text: string): string;
