@@ -141,7 +141,7 @@ describe('approval gate', () => {
   });
 
   it('per call: bound to the fingerprint, used once, expires', async () => {
-    const pay = { action: 'create_payment', action_class: 'financial' };
+    const pay = { action: 'create_payment', action_class: 'financial' } as const;
     const { gate, approver, clock } = setup(['approved', 'approved', 'approved', 'approved']);
     expect(await gate.check(ctx({ ...pay, request_fingerprint: 'sha256:X' }))).toEqual({
       decision: 'approved',
@@ -196,7 +196,7 @@ describe('approval gate', () => {
   });
 
   it('a denied call ends that operation; another operation is asked afresh', async () => {
-    const pay = { action: 'create_payment', action_class: 'financial' };
+    const pay = { action: 'create_payment', action_class: 'financial' } as const;
     const { gate, approver } = setup(['denied', 'approved']);
     expect(await gate.check(ctx(pay))).toEqual({ decision: 'denied' });
     expect(await gate.check(ctx({ ...pay, prior_dispatch_state: 'not_sent' }))).toEqual({
@@ -226,7 +226,7 @@ describe('approval gate', () => {
     const ledger = openMemoryLedger();
     const approver = scriptedApprover(['approved', 'approved']);
     const gate = createApprovalGate({ ledger, approver, policy: policy.value });
-    const pay = { action: 'create_payment', action_class: 'financial' };
+    const pay = { action: 'create_payment', action_class: 'financial' } as const;
     await gate.check(ctx(pay));
     await gate.check(ctx({ ...pay, operation_id: 'op_2' })); // covered by the session
     expect(approver.cards).toHaveLength(1);
@@ -257,7 +257,7 @@ describe('approval gate', () => {
 
   it('a response that left the effect unknown also counts as unknown; a known one does not', async () => {
     const { gate, approver } = setup(['approved', 'approved', 'approved']);
-    const del = { action: 'delete_release', action_class: 'destructive' };
+    const del = { action: 'delete_release', action_class: 'destructive' } as const;
     await gate.check(ctx(del));
     await gate.check(
       ctx({

@@ -40,13 +40,9 @@ import type { LockSource } from './lock.js';
 import { defaultPolicy, type ApprovalPolicy } from './policy.js';
 
 /**
- * The engine's context plus what a richer engine may pass about the previous attempt and the
- * planned retry (see the report on engine changes); without them the gate reads the ledger.
+ * The engine's context; when it carries no `prior_attempt` / `retry`, the gate reads the ledger.
  */
-export interface ApprovalContext extends GateContext {
-  prior_attempt?: { category: string; remote_effect: string; dispatch_state: string } | null;
-  retry?: { reason: string; decision: string } | null;
-}
+export type ApprovalContext = GateContext;
 
 export interface ApprovalGateOptions {
   ledger: LedgerStore;

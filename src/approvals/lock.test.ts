@@ -23,7 +23,7 @@ describe('lock sources', () => {
       session_id: 's',
       operation_id: 'op_1',
       action: 'read_issue',
-      action_class: 'read',
+      action_class: 'read' as const,
       request_fingerprint: 'f',
       prior_dispatch_state: null,
       intent: {},

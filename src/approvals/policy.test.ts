@@ -19,12 +19,12 @@ describe('approval policy', () => {
       execute: 'per_call',
     });
     expect(scopes).toEqual(DEFAULT_SCOPES);
-    expect([...SENSITIVE_CLASSES].every((c) => p.isSensitive(c))).toBe(true);
+    expect([...SENSITIVE_CLASSES].every((c) => p.isSensitive(c as ActionClass))).toBe(true);
     expect(p.isSensitive('create')).toBe(false);
   });
 
   it('an unknown class is asked per call', () => {
-    expect(defaultPolicy().scopeFor('x', 'teleport')).toBe('per_call');
+    expect(defaultPolicy().scopeFor('x', 'teleport' as ActionClass)).toBe('per_call');
   });
 
   it('overrides per class and per action name (the name wins)', () => {

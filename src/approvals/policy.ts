@@ -42,8 +42,8 @@ export const DEFAULT_PER_CALL_TTL_MS = 5 * 60_000;
 
 export interface ApprovalPolicy {
   /** The scope for `action` of `actionClass`; an unknown class is treated as `per_call`. */
-  scopeFor(action: string, actionClass: string): ApprovalScope;
-  isSensitive(actionClass: string): boolean;
+  scopeFor(action: string, actionClass: ActionClass): ApprovalScope;
+  isSensitive(actionClass: ActionClass): boolean;
   readonly per_call_ttl_ms: number;
 }
 

@@ -1,3 +1,12 @@
+import type {
+  ActionClass,
+  Category,
+  DispatchState,
+  RemoteEffect,
+  RetryDecision,
+  RetryReason,
+} from '../core/vocabulary.js';
+
 // What the engine needs from the outside, as small ports: credentials, approvals/gate, redaction.
 export type CredentialResult =
   | { ok: true; headers: Record<string, string>; secrets: string[]; failure?: never }
@@ -41,18 +50,22 @@ export interface GateContext {
   session_id: string;
   operation_id: string;
   action: string;
-  action_class: string;
+  action_class: ActionClass;
   request_fingerprint: string;
   /**
    * Dispatch state of the previous attempt, if this is a retry (`sent_no_response` when it started
    * and never finished: the bytes may have left).
    */
-  prior_dispatch_state: string | null;
+  prior_dispatch_state: DispatchState | null;
   intent: Record<string, unknown>;
   /** What the previous attempt established, if any. */
-  prior_attempt?: { category: string; remote_effect: string; dispatch_state: string } | null;
+  prior_attempt?: {
+    category: Category;
+    remote_effect: RemoteEffect;
+    dispatch_state: DispatchState;
+  } | null;
   /** Why this attempt is a retry, and what licensed it. */
-  retry?: { reason: string; decision: string } | null;
+  retry?: { reason: RetryReason; decision: RetryDecision } | null;
   correlation_id?: string | null;
   /** The caller's signal: a cancelled call withdraws the approval request it is waiting on. */
   signal?: AbortSignal;
