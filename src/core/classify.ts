@@ -177,26 +177,26 @@ export function classify(evidence: unknown, contract: unknown): Classification {
     const ctr = c.success ? c.data : WORST_CASE_CONTRACT;
     const e = evidenceSchema.safeParse(evidence);
     if (!e.success) {
-      return result(
-        Category.outcome_unknown,
-        retryAfterUnknown(ctr),
-        RemoteEffect.unknown,
-        null,
-        DispatchState.execution_error,
-        'unreadable_evidence',
-      );
+      return result({
+        category: Category.outcome_unknown,
+        retry: retryAfterUnknown(ctr),
+        remote_effect: RemoteEffect.unknown,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.execution_error,
+        rule: 'unreadable_evidence',
+      });
     }
     return decide(e.data, ctr);
   } catch {
     // Unreachable by construction; kept so that the function is total even if a schema misbehaves.
-    return result(
-      Category.outcome_unknown,
-      Retry.escalate,
-      RemoteEffect.unknown,
-      null,
-      DispatchState.execution_error,
-      'classifier_fault',
-    );
+    return result({
+      category: Category.outcome_unknown,
+      retry: Retry.escalate,
+      remote_effect: RemoteEffect.unknown,
+      retry_after_ms: null,
+      dispatch_state: DispatchState.execution_error,
+      rule: 'classifier_fault',
+    });
   }
 }
 
@@ -205,80 +205,87 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
   const writeEffect = (known: RemoteEffectT): RemoteEffectT => (isRead ? RemoteEffect.none : known);
 
   if (ev.reconciliation_matches !== undefined && ev.reconciliation_matches >= 2) {
-    return result(
-      Category.duplicate_effect,
-      Retry.escalate,
-      RemoteEffect.applied,
-      null,
-      dispatchOf(ev),
-      'reconciled_duplicates',
-    );
+    return result({
+      category: Category.duplicate_effect,
+      retry: Retry.escalate,
+      remote_effect: RemoteEffect.applied,
+      retry_after_ms: null,
+      dispatch_state: dispatchOf(ev),
+      rule: 'reconciled_duplicates',
+    });
   }
   if (ev.reconciliation_matches === 1) {
-    return result(
-      Category.succeeded,
-      Retry.never,
-      writeEffect(RemoteEffect.applied),
-      null,
-      dispatchOf(ev),
-      'reconciled_found',
-    );
+    return result({
+      category: Category.succeeded,
+      retry: Retry.never,
+      remote_effect: writeEffect(RemoteEffect.applied),
+      retry_after_ms: null,
+      dispatch_state: dispatchOf(ev),
+      rule: 'reconciled_found',
+    });
   }
 
   if (ev.phase === 'not_sent') {
     if (ev.blocked === 'gate_locked') {
-      return result(
-        Category.gate_locked,
-        Retry.never,
-        RemoteEffect.none,
-        null,
-        DispatchState.not_sent,
-        'gate_locked',
-      );
+      return result({
+        category: Category.gate_locked,
+        retry: Retry.never,
+        remote_effect: RemoteEffect.none,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.not_sent,
+        rule: 'gate_locked',
+      });
     }
     if (ev.blocked === 'approval_denied') {
-      return result(
-        Category.approval_denied,
-        Retry.never,
-        RemoteEffect.none,
-        null,
-        DispatchState.not_sent,
-        'approval_denied',
-      );
+      return result({
+        category: Category.approval_denied,
+        retry: Retry.never,
+        remote_effect: RemoteEffect.none,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.not_sent,
+        rule: 'approval_denied',
+      });
     }
     const local = ev.local_error;
     const special = local === undefined ? undefined : NOT_SENT_RULES[local];
     if (local !== undefined && special) {
-      return result(
-        special.category,
-        special.retry,
-        RemoteEffect.none,
-        null,
-        DispatchState.not_sent,
-        `not_sent_${local}`,
-      );
+      return result({
+        category: special.category,
+        retry: special.retry,
+        remote_effect: RemoteEffect.none,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.not_sent,
+        rule: `not_sent_${local}`,
+      });
     }
-    return result(
-      Category.local_failure,
-      Retry.allowed,
-      RemoteEffect.none,
-      null,
-      DispatchState.not_sent,
-      'not_sent',
-    );
+    return result({
+      category: Category.local_failure,
+      retry: Retry.allowed,
+      remote_effect: RemoteEffect.none,
+      retry_after_ms: null,
+      dispatch_state: DispatchState.not_sent,
+      rule: 'not_sent',
+    });
   }
 
   const unknownOutcome = (rule: RuleId, effect: RemoteEffectT): Classification =>
-    result(Category.outcome_unknown, retryAfterUnknown(ctr), effect, null, dispatchOf(ev), rule);
-  const malformed = (rule: RuleId, writeKnown: RemoteEffectT): Classification =>
-    result(
-      Category.malformed_response,
-      retryAfterMalformed(ctr),
-      writeEffect(writeKnown),
-      null,
-      dispatchOf(ev),
+    result({
+      category: Category.outcome_unknown,
+      retry: retryAfterUnknown(ctr),
+      remote_effect: effect,
+      retry_after_ms: null,
+      dispatch_state: dispatchOf(ev),
       rule,
-    );
+    });
+  const malformed = (rule: RuleId, writeKnown: RemoteEffectT): Classification =>
+    result({
+      category: Category.malformed_response,
+      retry: retryAfterMalformed(ctr),
+      remote_effect: writeEffect(writeKnown),
+      retry_after_ms: null,
+      dispatch_state: dispatchOf(ev),
+      rule,
+    });
 
   if (ev.phase === 'request_sent') return unknownOutcome('sent_no_response', RemoteEffect.unknown);
 
@@ -292,14 +299,14 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
         // set-state: the command exited 0 but its convergence re-check failed.
         if (ev.contract_check === 'violated')
           return malformed('exit_zero_contract_violated', RemoteEffect.applied);
-        return result(
-          Category.succeeded,
-          Retry.never,
-          writeEffect(RemoteEffect.applied),
-          null,
-          DispatchState.response_received,
-          'exit_zero',
-        );
+        return result({
+          category: Category.succeeded,
+          retry: Retry.never,
+          remote_effect: writeEffect(RemoteEffect.applied),
+          retry_after_ms: null,
+          dispatch_state: DispatchState.response_received,
+          rule: 'exit_zero',
+        });
       }
       // The command ran and failed; which of its steps took effect is unknown unless the wrapper
       // reported the documented "not started" failure.
@@ -309,14 +316,14 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
         effect === RemoteEffect.none
           ? CONFIRMED_FAILURE_RETRY[ctr.action_class]
           : retryAfterMalformed(ctr);
-      return result(
-        Category.confirmed_failure,
-        retry,
-        effect,
-        null,
-        DispatchState.response_received,
-        notStarted ? 'exit_nonzero_not_started' : 'exit_nonzero',
-      );
+      return result({
+        category: Category.confirmed_failure,
+        retry: retry,
+        remote_effect: effect,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.response_received,
+        rule: notStarted ? 'exit_nonzero_not_started' : 'exit_nonzero',
+      });
     }
     if (ev.phase === 'response_cut' || ev.exit_status === null) {
       return unknownOutcome('no_exit_status', RemoteEffect.unknown);
@@ -330,14 +337,14 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
     const retry = ctr.idempotency_honoured ? Retry.after_delay : retryAfterUnknown(ctr);
     const delay =
       retry === Retry.after_delay ? (ev.retry_after_ms ?? ctr.default_retry_after_ms) : null;
-    return result(
-      Category.outcome_unknown,
-      retry,
-      writeEffect(RemoteEffect.unknown),
-      delay,
-      DispatchState.response_received,
-      'idempotency_in_progress',
-    );
+    return result({
+      category: Category.outcome_unknown,
+      retry: retry,
+      remote_effect: writeEffect(RemoteEffect.unknown),
+      retry_after_ms: delay,
+      dispatch_state: DispatchState.response_received,
+      rule: 'idempotency_in_progress',
+    });
   }
   const refusal = STATUS_RULES.find((r) => r.match(s));
   if (refusal) {
@@ -345,46 +352,46 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
       refusal.retry === Retry.after_delay
         ? (ev.retry_after_ms ?? ctr.default_retry_after_ms)
         : null;
-    return result(
-      refusal.category,
-      refusal.retry,
-      RemoteEffect.none,
-      delay,
-      DispatchState.response_received,
-      refusal.rule,
-    );
+    return result({
+      category: refusal.category,
+      retry: refusal.retry,
+      remote_effect: RemoteEffect.none,
+      retry_after_ms: delay,
+      dispatch_state: DispatchState.response_received,
+      rule: refusal.rule,
+    });
   }
 
   if (s >= 500 && s < 600) {
     if (ev.contract_check === 'documented_failure') {
-      return result(
-        Category.confirmed_failure,
-        CONFIRMED_FAILURE_RETRY[ctr.action_class],
-        RemoteEffect.none,
-        null,
-        DispatchState.response_received,
-        'http_5xx_documented_failure',
-      );
+      return result({
+        category: Category.confirmed_failure,
+        retry: CONFIRMED_FAILURE_RETRY[ctr.action_class],
+        remote_effect: RemoteEffect.none,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.response_received,
+        rule: 'http_5xx_documented_failure',
+      });
     }
     if (ctr.five_xx === 'not_applied') {
       if (ev.retry_after_ms !== undefined && (s === 503 || s === 502 || s === 504)) {
-        return result(
-          Category.rate_limited,
-          Retry.after_delay,
-          RemoteEffect.none,
-          ev.retry_after_ms,
-          DispatchState.response_received,
-          'http_5xx_not_applied_retry_after',
-        );
+        return result({
+          category: Category.rate_limited,
+          retry: Retry.after_delay,
+          remote_effect: RemoteEffect.none,
+          retry_after_ms: ev.retry_after_ms,
+          dispatch_state: DispatchState.response_received,
+          rule: 'http_5xx_not_applied_retry_after',
+        });
       }
-      return result(
-        Category.confirmed_failure,
-        CONFIRMED_FAILURE_RETRY[ctr.action_class],
-        RemoteEffect.none,
-        null,
-        DispatchState.response_received,
-        'http_5xx_not_applied',
-      );
+      return result({
+        category: Category.confirmed_failure,
+        retry: CONFIRMED_FAILURE_RETRY[ctr.action_class],
+        remote_effect: RemoteEffect.none,
+        retry_after_ms: null,
+        dispatch_state: DispatchState.response_received,
+        rule: 'http_5xx_not_applied',
+      });
     }
     return unknownOutcome('http_5xx_unknown', writeEffect(RemoteEffect.unknown));
   }
@@ -398,14 +405,14 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
         RemoteEffect.applied,
       );
     }
-    return result(
-      Category.succeeded,
-      Retry.never,
-      writeEffect(RemoteEffect.applied),
-      null,
-      DispatchState.response_received,
-      ev.idempotent_replay ? 'http_2xx_replay' : 'http_2xx',
-    );
+    return result({
+      category: Category.succeeded,
+      retry: Retry.never,
+      remote_effect: writeEffect(RemoteEffect.applied),
+      retry_after_ms: null,
+      dispatch_state: DispatchState.response_received,
+      rule: ev.idempotent_replay ? 'http_2xx_replay' : 'http_2xx',
+    });
   }
 
   // 1xx as a final answer, 3xx not followed, or a status outside the registry: not a usable answer.
@@ -425,13 +432,7 @@ function dispatchOf(ev: Evidence): DispatchStateT {
   }
 }
 
-function result(
-  category: CategoryT,
-  retry: RetryT,
-  remote_effect: RemoteEffectT,
-  retry_after_ms: number | null,
-  dispatch_state: DispatchStateT,
-  rule: RuleId,
-): Classification {
-  return { category, retry, remote_effect, retry_after_ms, dispatch_state, rule };
+/** A classification, spelled out field by field at every rule (no positional mix-ups). */
+function result(c: Classification): Classification {
+  return c;
 }
