@@ -12,7 +12,8 @@ export {
 export {
   composeGateway,
   startGateway,
-  type ComposeOptions,
+  type ComposeGatewayOptions,
+  type ComposeGatewayOptions as ComposeOptions,
   type RunningGateway,
   type StartFailure,
   type StartOptions,

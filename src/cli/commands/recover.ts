@@ -8,10 +8,10 @@ import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { closeHttpPools } from '../../http/transport.js';
 import { openLedger } from '../../ledger/open.js';
-import { composeGateway } from '../../mcp/start.js';
 import type { RecoveryItem } from '../../engine/runtime.js';
-import { createRedactor } from '../../vault/index.js';
+import { createRedactor } from '../../core/redact.js';
 import { openConfiguredVault } from '../../config/vault-open.js';
+import { composeRuntime } from '../../config/compose.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
@@ -62,7 +62,9 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   }
   const ledger = opened.value;
   try {
-    const { runtime } = composeGateway({
+    // The composition root `serve` uses, without the MCP server around it.
+    const { runtime } = composeRuntime({
+      agent: 'candor recover',
       loaded: loaded.value,
       ledger,
       env: process.env,
