@@ -1,7 +1,7 @@
 // Projections: current state derived from immutable events (DESIGN.md §2). Pure functions only —
 // the stores maintain their `unresolved_operations` table (and the listing's `ledger_operations`)
-// with exactly `nextState` (through `foldStates`), so the indexed answer of `unresolved()` and a full re-projection can
-// never disagree.
+// with exactly `nextState` (through `foldStates`), so the indexed answer of `unresolved()` and a
+// full re-projection can never disagree.
 import {
   Category,
   OperationState,
