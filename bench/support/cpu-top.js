@@ -19,7 +19,13 @@ for (const id of profile.samples) hits.set(id, (hits.get(id) ?? 0) + 1);
 const total = profile.samples.length || 1;
 const label = (n) => {
   const f = n.callFrame;
-  const where = f.url ? `${f.url.replace(/^file:\/\//, '').split('/').slice(-2).join('/')}:${f.lineNumber + 1}` : '';
+  const where = f.url
+    ? `${f.url
+        .replace(/^file:\/\//, '')
+        .split('/')
+        .slice(-2)
+        .join('/')}:${f.lineNumber + 1}`
+    : '';
   return `${f.functionName || '(anonymous)'} ${where}`.trim();
 };
 const self = new Map();
@@ -41,6 +47,8 @@ const pct = (n) => `${((100 * n) / total).toFixed(1).padStart(5)}%`;
 const ms = ((profile.endTime - profile.startTime) / 1000).toFixed(0);
 console.log(`${file}: ${total} samples over ${ms} ms`);
 console.log('\nself (own code; (program)/(garbage collector)/(idle) are V8 and the event loop):');
-for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${pct(v)}  ${k}`);
+for (const [k, v] of [...self].sort((a, b) => b[1] - a[1]).slice(0, top))
+  console.log(`${pct(v)}  ${k}`);
 console.log('\ntotal (including callees):');
-for (const [k, v] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top)) console.log(`${pct(v)}  ${k}`);
+for (const [k, v] of [...inclusive].sort((a, b) => b[1] - a[1]).slice(0, top))
+  console.log(`${pct(v)}  ${k}`);
