@@ -2,7 +2,8 @@
 // file, measured in the same run (machines here are noisy; only the ratio means much).
 //   npm run build && node bench/audit-verify.js [records=200000] [rounds=3]
 // Verification reads and splits the file, hashes every record twice (chain hash and RFC 9162 leaf
-// hash), builds the Merkle tree, checks seqs and links, and checks the signed checkpoint.
+// hash), builds the Merkle tree, checks seqs and links,
+// and checks the signed checkpoint.
 import { spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -102,7 +103,8 @@ try {
     console.log(`sha256sum: ${(mb / s).toFixed(1)} MB/s (${s.toFixed(3)} s)`);
     const ratio = s / v;
     console.log(
-      `ratio verify/sha256sum: ${(ratio * 100).toFixed(0)}% (target >= 50%) ${ratio >= 0.5 ? 'OK' : 'BELOW TARGET'}`,
+      `ratio verify/sha256sum: ${(ratio * 100).toFixed(0)}% (target >= 80%): ${ratio >= 0.8 ? 'met' : 'not met'}` +
+        ` (each record is hashed twice, as the format requires)`,
     );
   } else {
     console.log('sha256sum: not installed; no baseline in this run');

@@ -18,6 +18,7 @@ const CI = process.env.CI === 'true';
 async function run(
   filter?: (id: string) => boolean,
   wrong?: typeof classify,
+  concurrency?: number,
 ): Promise<MatrixReport> {
   const loaded = await loadMatrix(file);
   if (!loaded.ok) throw new Error(loaded.failure.message);
@@ -27,9 +28,29 @@ async function run(
     ci: CI,
     ...(filter ? { filter: (r) => filter(r.id) } : {}),
     ...(wrong ? { classify: wrong } : {}),
+    ...(concurrency !== undefined ? { concurrency } : {}),
   });
   if (!result.ok) throw new Error(result.failure.message);
   return result.value;
+}
+
+/** What a row concluded, without ids, times or the run's correlation suffix. */
+function outcome(r: MatrixReport['rows'][number]): unknown {
+  const pick = (e: MatrixReport['rows'][number]['envelope']) =>
+    e && { category: e.category, retry: e.retry, remote_effect: e.remote_effect };
+  return {
+    id: r.id,
+    first: pick(r.envelope),
+    final: pick(r.final),
+    assertions: Object.fromEntries(
+      Object.entries(r.assertions).map(([k, a]) => [k, { ok: a.ok, actual: a.actual }]),
+    ),
+    oracle: r.oracle.verdict,
+    secret_in_result: r.secret_in_result,
+    passed: r.passed,
+    skipped: r.skipped ?? null,
+    error: r.error,
+  };
 }
 
 /** What the SSH rows must show beyond their expectations (they ran against a real sshd). */
@@ -123,6 +144,24 @@ describe('reference matrix', () => {
       expect(r.assertions.remote_state.actual).toEqual({ count: 1 });
     }
   });
+
+  it(
+    'gives the same row outcomes four rows at a time as one at a time',
+    { timeout: 300_000 },
+    async () => {
+      const together = await run(undefined, undefined, 4);
+      const serial = await run(undefined, undefined, 1);
+      // The report keeps the file's row order either way.
+      expect(together.rows.map((r) => r.id)).toEqual(serial.rows.map((r) => r.id));
+      // Row by row: the claims, the agent's follow-up, every assertion with what it saw (remote
+      // state and event trail included), the oracle's verdict and the secret check.
+      for (const [i, r] of together.rows.entries())
+        expect(outcome(r)).toEqual(outcome(serial.rows[i]!));
+      expect(together.summary).toEqual(serial.summary);
+      expect(together.summary.unsafe).toBe(0);
+      expect(together.summary.secret_leaks).toBe(0);
+    },
+  );
 
   it(
     'has teeth: "read timeout after send -> local_failure" fails the rows it should',

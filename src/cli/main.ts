@@ -14,7 +14,7 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   demo: {
-    usage: 'candor demo [--ledger URL] [--quiet]',
+    usage: 'candor demo [--ledger URL] [--quiet] [--concurrency N | --serial]',
     summary:
       'main job: run the reference failure matrix through the real engine against the fake service (ledger sqlite:./.candor/ledger.db)',
     load: () => import('./commands/demo.js'),
@@ -39,7 +39,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   matrix: {
     usage:
-      'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] | matrix run FILE --config candor.yaml [--openapi SPEC] [--target fake|proxy --upstream URL] [--report F] | matrix generate --openapi SPEC [--config candor.yaml] [--out FILE]',
+      'candor matrix run FILE [--json F] [--junit F] [--ledger URL] [--only ID,...] [--concurrency N | --serial] | matrix run FILE --config candor.yaml [--openapi SPEC] [--target fake|proxy --upstream URL] [--report F] | matrix generate --openapi SPEC [--config candor.yaml] [--out FILE]',
     summary:
       'run a failure matrix against the fake service, the OpenAPI fake or a proxied real service (exit 1 if any row fails), or generate one from an OpenAPI 3 document',
     load: () => import('./commands/matrix.js'),

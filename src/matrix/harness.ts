@@ -69,6 +69,8 @@ export async function runMatrixWithFake(
     ledger?: LedgerStore;
     /** Running under CI: SSH rows that cannot run fail instead of being skipped. */
     ci?: boolean;
+    /** Rows at once (default 1); see MatrixRunOptions.concurrency. */
+    concurrency?: number;
   },
 ): Promise<HarnessResult> {
   const held = await matrixLedger(options);
@@ -94,6 +96,7 @@ export async function runMatrixWithFake(
       ...(options.onRow ? { onRow: options.onRow } : {}),
       ...(options.filter ? { filter: options.filter } : {}),
       ...(options.classify ? { classify: options.classify } : {}),
+      ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     });
     return { ok: true, value: report };
   } finally {

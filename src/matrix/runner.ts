@@ -2,6 +2,7 @@
 // OpenSSH fixture (SSH rows) — and checks four assertions per row, the oracle, and that no secret
 // reached any result (DESIGN.md §4).
 import { randomBytes } from 'node:crypto';
+import { lookup as dnsLookup } from 'node:dns';
 import type { LookupFunction } from 'node:net';
 import { checkTranscript } from '../agent/rules.js';
 import { nextActionFor } from '../agent/scripted.js';
@@ -15,6 +16,7 @@ import type { FakeService } from '../fakes/index.js';
 import type { StoredEvent } from '../ledger/events.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { httpTarget, REFERENCE_AUTHORITY, referenceActions } from './reference-actions.js';
+import { needsOwnRuntime, runRows } from './schedule.js';
 import type { Check, Matrix, MatrixRow, OracleVerdict, RowTarget, TimelineEntry } from './spec.js';
 import { sshTarget, type SshMatrixEnv } from './ssh-reference.js';
 
@@ -65,6 +67,11 @@ export interface MatrixRunOptions {
   credentials?: Record<string, Record<string, string>>;
   /** How an HTTP row is armed and checked (default: the reference fake's target). */
   target?: typeof httpTarget;
+  /**
+   * How many rows run at once (default 1: one after another). Rows that share a connection pool
+   * or the SSH relay still wait for each other (see schedule.ts); the report keeps the file order.
+   */
+  concurrency?: number;
 }
 
 export interface MatrixReport {
@@ -92,28 +99,43 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
       (a) => [a.name, a],
     ),
   );
-  const runtime = createRuntime({
-    ledger,
-    credentials: staticCredentials(
-      options.credentials ?? {
-        [REFERENCE_AUTHORITY]: { authorization: `Bearer ${options.canary}` },
-      },
-    ),
-    actions: [...actions.values()],
-    backoff_ms: () => 5,
-    ...(options.lookup ? { lookup: options.lookup } : {}),
-    ...(options.classify ? { classify: options.classify } : {}),
-    ...(options.ssh ? { ssh: options.ssh.runtime } : {}),
-    agent: 'candor-matrix',
-  });
+  const newRuntime = (lookup: LookupFunction | undefined): Runtime =>
+    createRuntime({
+      ledger,
+      credentials: staticCredentials(
+        options.credentials ?? {
+          [REFERENCE_AUTHORITY]: { authorization: `Bearer ${options.canary}` },
+        },
+      ),
+      actions: [...actions.values()],
+      backoff_ms: () => 5,
+      ...(lookup ? { lookup } : {}),
+      ...(options.classify ? { classify: options.classify } : {}),
+      ...(options.ssh ? { ssh: options.ssh.runtime } : {}),
+      agent: 'candor-matrix',
+    });
+  const runtime = newRuntime(options.lookup);
   const runTag = randomBytes(3).toString('hex');
   const rows = matrix.rows.filter((r) => options.filter?.(r) ?? true);
-  const results: RowResult[] = [];
-  for (const [i, row] of rows.entries()) {
-    const result = await runRow(row, `${row.id}.${runTag}`, runtime, actions, options);
-    results.push(result);
-    options.onRow?.(result, i, rows.length);
-  }
+  const results = await runRows(
+    rows,
+    options.concurrency ?? 1,
+    async (row) => {
+      const cor = `${row.id}.${runTag}`;
+      if (!needsOwnRuntime(row)) return runRow(row, cor, runtime, actions, options);
+      // A changed copy of an action would replace the registered one for every other row, and a
+      // keep-alive race must find its doomed socket in a pool no other row uses: such a row gets a
+      // runtime of its own, with a lookup of its own (a pool is keyed by it).
+      const base = options.lookup ?? dnsLookup;
+      const own = newRuntime((host, opts, cb) => base(host, opts, cb));
+      try {
+        return await runRow(row, cor, own, actions, options);
+      } finally {
+        await own.endSession('matrix row finished');
+      }
+    },
+    (result, done) => options.onRow?.(result, done, rows.length),
+  );
   await runtime.endSession('matrix finished');
   const summary = {
     rows: results.length,

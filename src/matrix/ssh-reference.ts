@@ -131,8 +131,13 @@ function keySecrets(privateKey: Buffer): string[] {
 }
 
 export async function startSshMatrixEnv(): Promise<SshMatrixEnv> {
-  const sshd = await startSshd();
+  // Bash runs the user's ~/.bashrc for every command that arrives over SSH when it thinks it is the
+  // top-level shell (SHLVL unset). What a person's interactive setup does (version managers, prompts)
+  // is no part of what a row tests, and it can cost seconds per command: SHLVL=1 says "not top level".
+  const sshd = await startSshd({ extraConfig: ['SetEnv SHLVL=1'] });
   try {
+    // The SSH client loads on first use; loading it now keeps that pause out of every row's time.
+    await import('../ssh/transport.js');
     const proxy = await startCutProxy(sshd.port);
     const root = join(sshd.dir, 'jobs');
     const markerDir = join(sshd.dir, 'ops');
@@ -244,6 +249,10 @@ const HOST_FOR: Partial<Record<SshCondition, string>> = {
   cut_before_exec: SSH_HOSTS.relay,
   transport_lost_after_start: SSH_HOSTS.relay,
 };
+
+/** The condition runs the action against another inventory entry than the registered one. */
+export const usesOtherHost = (condition: SshCondition): boolean =>
+  HOST_FOR[condition] !== undefined;
 
 /** Sets up `condition` for one row whose job directory is `<root>/<serviceName>`. */
 function prepareSshRow(

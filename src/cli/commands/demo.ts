@@ -5,11 +5,23 @@ import { parseFlags, type CommandIo } from '../io.js';
 import { runFile } from './matrix.js';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
-  const { flags } = parseFlags(args, { ledger: 'string', quiet: 'boolean' });
+  const { flags } = parseFlags(args, {
+    ledger: 'string',
+    quiet: 'boolean',
+    serial: 'boolean',
+    concurrency: 'string',
+  });
   const file = fileURLToPath(new URL('../../../examples/matrix/reference.yaml', import.meta.url));
   const ledger = typeof flags.ledger === 'string' ? flags.ledger : 'sqlite:./.candor/ledger.db';
   const code = await runFile(
-    [file, '--ledger', ledger, ...(flags.quiet ? ['--quiet'] : [])],
+    [
+      file,
+      '--ledger',
+      ledger,
+      ...(flags.quiet ? ['--quiet'] : []),
+      ...(flags.serial ? ['--serial'] : []),
+      ...(typeof flags.concurrency === 'string' ? ['--concurrency', flags.concurrency] : []),
+    ],
     io,
     'candor demo: the reference failure matrix through the real engine\n',
   );

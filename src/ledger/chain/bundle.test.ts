@@ -156,6 +156,18 @@ describe('bundle format', () => {
     expect(verifyBundle(parseBundle(header))).toMatchObject({ code: 'BAD_CHECKPOINT' });
   });
 
+  /** The bundle with lines i and j (1-based; line 1 is the header) swapped. */
+  const swapLines = (b: Buffer, i: number, j: number): Buffer => {
+    const lines = b.toString('utf8').split('\n');
+    [lines[i - 1], lines[j - 1]] = [lines[j - 1]!, lines[i - 1]!];
+    return Buffer.from(lines.join('\n'));
+  };
+  const dropLine = (b: Buffer, i: number): Buffer => {
+    const lines = b.toString('utf8').split('\n');
+    lines.splice(i - 1, 1);
+    return Buffer.from(lines.join('\n'));
+  };
+
   it('streaming file verification agrees with in-memory verification (any chunk size)', async () => {
     const text = bytes.toString('utf8');
     const variants: [string, Buffer][] = [
@@ -163,6 +175,8 @@ describe('bundle format', () => {
       ['edited', Buffer.from(text.replace('case-5"', 'case-X"'))],
       ['cut', Buffer.from(text.slice(0, text.lastIndexOf('{"end"')))],
       ['unterminated', bytes.subarray(0, bytes.length - 1)],
+      ['swapped', swapLines(bytes, 4, 5)],
+      ['dropped', dropLine(bytes, 7)],
       [
         'torn',
         encodeBundle({
