@@ -15,13 +15,7 @@ export { envelopeSchema, envelopeJsonSchema, type Envelope } from './core/envelo
 // The classifier's rule tables (STATUS_RULES, NOT_SENT_RULES, …) are internal: tests import them from
 // src/core; test/entry.test.ts fails when one of them (or any other internal name) leaks here.
 export { classify, type Classification } from './core/classify.js';
-export {
-  ContractCheck,
-  LocalError,
-  Phase,
-  type Contract,
-  type Evidence,
-} from './core/evidence.js';
+export { ContractCheck, LocalError, Phase, type Contract, type Evidence } from './core/evidence.js';
 export { idempotencyKeyFor } from './core/fingerprint.js';
 export { manualClock, systemClock, type Clock } from './core/time.js';
 export type { LedgerStore, LedgerQuery, Durability } from './ledger/store.js';

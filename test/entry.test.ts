@@ -56,7 +56,6 @@ describe('root entry', () => {
     expect(names).toEqual([...PUBLIC_API].sort());
   });
 
-
   it('loads no better-sqlite3, pg or ssh2', () => {
     const script = `
       const { createRequire } = await import('node:module');

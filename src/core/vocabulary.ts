@@ -129,4 +129,3 @@ export type EventKind = ValueOf<typeof EventKind>;
 export const valuesOf = <T extends Readonly<Record<string, string>>>(
   set: T,
 ): [ValueOf<T>, ...ValueOf<T>[]] => Object.values(set) as [ValueOf<T>, ...ValueOf<T>[]];
-

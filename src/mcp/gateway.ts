@@ -28,13 +28,7 @@ import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
-import {
-  actionTool,
-  BUILTIN,
-  builtinTools,
-  noArgsSchema,
-  operationArgsSchema,
-} from './tools.js';
+import { actionTool, BUILTIN, builtinTools, noArgsSchema, operationArgsSchema } from './tools.js';
 import { OPERATION_ID_PATTERN } from '../core/ids.js';
 
 /** How the client of the call in progress can be asked for an approval. */

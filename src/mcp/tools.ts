@@ -35,7 +35,6 @@ export function annotationsFor(cls: ActionClass, title?: string): ToolAnnotation
   };
 }
 
-
 const operationIdProperty = {
   type: 'string',
   pattern: OPERATION_ID_PATTERN.source,

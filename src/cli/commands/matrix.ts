@@ -106,7 +106,8 @@ export const DEFAULT_CONCURRENCY = 4;
 function concurrencyOf(flags: Record<string, string | boolean>): number {
   const given = flags.concurrency;
   if (given === undefined) return flags.serial === true ? 1 : DEFAULT_CONCURRENCY;
-  if (flags.serial === true) throw new CliUsageError('--serial and --concurrency: give one of them');
+  if (flags.serial === true)
+    throw new CliUsageError('--serial and --concurrency: give one of them');
   const n = Number(given);
   if (typeof given !== 'string' || !/^\d+$/.test(given) || n < 1 || n > 64)
     throw new CliUsageError(
