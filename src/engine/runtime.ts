@@ -59,6 +59,8 @@ export interface Runtime {
   status(operationId: string): Promise<{ view: OperationView; envelope: Envelope } | null>;
   /** Records `session_ended` and issues a checkpoint when audit checkpoints are configured. */
   endSession(reason?: string): Promise<void>;
+  /** Closes the runtime's transports (pooled HTTP connections). The ledger is the caller's. */
+  close(): Promise<void>;
 }
 
 /** The engine over the given transports (`createRuntime` in src/runtime.ts adds the defaults). */
@@ -221,6 +223,11 @@ export function createEngine(options: EngineOptions): Runtime {
       ]);
       session = null;
       await options.audit?.checkpoints?.checkpoint();
+    },
+
+    async close() {
+      const transports = Object.values(ctx.transports) as Array<{ close?: () => Promise<void> }>;
+      await Promise.all(transports.map((t) => t.close?.()));
     },
   };
 

@@ -12,7 +12,6 @@ import { createRuntime, type Runtime, type RuntimeOptions } from '../runtime.js'
 import { createCheckpointer, type WitnessOptions } from '../ledger/chain/checkpointer.js';
 import { parseSignerKey, parseVerifierKey, SigType } from '../ledger/chain/note.js';
 import { decodeSealPublicKey } from '../ledger/seal.js';
-import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { createRedactor, type Redactor, type Vault } from '../vault/index.js';
@@ -264,7 +263,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       await stopTransport();
       await runtime.endSession('gateway stopped');
       await ledger.close();
-      await closeHttpPools();
+      await runtime.close();
       resolveClosed();
     })();
     return stopping;

@@ -6,10 +6,9 @@
 // operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
-import { closeHttpPools } from '../../http/transport.js';
 import { openLedger } from '../../ledger/open.js';
 import { composeGateway } from '../../mcp/start.js';
-import type { RecoveryItem } from '../../engine/runtime.js';
+import type { RecoveryItem, Runtime } from '../../engine/runtime.js';
 import { createRedactor } from '../../vault/index.js';
 import { openConfiguredVault } from '../../config/vault-open.js';
 import { Exit, parseFlags, UsageError, type CommandIo } from '../io.js';
@@ -61,14 +60,15 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return Exit.environment;
   }
   const ledger = opened.value;
+  let runtime: Runtime | undefined;
   try {
-    const { runtime } = composeGateway({
+    ({ runtime } = composeGateway({
       loaded: loaded.value,
       ledger,
       env: process.env,
       redactor,
       ...(vault ? { vault } : {}),
-    });
+    }));
     const items = await runtime.recover();
     await runtime.endSession('recovery finished');
     const open = items.filter((i) => i.outcome === 'needs_person' || i.unresolved);
@@ -87,6 +87,6 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return open.length > 0 ? Exit.check_failed : Exit.ok;
   } finally {
     await ledger.close();
-    await closeHttpPools();
+    await runtime?.close();
   }
 }

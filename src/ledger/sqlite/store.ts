@@ -232,7 +232,7 @@ class SqliteLedgerStore implements LedgerStore {
       });
     });
     this.#writeBatches = (batches) => writeAll.immediate(batches);
-    this.#group = createGroupCommit((batches) => Promise.resolve(this.#writeBatches(batches)));
+    this.#group = createGroupCommit((batches) => settle(() => this.#writeBatches(batches)));
   }
 
   /** Inserts one batch after `head` (advanced in place). Runs inside the write transaction. */
@@ -292,7 +292,7 @@ class SqliteLedgerStore implements LedgerStore {
   }
 
   append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
-    if (this.#closed || events.length === 0 || this.#durability === 'process') {
+    if (this.#closed || events.length === 0) {
       return settle(() => {
         this.#live();
         if (events.length === 0) return [];
@@ -301,7 +301,8 @@ class SqliteLedgerStore implements LedgerStore {
         return result ?? [];
       });
     }
-    // `power`: concurrent appends share one transaction and so one fsync of the WAL.
+    // Concurrent appends (those issued in one turn of the event loop) share one transaction: one
+    // commit, and in `power` mode one fsync of the WAL. Each resolves only after that commit.
     return this.#group.submit(events);
   }
 
