@@ -49,9 +49,7 @@ interface Idle {
 }
 
 /** `maxIdle: 0` keeps nothing (every request gets its own connection). */
-export function createHttpPool(
-  options: { maxIdle?: number; now?: () => number } = {},
-): HttpPool {
+export function createHttpPool(options: { maxIdle?: number; now?: () => number } = {}): HttpPool {
   const maxIdle = options.maxIdle ?? MAX_IDLE;
   const now = options.now ?? (() => performance.now());
   const idle = new Map<string, Idle[]>();
@@ -61,7 +59,8 @@ export function createHttpPool(
 
   const keyOf = (origin: string, t: HttpTimeouts, lookup: LookupFunction | undefined): string => {
     let id = 0;
-    if (lookup) id = lookupIds.get(lookup) ?? lookupIds.set(lookup, connectors.size + 1).get(lookup)!;
+    if (lookup)
+      id = lookupIds.get(lookup) ?? lookupIds.set(lookup, connectors.size + 1).get(lookup)!;
     return `${origin}|${t.connect_ms}|${t.first_byte_ms}|${t.body_idle_ms}|${id}`;
   };
 
@@ -129,7 +128,11 @@ export function createHttpPool(
           const list = idle.get(key) ?? [];
           idle.set(key, list);
           list.push({ client, answeredAt: now(), hintMs: keepAliveMs(headers['keep-alive']) });
-          if (list.length > maxIdle) void list.shift()!.client.destroy().catch(() => undefined);
+          if (list.length > maxIdle)
+            void list
+              .shift()!
+              .client.destroy()
+              .catch(() => undefined);
         },
         async discard() {
           if (settled) return;
