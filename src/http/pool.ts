@@ -93,9 +93,12 @@ export function createHttpPool(options: { maxIdle?: number; now?: () => number }
         continue;
       }
       if (reuse === 'any') return e.client;
-      const window =
-        e.hintMs === null ? 0 : Math.min(RECENT_WINDOW_MAX_MS, e.hintMs * RECENT_WINDOW_SHARE);
-      if (age <= window) return e.client;
+      // No announced keep-alive time, no window: nothing says the server still keeps it.
+      if (
+        e.hintMs !== null &&
+        age <= Math.min(RECENT_WINDOW_MAX_MS, e.hintMs * RECENT_WINDOW_SHARE)
+      )
+        return e.client;
       // Older than a write may trust: keep it for reads, open a fresh connection for this write.
       list.push(e);
       return null;
