@@ -171,7 +171,7 @@ describe('write-ahead under group commit', () => {
         const later = new Promise<void>((r) => setTimeout(r, 1000)).then(() => l.append(events));
         void later.catch(() => undefined);
         return Promise.resolve(
-          events.map((e) => ({ ...e, seq: 0, v: 1, prev_hash: '', hash: '' }) as StoredEvent),
+          events.map((e) => ({ ...e, seq: 0, v: 1, prev_hash: '', hash: '' })),
         );
       });
     const { arrivals } = await runConcurrent(early);

@@ -218,35 +218,35 @@ function recorders(
   clock: Clock,
 ): Pick<EngineContext, 'observe' | 'resolve'> {
   return {
-  observe: async (view, data) => {
-    // The same finding again (a repeated lookup or recovery run) adds no duplicate record.
-    const events = await ledger.query({ operation_id: view.operation_id });
-    const newest = events.filter((e) => e.kind === 'observation_recorded').at(-1);
-    if (newest?.kind === 'observation_recorded' && sameFinding(newest.data, data)) return;
-    await append([
-      {
-        kind: 'observation_recorded',
-        at: data.checked_at,
-        session_id: view.session_id,
-        operation_id: view.operation_id,
-        correlation_id: view.correlation_id,
-        data: { observation_id: ids.mint('obs'), ...data },
-      },
-    ]);
-  },
+    observe: async (view, data) => {
+      // The same finding again (a repeated lookup or recovery run) adds no duplicate record.
+      const events = await ledger.query({ operation_id: view.operation_id });
+      const newest = events.filter((e) => e.kind === 'observation_recorded').at(-1);
+      if (newest?.kind === 'observation_recorded' && sameFinding(newest.data, data)) return;
+      await append([
+        {
+          kind: 'observation_recorded',
+          at: data.checked_at,
+          session_id: view.session_id,
+          operation_id: view.operation_id,
+          correlation_id: view.correlation_id,
+          data: { observation_id: ids.mint('obs'), ...data },
+        },
+      ]);
+    },
 
-  resolve: async (view, state, category, by, remoteRefs) => {
-    await append([
-      {
-        kind: 'operation_resolved',
-        at: clock.now(),
-        session_id: view.session_id,
-        operation_id: view.operation_id,
-        correlation_id: view.correlation_id,
-        data: { state, category, by, remote_refs: remoteRefs },
-      },
-    ]);
-  },
+    resolve: async (view, state, category, by, remoteRefs) => {
+      await append([
+        {
+          kind: 'operation_resolved',
+          at: clock.now(),
+          session_id: view.session_id,
+          operation_id: view.operation_id,
+          correlation_id: view.correlation_id,
+          data: { state, category, by, remote_refs: remoteRefs },
+        },
+      ]);
+    },
   };
 }
 

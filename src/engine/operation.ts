@@ -143,7 +143,7 @@ export async function openOperation<I>(
 
 /** A record as projected before it is written (no sequence number or hash yet). */
 function unwritten(e: NewEvent): StoredEvent {
-  return { ...e, seq: 0, v: EVENT_VERSION, prev_hash: '', hash: '' } as StoredEvent;
+  return { ...e, seq: 0, v: EVENT_VERSION, prev_hash: '', hash: '' };
 }
 
 export function envelopeFromView(

@@ -227,7 +227,7 @@ export function createEngine(options: EngineOptions): Runtime {
 
     async close() {
       const transports = Object.values(ctx.transports) as Array<{ close?: () => Promise<void> }>;
-      await Promise.all(transports.map((t) => t.close?.()));
+      await Promise.all(transports.map((t) => (t.close ? t.close() : Promise.resolve())));
     },
   };
 

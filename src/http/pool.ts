@@ -73,7 +73,7 @@ export function createHttpPool(options: { maxIdle?: number; now?: () => number }
         timeout: t.connect_ms,
         maxCachedSessions: 100,
         ...(lookup ? { lookup } : {}),
-      } as buildConnector.BuildOptions);
+      });
       connectors.set(ck, c);
     }
     return c;
