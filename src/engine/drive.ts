@@ -64,11 +64,12 @@ export async function gateRefusal<I, O>(
       : null,
     retry,
     correlation_id: view.correlation_id,
-    // The intent of this input (equal to the recorded one: a continuation is the same request).
+    // The intent of this input, which is the recorded one (callers refuse a continuation whose
+    // digest differs before they get here), so the recorded digest is not computed again.
     intent: {
       ...(view.intent ?? {}),
       subject_ref: subjectRefOf(action, input),
-      params_digest: paramsDigest(ctx, input),
+      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, input),
     },
     ...(signal ? { signal } : {}),
     recorded: ctx.recorded,
