@@ -87,7 +87,9 @@ export function createHttpPool(options: { maxIdle?: number; now?: () => number }
     while (list.length > 0) {
       const e = list.pop()!;
       const age = at - e.answeredAt;
-      const keep = e.hintMs ?? DEFAULT_IDLE_MS;
+      // Never up to the server's own limit: it closes the connection then, maybe as we send.
+      const keep =
+        e.hintMs === null ? DEFAULT_IDLE_MS : Math.min(e.hintMs - 1_000, e.hintMs * 0.75);
       if (age >= keep || e.client.destroyed || e.client.closed) {
         void e.client.destroy().catch(() => undefined);
         continue;
@@ -124,13 +126,21 @@ export function createHttpPool(options: { maxIdle?: number; now?: () => number }
           if (settled) return;
           settled = true;
           const connection = (headers['connection'] ?? '').toLowerCase();
-          if (closed || maxIdle === 0 || connection.includes('close')) {
+          const hintMs = keepAliveMs(headers['keep-alive']);
+          // After a write of the `recent` kind, a server that announced no keep-alive time keeps
+          // nothing we could trust: the connection is closed, as it was opened, for this write.
+          if (
+            closed ||
+            maxIdle === 0 ||
+            connection.includes('close') ||
+            (reuse === 'recent' && hintMs === null)
+          ) {
             void client.destroy().catch(() => undefined);
             return;
           }
           const list = idle.get(key) ?? [];
           idle.set(key, list);
-          list.push({ client, answeredAt: now(), hintMs: keepAliveMs(headers['keep-alive']) });
+          list.push({ client, answeredAt: now(), hintMs });
           if (list.length > maxIdle)
             void list
               .shift()!
