@@ -152,7 +152,9 @@ const rows = [];
 function report(name, { ledger, raw }, target) {
   const ratio = ledger / raw;
   const verdict =
-    target === undefined ? '' : `${ratio >= target ? 'met' : 'MISSED'} (>= ${target.toFixed(2)})`;
+    target === undefined
+      ? ''
+      : `target >= ${target.toFixed(2)}: ${ratio >= target ? 'met' : 'not met'}`;
   rows.push([name, ledger.toFixed(0), raw.toFixed(0), ratio.toFixed(2), verdict]);
   console.error(`  measured ${name}`);
 }
@@ -232,7 +234,11 @@ async function postgres() {
           ]),
         writers,
       );
-      report(`postgres, ${writers} writer${writers > 1 ? 's' : ''}`, result);
+      report(
+        `postgres, ${writers} writer${writers > 1 ? 's' : ''}`,
+        result,
+        writers === 4 ? 0.5 : undefined,
+      );
       await Promise.all([...stores.map((s) => s.close()), ...clients.map((c) => c.end())]);
     }
     return null;
@@ -312,11 +318,11 @@ try {
     '\nledger append: events/s, ledger vs raw-driver baseline (same durability, same run)',
   );
   for (const r of [header, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  '));
-  if (pgNote) console.log(`postgres: ${pgNote}`);
+  if (pgNote) console.log(`postgres: ${pgNote} — target >= 0.50 for 4 writers: not measured`);
   if (u)
     console.log(
       `\nunresolved() over ${OPS.toLocaleString('en')} operations (${u.count.toLocaleString('en')} unresolved): ` +
-        `${u.ms.toFixed(1)} ms median of 7 — ${u.ms < 50 ? 'met' : 'MISSED'} (< 50 ms); ledger built in ${u.buildSeconds.toFixed(0)} s`,
+        `${u.ms.toFixed(1)} ms median of 7 — target < 50 ms: ${u.ms < 50 ? 'met' : 'not met'}; ledger built in ${u.buildSeconds.toFixed(0)} s`,
     );
 } finally {
   rmSync(dir, { recursive: true, force: true });

@@ -13,7 +13,6 @@ import type { Envelope } from '../src/core/envelope.js';
 import { staticCredentials } from '../src/engine/ports.js';
 import { createRuntime } from '../src/runtime.js';
 import { lookupRefusingInvalid, startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import { projectOperation } from '../src/ledger/projection.js';
 import type { LedgerStore } from '../src/ledger/store.js';
@@ -24,7 +23,6 @@ beforeAll(async () => {
   fake = await startFakeService({ seed: 11 });
 });
 afterAll(async () => {
-  await closeHttpPools();
   await fake.close();
 });
 

@@ -9,7 +9,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { generateKey, SigType } from '../src/ledger/chain/note.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import { composeGateway } from '../src/mcp/start.js';
@@ -28,7 +27,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -5,7 +5,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
 import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { createCheckpointer } from '../src/ledger/chain/checkpointer.js';
 import { verifyStore } from '../src/ledger/chain/export.js';
 import { generateKey, parseSignerKey } from '../src/ledger/chain/note.js';
@@ -20,7 +19,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
 });
 
 describe('engine audit: sealing and checkpoints', () => {

@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
 import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { createCheckpointer, type WitnessOptions } from '../src/ledger/chain/checkpointer.js';
 import { verifyStore } from '../src/ledger/chain/export.js';
 import {
@@ -32,7 +31,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
 });
 
 function setup(witness: Omit<WitnessOptions, 'key'>, logged: string[] = []) {

@@ -6,7 +6,6 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { verifyStore } from '../src/ledger/chain/export.js';
 import { generateKey } from '../src/ledger/chain/note.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
@@ -22,7 +21,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -6,7 +6,6 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import type { LedgerStore } from '../src/ledger/store.js';
 import { projectOperation } from '../src/ledger/projection.js';
@@ -39,7 +38,6 @@ afterEach(async () => {
   await http.close();
   await ledger.close();
   await fake.close();
-  await closeHttpPools();
   logs.length = 0;
 });
 

@@ -10,7 +10,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
 import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { openLedger } from '../src/ledger/open.js';
 import { projectOperation } from '../src/ledger/projection.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../src/matrix/reference-actions.js';
@@ -26,7 +25,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -4,7 +4,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staticCredentials } from '../src/engine/ports.js';
 import { createRuntime } from '../src/runtime.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
-import { closeHttpPools } from '../src/http/transport.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import { projectOperation } from '../src/ledger/projection.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../src/matrix/reference-actions.js';
@@ -16,7 +15,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
 });
 
 describe('supersession', () => {

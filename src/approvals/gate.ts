@@ -381,6 +381,9 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
     async check(ctx) {
       if (await observeLock()) return LOCKED;
       const scope = policy.scopeFor(ctx.action, ctx.action_class);
+      // Beyond an automatic approval the gate reads and records about the operation: it must be
+      // on record first (the engine may hold its opening back to write it with the attempt).
+      if (scope !== 'auto' || policy.isSensitive(ctx.action_class)) await ctx.recorded?.();
       if (policy.isSensitive(ctx.action_class)) {
         const view = await loadView(ctx.operation_id);
         const retry = retryAfterUnknown(ctx, view);

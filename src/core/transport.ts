@@ -32,7 +32,12 @@ export interface HttpPrepared {
   body?: string;
   /** Overrides of the adapter's default timeouts. */
   timeouts?: Partial<HttpTimeouts>;
-  /** Reuse pooled keep-alive connections (reads and lookups); false opens a fresh one (writes). */
+  /**
+   * True: any pooled keep-alive connection will do (reads, lookups, writes under an honoured
+   * idempotency key, whose stale-socket reset is retried under the same key). False (other
+   * writes): only a connection that answered moments ago, well within the server's announced
+   * keep-alive time; otherwise a fresh one.
+   */
   reuse_connection: boolean;
 }
 
@@ -148,6 +153,8 @@ export interface Transport<P extends Prepared = Prepared> {
    * the request fingerprint next to the generic request line. Absent: the request line alone.
    */
   binding?(prepared: P): Record<string, unknown>;
+  /** Releases what the transport holds (pooled connections); called by `runtime.close()`. */
+  close?(): Promise<void>;
 }
 
 /** The transports of a runtime, by kind. */

@@ -33,6 +33,8 @@ export interface AttemptOptions {
   run: RunOptions;
   /** When set, a success is resolved in the same append as attempt_finished (one commit, not two). */
   settledBy?: 'attempt' | 'recovery' | 'reconciliation';
+  /** This attempt's request, when the caller prepared it already for the gate. */
+  prepared?: PreparedAttempt;
 }
 
 /** What the dispatch, check and classify steps established; the record step writes it down. */
@@ -53,7 +55,7 @@ export async function attempt<I, O>(
 ): Promise<AttemptResult> {
   let prepared: PreparedAttempt;
   try {
-    prepared = prepare(ctx, action, input, view);
+    prepared = opts.prepared ?? prepare(ctx, action, input, view);
   } catch {
     // The action's request function failed: nothing recorded as an attempt, nothing sent.
     return notMade;

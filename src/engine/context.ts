@@ -104,6 +104,11 @@ export interface EngineContext {
   // Function-valued fields, not methods: modules destructure them, and none depends on `this`.
   /** Appends records atomically; durable when the promise resolves. */
   readonly append: (events: NewEvent[]) => Promise<StoredEvent[]>;
+  /**
+   * Resolves once the records this run has kept back are written (see `deferOpening`): a gate
+   * that records or reads anything about the operation awaits it first.
+   */
+  readonly recorded: () => Promise<void>;
   /** The operation's projected view from its records, or null. */
   readonly load: (operationId: string) => Promise<OperationView | null>;
   /** The (redacted) input recorded when the operation was opened. */
@@ -165,6 +170,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
     owner,
     actions,
     append,
+    recorded: () => Promise.resolve(),
 
     load: async (operationId) =>
       projectOperation(await ledger.query({ operation_id: operationId })),
@@ -200,6 +206,18 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return env;
     },
 
+    ...recorders(append, ledger, ids, clock),
+  };
+}
+
+/** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */
+function recorders(
+  append: EngineContext['append'],
+  ledger: LedgerStore,
+  ids: IdFactory,
+  clock: Clock,
+): Pick<EngineContext, 'observe' | 'resolve'> {
+  return {
     observe: async (view, data) => {
       // The same finding again (a repeated lookup or recovery run) adds no duplicate record.
       const events = await ledger.query({ operation_id: view.operation_id });
@@ -229,6 +247,33 @@ export function createEngineContext(options: EngineOptions): EngineContext {
         },
       ]);
     },
+  };
+}
+
+/**
+ * A run's context whose opening records (`operation_opened`, and `operation_superseded` when it
+ * supersedes) are not yet written: they go out in front of the run's first record — with the
+ * first `attempt_started` (one commit, still before any byte leaves), or with the refusal that
+ * resolves the operation. `flush()` writes them if nothing did (a pending approval, an
+ * unbuildable request): every operation the engine opened is on record when its run returns.
+ */
+export function deferOpening(
+  ctx: EngineContext,
+  opening: NewEvent[],
+): { ctx: EngineContext; flush: () => Promise<void> } {
+  let pending: NewEvent[] | null = opening;
+  const append = (events: NewEvent[]): Promise<StoredEvent[]> => {
+    if (pending === null) return ctx.append(events);
+    const all = [...pending, ...events];
+    pending = null;
+    return ctx.append(all).then((stored) => stored.slice(all.length - events.length));
+  };
+  const flush = async (): Promise<void> => {
+    if (pending !== null) await append([]);
+  };
+  return {
+    ctx: { ...ctx, append, ...recorders(append, ctx.ledger, ctx.ids, ctx.clock), recorded: flush },
+    flush,
   };
 }
 

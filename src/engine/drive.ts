@@ -34,15 +34,13 @@ export async function gateRefusal<I, O>(
   view: OperationView,
   retry: Licence | null,
   signal?: AbortSignal,
+  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
+  preparedNow?: PreparedAttempt,
 ): Promise<Envelope | null> {
   const { gate, resolve, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
-  let prepared: PreparedAttempt;
-  try {
-    prepared = prepare(ctx, action, input, view);
-  } catch {
-    return notAttempted(ctx, action, view);
-  }
+  const prepared = preparedNow ?? tryPrepare(ctx, action, input, view);
+  if (!prepared) return notAttempted(ctx, action, view);
   const dest = action.destination;
   const decision = await gate.check({
     session_id: view.session_id ?? '',
@@ -66,13 +64,15 @@ export async function gateRefusal<I, O>(
       : null,
     retry,
     correlation_id: view.correlation_id,
-    // The intent of this input (equal to the recorded one: a continuation is the same request).
+    // The intent of this input, which is the recorded one (callers refuse a continuation whose
+    // digest differs before they get here), so the recorded digest is not computed again.
     intent: {
       ...(view.intent ?? {}),
       subject_ref: subjectRefOf(action, input),
-      params_digest: paramsDigest(ctx, input),
+      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, input),
     },
     ...(signal ? { signal } : {}),
+    recorded: ctx.recorded,
   });
   if (decision.decision === 'approved') return null;
   if (decision.decision === 'pending') {
@@ -121,8 +121,11 @@ export async function drive<I, O>(
   input: I,
   view: OperationView,
   opts: RunOptions,
+  /** The first attempt's request, when the opening prepared it already. */
+  firstPrepared: PreparedAttempt | null = null,
 ): Promise<Envelope> {
   const { sleep, backoff, load, resolve, envelopeOf } = ctx;
+  let preparedNext = firstPrepared;
   let retry: Licence | null = null;
   if (view.attempts.length > 0) {
     const last = view.attempts.at(-1)!;
@@ -159,18 +162,24 @@ export async function drive<I, O>(
   for (;;) {
     // The budget is a hard limit across run, reconcile and recover: nothing more is sent.
     if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view);
-    const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal);
+    // One preparation per attempt: the gate's card, the write-ahead record and the dispatch all
+    // use this one request.
+    const prepared = preparedNext ?? tryPrepare(ctx, action, input, view);
+    preparedNext = null;
+    if (!prepared) return notAttempted(ctx, action, view);
+    const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal, prepared);
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
     // (and, with audit.witness_required, are cosigned by the witness or the action is held).
     if (classRule(action.class).sensitive) {
-      const held = await witnessHold(ctx, action, input, view, retry);
+      const held = await witnessHold(ctx, action, input, view, retry, prepared);
       if (held) return held;
     }
     const result = await attempt(ctx, action, input, view, {
       retry,
       run: opts,
       settledBy: 'attempt',
+      prepared,
     });
     if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
@@ -234,9 +243,16 @@ export async function licensedAttempt(
         `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
     );
   }
-  const refused = await gateRefusal(ctx, a, params, view, licence);
+  const prepared = tryPrepare(ctx, a, params, view);
+  if (!prepared) return notAttempted(ctx, a, view);
+  const refused = await gateRefusal(ctx, a, params, view, licence, undefined, prepared);
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, { retry: licence, run: {}, settledBy: by });
+  const result = await attempt(ctx, a, params, view, {
+    retry: licence,
+    run: {},
+    settledBy: by,
+    prepared,
+  });
   if (result.attemptId === null) return notAttempted(ctx, a, view);
   const c = result.classification;
   if (c.category === 'succeeded' && !result.resolved) {
@@ -292,6 +308,20 @@ function nothingSentNow(
   return { ...env, message: message(sent) };
 }
 
+/** The attempt's request, or null when the action's request function cannot build it now. */
+function tryPrepare<I, O>(
+  ctx: EngineContext,
+  action: EngineAction<I, O>,
+  input: I,
+  view: OperationView,
+): PreparedAttempt | null {
+  try {
+    return prepare(ctx, action, input, view);
+  } catch {
+    return null;
+  }
+}
+
 /** The intent's subject reference; a user callback that throws gives none, never an escape. */
 export function subjectRefOf<I>(
   action: EngineAction<I, never> | EngineAction<I, unknown>,
@@ -316,11 +346,20 @@ async function witnessHold<I, O>(
   input: I,
   view: OperationView,
   retry: Licence | null,
+  prepared: PreparedAttempt,
 ): Promise<Envelope | null> {
   const check = await ctx.options.audit?.checkpoints?.beforeSensitive();
   if (!check?.held) return null;
   const locked = { check: () => Promise.resolve({ decision: 'gate_locked' as const }) };
-  const refused = await gateRefusal({ ...ctx, gate: locked }, action, input, view, retry);
+  const refused = await gateRefusal(
+    { ...ctx, gate: locked },
+    action,
+    input,
+    view,
+    retry,
+    undefined,
+    prepared,
+  );
   if (!refused) return null;
   return {
     ...refused,

@@ -4,6 +4,7 @@ import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
+import { EVENT_VERSION, type NewEvent, type StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import type { EngineAction } from './action.js';
 import {
@@ -14,17 +15,32 @@ import {
   unknownOutcome,
 } from './context.js';
 import { subjectRefOf } from './drive.js';
-import { requestLine } from './request.js';
+import { prepare, requestLine, type PreparedAttempt } from './request.js';
 
-/** `sessionId` is only called when the caller names no session (it may open one). */
-export async function openOperation<I>(
+/** An operation ready to be opened: its records (not yet written) and its first request. */
+export interface Opening {
+  /** The operation as its records project it (sequence numbers 0 until they are written). */
+  view: OperationView;
+  /** `operation_opened`, then `operation_superseded` when it supersedes another operation. */
+  events: NewEvent[];
+  /** The first attempt's request, prepared once; null when only the full preparation failed. */
+  prepared: PreparedAttempt | null;
+}
+
+/**
+ * Builds an operation's opening without writing it: the caller writes `events` (alone, or in
+ * front of the first attempt_started). Throws RequestUnbuildable when the action's request
+ * function cannot build a request from this input. `sessionId` is only called when the caller
+ * names no session (it may open one).
+ */
+export async function prepareOpening<I>(
   ctx: EngineContext,
   sessionId: () => Promise<string>,
   action: EngineAction<I, unknown>,
   input: I,
   opts: RunOptions,
-): Promise<OperationView> {
-  const { ledger, ids, clock, redactor, owner, append } = ctx;
+): Promise<Opening> {
+  const { ledger, ids, clock, redactor, owner } = ctx;
   const sid = opts.sessionId ?? (await sessionId());
   const operationId = ids.mint('op');
   const correlationId = opts.correlationId ?? ids.mint('cor');
@@ -39,19 +55,35 @@ export async function openOperation<I>(
     }
   }
   const dest = action.destination;
+  const idempotencyKey =
+    dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null;
+  // The request is built once here and serves both the recorded request line and the first
+  // attempt. Only when that fails is the request function asked alone, to tell an unbuildable
+  // request (nothing recorded) from a preparation step that failed after it (recorded, then
+  // answered as an attempt not made).
+  let prepared: PreparedAttempt | null = null;
   let line: { method: string; target: string };
   try {
-    const spec = action.request(input, {
+    prepared = prepare(ctx, action, input, {
       operation_id: operationId,
       correlation_id: correlationId,
-      idempotency_key: null,
+      idempotency_key: idempotencyKey,
     });
-    line = requestLine(dest, spec);
-  } catch (error) {
-    throw new RequestUnbuildable(error);
+    line = { method: prepared.method, target: prepared.target };
+  } catch {
+    try {
+      const spec = action.request(input, {
+        operation_id: operationId,
+        correlation_id: correlationId,
+        idempotency_key: null,
+      });
+      line = requestLine(dest, spec);
+    } catch (error) {
+      throw new RequestUnbuildable(error);
+    }
   }
   const params = redactor.redactValue(input);
-  const opened = await append([
+  const events: NewEvent[] = [
     {
       kind: 'operation_opened',
       at: clock.now(),
@@ -73,31 +105,45 @@ export async function openOperation<I>(
           route_template: dest.route_template ?? line.target.split('?')[0]!,
           authority_ref: dest.authority_ref,
         },
-        idempotency_key:
-          dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null,
+        idempotency_key: idempotencyKey,
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
       },
     },
-  ]);
+  ];
   if (opts.supersedes !== undefined) {
-    await append([
-      {
-        kind: 'operation_superseded',
-        at: clock.now(),
-        session_id: sid,
-        operation_id: opts.supersedes,
-        correlation_id: null,
-        data: { superseded_by: operationId, reason: 'intent changed' },
-      },
-    ]);
+    events.push({
+      kind: 'operation_superseded',
+      at: clock.now(),
+      session_id: sid,
+      operation_id: opts.supersedes,
+      correlation_id: null,
+      data: { superseded_by: operationId, reason: 'intent changed' },
+    });
   }
-  // The operation's whole history is the event just stored: project it instead of reading back.
-  const view = projectOperation(opened);
-  if (!view)
-    throw new Error(`operation ${operationId} could not be projected right after it was opened`);
-  return view;
+  // The operation's whole history is its opening: project it instead of reading it back.
+  const view = projectOperation(events.map(unwritten));
+  if (!view) throw new Error(`operation ${operationId} could not be projected from its opening`);
+  return { view, events, prepared };
+}
+
+/** Opens an operation now: its intent is on record (durably) when this resolves. */
+export async function openOperation<I>(
+  ctx: EngineContext,
+  sessionId: () => Promise<string>,
+  action: EngineAction<I, unknown>,
+  input: I,
+  opts: RunOptions,
+): Promise<OperationView> {
+  const opening = await prepareOpening(ctx, sessionId, action, input, opts);
+  await ctx.append(opening.events);
+  return opening.view;
+}
+
+/** A record as projected before it is written (no sequence number or hash yet). */
+function unwritten(e: NewEvent): StoredEvent {
+  return { ...e, seq: 0, v: EVENT_VERSION, prev_hash: '', hash: '' };
 }
 
 export function envelopeFromView(

@@ -70,6 +70,12 @@ export interface GateContext {
   /** The caller's signal: a cancelled call withdraws the approval request it is waiting on. */
   signal?: AbortSignal;
   /**
+   * Resolves once the operation's own records are written. The engine may keep an operation's
+   * opening back to write it with the first attempt (one commit); a gate that reads or records
+   * anything about the operation (an approval card, its view) awaits this first.
+   */
+  recorded?: () => Promise<void>;
+  /**
    * The request this attempt will send, rendered from its prepared request (secrets redacted), so
    * an approval card shows what is approved — never a stored summary of an earlier request.
    */

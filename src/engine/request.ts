@@ -80,7 +80,10 @@ export function prepare<I, O>(
           headers,
           ...(body !== undefined ? { body } : {}),
           ...(action.timeouts ? { timeouts: action.timeouts } : {}),
-          reuse_connection: action.class === 'read',
+          // A stale pooled socket can only cost a read or a write under an honoured key a retry.
+          reuse_connection:
+            action.class === 'read' ||
+            (dest.idempotency?.honoured === true && view.idempotency_key !== null),
         };
   return {
     method: line.method.toUpperCase(),

@@ -4,7 +4,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { projectOperation } from '../ledger/projection.js';
-import { closeHttpPools } from '../http/transport.js';
 import { lookupRefusingInvalid } from '../fakes/unreachable.js';
 import { defineAction } from './action.js';
 import { staticCredentials } from './ports.js';
@@ -44,7 +43,6 @@ async function rawServer(handle: (req: string, socket: Socket, n: number) => voi
 
 const servers: Server[] = [];
 afterEach(async () => {
-  await closeHttpPools();
   for (const s of servers.splice(0)) await new Promise<void>((r) => s.close(() => r()));
 });
 

@@ -11,8 +11,10 @@ import type { Envelope } from '../core/envelope.js';
 import { isUsageError } from '../core/errors.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { EngineAction } from './action.js';
+import { classRule } from '../core/rules.js';
 import {
   createEngineContext,
+  deferOpening,
   RequestUnbuildable,
   UsageError,
   type AnyAction,
@@ -21,7 +23,8 @@ import {
 } from './context.js';
 import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
-import { envelopeFromView, openOperation } from './operation.js';
+import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
+import type { PreparedAttempt } from './request.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
@@ -56,6 +59,8 @@ export interface Runtime {
   status(operationId: string): Promise<{ view: OperationView; envelope: Envelope } | null>;
   /** Records `session_ended` and issues a checkpoint when audit checkpoints are configured. */
   endSession(reason?: string): Promise<void>;
+  /** Closes the runtime's transports (pooled HTTP connections). The ledger is the caller's. */
+  close(): Promise<void>;
 }
 
 /** The engine over the given transports (`createRuntime` in src/runtime.ts adds the defaults). */
@@ -99,6 +104,8 @@ export function createEngine(options: EngineOptions): Runtime {
       // SSH: secret inputs reach the redactor before anything is recorded.
       admitSshInput(ctx.redactor, action, data);
       let view: OperationView | null;
+      let runCtx = ctx;
+      let firstPrepared: PreparedAttempt | null = null;
       if (opts.operationId !== undefined) {
         view = await load(opts.operationId);
         if (!view)
@@ -116,8 +123,9 @@ export function createEngine(options: EngineOptions): Runtime {
         const changed = changedRequest(ctx, action, data, view);
         if (changed) return changedRequestEnvelope(action, opts.operationId, changed, view);
       } else {
+        let opening: Opening;
         try {
-          view = await openOperation(
+          opening = await prepareOpening(
             ctx,
             sessionId,
             action as EngineAction<I, unknown>,
@@ -128,10 +136,28 @@ export function createEngine(options: EngineOptions): Runtime {
           if (error instanceof RequestUnbuildable) return unbuildableEnvelope(action, error);
           throw error;
         }
+        view = opening.view;
+        firstPrepared = opening.prepared;
+        if (classRule(action.class).sensitive) {
+          // A sensitive action's records are checkpointed before it is dispatched: its opening
+          // is written now, so the checkpoint covers it.
+          await append(opening.events);
+        } else {
+          // The opening is written with the first attempt_started (one commit), or with the
+          // refusal that resolves the operation; whatever happens, before this run returns.
+          runCtx = deferOpening(ctx, opening.events).ctx;
+        }
       }
       // SSH: the owner keeps the real input for its reconciliations (engine/ssh-action.ts).
       rememberSshInput(ctx, action, view.operation_id, data);
-      const envelope = await drive(ctx, action, data, view, opts);
+      let envelope: Envelope;
+      try {
+        envelope = await drive(runCtx, action, data, view, opts, firstPrepared);
+      } catch (error) {
+        await runCtx.recorded().catch(() => undefined);
+        throw error;
+      }
+      await runCtx.recorded();
       await options.audit?.checkpoints?.maybe();
       return envelope;
     },
@@ -197,6 +223,11 @@ export function createEngine(options: EngineOptions): Runtime {
       ]);
       session = null;
       await options.audit?.checkpoints?.checkpoint();
+    },
+
+    async close() {
+      const transports = Object.values(ctx.transports) as Array<{ close?: () => Promise<void> }>;
+      await Promise.all(transports.map((t) => (t.close ? t.close() : Promise.resolve())));
     },
   };
 

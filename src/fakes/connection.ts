@@ -245,7 +245,11 @@ export class Connection {
         settle();
         return this.send(
           cur,
-          render(res, { ...opts, keepAlive: true }),
+          // The server is about to drop this socket: it keeps it open but announces no idle
+          // time, as a server that closes idle sockets at will does. A client may trust an
+          // announced keep-alive time for a write (Candor does, briefly, well below it); one
+          // that reuses any idle socket for a write is caught by this fault.
+          render(res, { ...opts, keepAlive: true, keepAliveTimeoutS: 0 }),
           { kind: 'stale', mode: fault.mode ?? 'reset_on_reuse' },
           replayed,
         );

@@ -207,7 +207,9 @@ function baseHeaders(
     out.push([k, v]);
   }
   if (opts.keepAlive) {
-    out.push(['connection', 'keep-alive'], ['keep-alive', `timeout=${opts.keepAliveTimeoutS}`]);
+    out.push(['connection', 'keep-alive']);
+    // 0: the server keeps the connection but promises no idle time (see the stale-socket fault).
+    if (opts.keepAliveTimeoutS > 0) out.push(['keep-alive', `timeout=${opts.keepAliveTimeoutS}`]);
   } else {
     out.push(['connection', 'close']);
   }

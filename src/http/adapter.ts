@@ -6,6 +6,7 @@ import { parseRetryAfter, type Evidence } from '../core/evidence.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Dispatched, HttpPrepared, Reply, Transport } from '../core/transport.js';
+import { createHttpPool } from './pool.js';
 import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome } from './transport.js';
 
 export interface HttpTransportOptions {
@@ -18,8 +19,11 @@ export interface HttpTransportOptions {
 export function httpTransport(options: HttpTransportOptions = {}): Transport<HttpPrepared> {
   const clock = options.clock ?? systemClock;
   const now = (): number => clock.now();
+  // This transport's connections: they live as long as the runtime that owns it.
+  const pool = createHttpPool();
   return {
     kind: 'http',
+    close: () => pool.close(),
     async dispatch(p, { signal }): Promise<Dispatched> {
       const outcome = await sendHttp(
         {
@@ -32,6 +36,7 @@ export function httpTransport(options: HttpTransportOptions = {}): Transport<Htt
           timeouts: { ...DEFAULT_TIMEOUTS, ...p.timeouts },
           ...(signal ? { signal } : {}),
           reuseConnection: p.reuse_connection,
+          pool,
           ...(options.lookup ? { lookup: options.lookup } : {}),
         },
         now,

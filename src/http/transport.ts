@@ -1,11 +1,13 @@
 // The HTTP transport: one attempt = one request on undici, with per-phase timeouts and phase
 // evidence from diagnostics channels. It returns what happened; it never classifies and never
-// retries. Writes get a fresh connection so a stale keep-alive socket cannot swallow them.
+// retries. Which connection a request may use is the pool's rule (pool.ts): a write without an
+// honoured idempotency key never meets a keep-alive socket the server may be closing.
 import type { LookupFunction } from 'node:net';
-import { Agent, Client, request as undiciRequest, type Dispatcher } from 'undici';
+import { request as undiciRequest } from 'undici';
 import type { LocalError, Phase } from '../core/evidence.js';
 import type { HttpTimeouts } from '../core/transport.js';
 import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
+import { createHttpPool, type HttpPool } from './pool.js';
 
 export type { HttpTimeouts };
 
@@ -27,8 +29,14 @@ export interface HttpRequest {
   attemptId: string;
   timeouts: HttpTimeouts;
   signal?: AbortSignal;
-  /** Reuse pooled keep-alive connections (reads); false opens a fresh connection (writes). */
+  /**
+   * True: any pooled keep-alive connection will do (reads, lookups, writes under an honoured
+   * idempotency key). False: only one that answered moments ago, well within the server's
+   * announced keep-alive time, else a fresh connection (other writes).
+   */
   reuseConnection: boolean;
+  /** The runtime's connections; without one the request gets its own connection, closed after. */
+  pool?: HttpPool;
   /** Cap on the response body kept for checks; bytes beyond it are drained and counted. */
   maxBodyBytes?: number;
   /** Host name resolution (tests pass one that answers `.invalid` locally, without a DNS query). */
@@ -52,34 +60,6 @@ export interface HttpOutcome {
     headers_at?: number;
     finished_at: number;
   };
-}
-
-const pools = new Map<string, Agent>();
-const lookupIds = new WeakMap<LookupFunction, number>();
-
-function pooledAgent(t: HttpTimeouts, lookup: LookupFunction | undefined): Agent {
-  let lookupId = 0;
-  if (lookup) {
-    lookupId = lookupIds.get(lookup) ?? lookupIds.set(lookup, pools.size + 1).get(lookup)!;
-  }
-  const key = `${t.connect_ms}/${t.first_byte_ms}/${t.body_idle_ms}/${lookupId}`;
-  let agent = pools.get(key);
-  if (!agent) {
-    agent = new Agent({
-      connect: { timeout: t.connect_ms, ...(lookup ? { lookup } : {}) },
-      headersTimeout: t.first_byte_ms,
-      bodyTimeout: t.body_idle_ms,
-    });
-    pools.set(key, agent);
-  }
-  return agent;
-}
-
-/** Closes pooled connections (tests and graceful shutdown). */
-export async function closeHttpPools(): Promise<void> {
-  const all = [...pools.values()];
-  pools.clear();
-  await Promise.all(all.map((a) => a.close()));
 }
 
 /**
@@ -136,19 +116,12 @@ export async function sendHttp(
     }
   };
 
-  let dispatcher: Dispatcher;
-  let ownClient: Client | undefined;
-  if (req.reuseConnection) {
-    dispatcher = pooledAgent(req.timeouts, req.lookup);
-  } else {
-    ownClient = new Client(req.origin, {
-      connect: { timeout: req.timeouts.connect_ms, ...(req.lookup ? { lookup: req.lookup } : {}) },
-      headersTimeout: req.timeouts.first_byte_ms,
-      bodyTimeout: req.timeouts.body_idle_ms,
-      pipelining: 1,
-    });
-    dispatcher = ownClient;
-  }
+  const lease = (req.pool ?? createHttpPool({ maxIdle: 0 })).acquire(
+    req.origin,
+    req.timeouts,
+    req.lookup,
+    req.reuseConnection ? 'any' : 'recent',
+  );
 
   let status: number | undefined;
   let headers: Record<string, string> | undefined;
@@ -158,7 +131,7 @@ export async function sendHttp(
   const max = req.maxBodyBytes ?? 4 * 1024 * 1024;
   try {
     const res = await undiciRequest(url, {
-      dispatcher,
+      dispatcher: lease.client,
       method: req.method,
       headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },
       body: req.body ?? null,
@@ -174,6 +147,8 @@ export async function sendHttp(
         kept += Math.min(buf.length, max - kept);
       }
     }
+    // A complete exchange: the connection may serve another request.
+    lease.release(headers);
     return {
       phase: 'response_complete',
       status,
@@ -223,7 +198,7 @@ export async function sendHttp(
     clearTimeout(writeTimer);
     req.signal?.removeEventListener('abort', onExternalAbort);
     release();
-    if (ownClient) await ownClient.destroy().catch(() => undefined);
+    await lease.discard();
   }
 }
 

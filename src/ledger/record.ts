@@ -42,3 +42,9 @@ export function parseRecord(bytes: Uint8Array): StoredEvent {
   const obj = JSON.parse(Buffer.from(bytes).toString('utf8')) as Omit<StoredEvent, 'hash'>;
   return { ...obj, hash: sha256Hex(bytes) } as StoredEvent;
 }
+
+/** Decodes stored bytes whose hash the writer computed when it sealed them (one hash per record). */
+export function decodeSealed(bytes: Uint8Array, hash: string): StoredEvent {
+  const obj = JSON.parse(Buffer.from(bytes).toString('utf8')) as Omit<StoredEvent, 'hash'>;
+  return { ...obj, hash } as StoredEvent;
+}

@@ -10,7 +10,6 @@ import type { ApiModel } from '../fakes/openapi-doc.js';
 import { startOpenApiFake, type OpenApiIdempotency } from '../fakes/openapi-fake.js';
 import { startProxy, type ProxyService } from '../fakes/proxy.js';
 import type { FakeService } from '../fakes/service.js';
-import { closeHttpPools } from '../http/transport.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { configTarget } from './config-target.js';
 import { matrixLedger, type HarnessResult } from './harness.js';
@@ -86,7 +85,6 @@ export async function runMatrixOnConfig(
     return { ok: true, value: report };
   } finally {
     await service.close();
-    await closeHttpPools();
     if (ownLedger) await ledger.close();
   }
 }

@@ -3,7 +3,6 @@
 import { randomBytes } from 'node:crypto';
 import { lookupRefusingInvalid, startFakeService } from '../fakes/index.js';
 import { sshdUnavailableReason } from '../fakes/sshd.js';
-import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { LedgerStore } from '../ledger/store.js';
 import {
@@ -102,7 +101,6 @@ export async function runMatrixWithFake(
   } finally {
     await ssh?.close();
     await fake.close();
-    await closeHttpPools();
     if (ownLedger) await ledger.close();
   }
 }

@@ -11,7 +11,6 @@ import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from '../../test/fixtures/
 import { parseConfig } from '../config/load.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
 import { startFakeService, type FakeService } from '../fakes/index.js';
-import { closeHttpPools } from '../http/transport.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import type { Gateway } from './gateway.js';
@@ -49,7 +48,6 @@ afterEach(async () => {
   await gateway.idle();
   await ledger.close();
   await fake.close();
-  await closeHttpPools();
   expect(outputs.join('\n')).not.toContain(TEST_TOKEN);
   outputs.length = 0;
 });

@@ -13,7 +13,6 @@ import type { ConfigIssue } from '../config/locate.js';
 import type { LoadedConfig } from '../config/load.js';
 import { openConfiguredVault } from '../config/vault-open.js';
 import { createRedactor } from '../core/redact.js';
-import { closeHttpPools } from '../http/transport.js';
 import { openLedger } from '../ledger/open.js';
 import type { Runtime } from '../runtime.js';
 import { createGateway, currentCall, type Gateway } from './gateway.js';
@@ -135,7 +134,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       await stopTransport();
       await runtime.endSession('gateway stopped');
       await ledger.close();
-      await closeHttpPools();
+      await runtime.close();
       resolveClosed();
     })();
     return stopping;

@@ -2,7 +2,6 @@
 // recover. After it: `reconcile_first` when a lookup exists, else `escalate`; never another POST.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { received, setup } from './support.js';
 
 let fake: FakeService;
@@ -10,7 +9,6 @@ beforeAll(async () => {
   fake = await startFakeService({ seed: 4 });
 });
 afterAll(async () => {
-  await closeHttpPools();
   await fake.close();
 });
 

@@ -4,7 +4,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ActionDefinition } from '../../src/engine/action.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { received, setup } from './support.js';
 
 let fake: FakeService;
@@ -12,7 +11,6 @@ beforeAll(async () => {
   fake = await startFakeService({ seed: 7 });
 });
 afterAll(async () => {
-  await closeHttpPools();
   await fake.close();
 });
 

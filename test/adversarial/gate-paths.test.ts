@@ -7,7 +7,6 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { anyLock, lockFile, vaultLock } from '../../src/approvals/index.js';
 import type { CredentialProvider } from '../../src/engine/ports.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { REFERENCE_AUTHORITY } from '../../src/matrix/reference-actions.js';
 import { received, setup, TOKEN } from './support.js';
 
@@ -18,7 +17,6 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'candor-gate-paths-'));
 });
 afterAll(async () => {
-  await closeHttpPools();
   await fake.close();
   rmSync(dir, { recursive: true, force: true });
 });

@@ -9,7 +9,7 @@ import { httpDefinition } from '../../src/config/actions.js';
 import { defineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/runtime.js';
-import { closeHttpPools, DEFAULT_TIMEOUTS, sendHttp } from '../../src/http/transport.js';
+import { DEFAULT_TIMEOUTS, sendHttp } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 
 interface Recorder {
@@ -20,7 +20,6 @@ interface Recorder {
 
 const servers: Server[] = [];
 afterEach(async () => {
-  await closeHttpPools();
   for (const s of servers.splice(0)) await new Promise<void>((r) => s.close(() => r()));
 });
 

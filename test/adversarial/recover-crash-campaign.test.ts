@@ -13,7 +13,6 @@ import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/runtime.js';
 import { seededRandom } from '../../src/core/time.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { projectOperations, UNRESOLVED_STATES } from '../../src/ledger/projection.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../../src/matrix/reference-actions.js';
@@ -48,7 +47,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -11,7 +11,6 @@ import { main } from '../../src/cli/main.js';
 import { loadConfig } from '../../src/config/load.js';
 import { defineAction } from '../../src/engine/action.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { openLedger } from '../../src/ledger/open.js';
 import { projectOperations } from '../../src/ledger/projection.js';
 import { composeGateway } from '../../src/mcp/start.js';
@@ -32,7 +31,6 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await fake.close();
-  await closeHttpPools();
   rmSync(dir, { recursive: true, force: true });
 });
 

@@ -6,7 +6,6 @@ import { z } from 'zod';
 import { defineAction } from '../../src/engine/action.js';
 import { staticCredentials } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/runtime.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 import { createRedactor, REDACTED } from '../../src/core/redact.js';
 
@@ -14,7 +13,6 @@ const TOKEN = 'tok_9f8e7d6c5b4a3210XYZ';
 
 const servers: Server[] = [];
 afterEach(async () => {
-  await closeHttpPools();
   for (const s of servers.splice(0)) await new Promise<void>((r) => s.close(() => r()));
 });
 

@@ -5,7 +5,6 @@
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { lookupRefusingInvalid, startFakeService } from '../../src/fakes/index.js';
-import { closeHttpPools } from '../../src/http/transport.js';
 import { createCheckpointer } from '../../src/ledger/chain/checkpointer.js';
 import { generateKey, parseSignerKey } from '../../src/ledger/chain/note.js';
 import type { NewEvent } from '../../src/ledger/events.js';
@@ -56,7 +55,6 @@ export async function buildDemoLedger(store: LedgerStore): Promise<Fixture> {
     });
   } finally {
     await fake.close();
-    await closeHttpPools();
   }
 
   const session = `ses_uitest${randomBytes(4).toString('hex')}`;

@@ -6,9 +6,8 @@
 // operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
-import { closeHttpPools } from '../../http/transport.js';
 import { openLedger } from '../../ledger/open.js';
-import type { RecoveryItem } from '../../engine/runtime.js';
+import type { RecoveryItem, Runtime } from '../../engine/runtime.js';
 import { createRedactor } from '../../core/redact.js';
 import { openConfiguredVault } from '../../config/vault-open.js';
 import { composeRuntime } from '../../config/compose.js';
@@ -61,16 +60,17 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return Exit.environment;
   }
   const ledger = opened.value;
+  let runtime: Runtime | undefined;
   try {
     // The composition root `serve` uses, without the MCP server around it.
-    const { runtime } = composeRuntime({
+    ({ runtime } = composeRuntime({
       agent: 'candor recover',
       loaded: loaded.value,
       ledger,
       env: process.env,
       redactor,
       ...(vault ? { vault } : {}),
-    });
+    }));
     const items = await runtime.recover();
     await runtime.endSession('recovery finished');
     const open = items.filter((i) => i.outcome === 'needs_person' || i.unresolved);
@@ -89,6 +89,6 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return open.length > 0 ? Exit.check_failed : Exit.ok;
   } finally {
     await ledger.close();
-    await closeHttpPools();
+    await runtime?.close();
   }
 }

@@ -5,7 +5,7 @@ import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { LedgerError, settle } from '../ledger-error.js';
 import { memoryListing } from '../listing.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
-import { parseRecord, sealRecord } from '../record.js';
+import { decodeSealed, parseRecord, sealRecord } from '../record.js';
 import type { LedgerQuery, LedgerStore } from '../store.js';
 
 interface Row {
@@ -73,7 +73,7 @@ export function openMemoryLedger(): LedgerStore {
         }
         listing.apply(sealed.map((s) => s.record));
         // Returned records are parsed from the stored bytes: no aliasing of the caller's objects.
-        return sealed.map((s) => parseRecord(s.bytes));
+        return sealed.map((s) => decodeSealed(s.bytes, s.record.hash));
       }),
     read: (from = 1, limit = Number.MAX_SAFE_INTEGER) =>
       settle(() => {

@@ -120,9 +120,9 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
         // A WAL ledger is read through its `-shm` index, which SQLite cannot create here
         // (READONLY_DIRECTORY; CANTOPEN when a `-wal` file is there but no `-shm`).
         db.close();
-        return new SqliteLedgerStore(openImmutable(path), durability);
+        return new SqliteLedgerStore(openImmutable(path));
       }
-      return new SqliteLedgerStore(db, durability);
+      return new SqliteLedgerStore(db);
     }
     db.pragma('journal_mode = WAL');
     // NORMAL in WAL: a commit is in the OS before append() resolves (survives kill -9 of the
@@ -140,7 +140,7 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
       },
     );
   }
-  return new SqliteLedgerStore(db, durability);
+  return new SqliteLedgerStore(db);
 }
 
 class SqliteLedgerStore implements LedgerStore {
@@ -148,14 +148,12 @@ class SqliteLedgerStore implements LedgerStore {
   readonly #stmt;
   readonly #writeBatches: (batches: readonly (readonly NewEvent[])[]) => (StoredEvent[] | Error)[];
   readonly #group;
-  readonly #durability: Durability;
   readonly #listing: SqliteListingWriter;
   readonly #sql: SqlRunner;
   #closed = false;
 
-  constructor(db: Database.Database, durability: Durability) {
+  constructor(db: Database.Database) {
     this.#db = db;
-    this.#durability = durability;
     this.#listing = sqliteListingWriter(db);
     const cache = new Map<string, Database.Statement>();
     this.#sql = {
@@ -232,7 +230,7 @@ class SqliteLedgerStore implements LedgerStore {
       });
     });
     this.#writeBatches = (batches) => writeAll.immediate(batches);
-    this.#group = createGroupCommit((batches) => Promise.resolve(this.#writeBatches(batches)));
+    this.#group = createGroupCommit((batches) => settle(() => this.#writeBatches(batches)));
   }
 
   /** Inserts one batch after `head` (advanced in place). Runs inside the write transaction. */
@@ -292,7 +290,7 @@ class SqliteLedgerStore implements LedgerStore {
   }
 
   append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
-    if (this.#closed || events.length === 0 || this.#durability === 'process') {
+    if (this.#closed || events.length === 0) {
       return settle(() => {
         this.#live();
         if (events.length === 0) return [];
@@ -301,7 +299,8 @@ class SqliteLedgerStore implements LedgerStore {
         return result ?? [];
       });
     }
-    // `power`: concurrent appends share one transaction and so one fsync of the WAL.
+    // Concurrent appends (those issued in one turn of the event loop) share one transaction: one
+    // commit, and in `power` mode one fsync of the WAL. Each resolves only after that commit.
     return this.#group.submit(events);
   }
 
