@@ -125,18 +125,20 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
       if (!needsOwnRuntime(row)) return runRow(row, cor, runtime, actions, options);
       // A changed copy of an action would replace the registered one for every other row, and a
       // keep-alive race must find its doomed socket in a pool no other row uses: such a row gets a
-      // runtime of its own, with a lookup of its own (a pool is keyed by it).
+      // runtime of its own (connection pools belong to a runtime), closed when the row is done.
       const base = options.lookup ?? dnsLookup;
       const own = newRuntime((host, opts, cb) => base(host, opts, cb));
       try {
         return await runRow(row, cor, own, actions, options);
       } finally {
         await own.endSession('matrix row finished');
+        await own.close();
       }
     },
     (result, done) => options.onRow?.(result, done, rows.length),
   );
   await runtime.endSession('matrix finished');
+  await runtime.close();
   const summary = {
     rows: results.length,
     passed: results.filter((r) => r.passed).length,
