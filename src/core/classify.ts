@@ -53,6 +53,10 @@ export const RULE_IDS = [
   'http_2xx_replay',
   'http_2xx',
   'http_unexpected_status',
+  'mcp_result',
+  'mcp_result_contract_violated',
+  'mcp_tool_error',
+  'mcp_rpc_error',
   'unreadable_evidence',
   'classifier_fault',
   // The engine's own: no attempt was made (the request could not be built, or changed).
@@ -285,6 +289,9 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
   // A response (or an SSH exit status) arrived, completely or cut.
   if (ev.response_misframed) return malformed('misframed_response', RemoteEffect.unknown);
 
+  if (ev.status === undefined && ev.mcp_reply !== undefined && ev.phase === 'response_complete')
+    return mcpAnswer(ev.mcp_reply, ev, ctr);
+
   if (ev.status === undefined) {
     // SSH: the exit status is the answer; without it nothing is known.
     if (ev.phase === 'response_complete' && typeof ev.exit_status === 'number') {
@@ -410,6 +417,55 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
 
   // 1xx as a final answer, 3xx not followed, or a status outside the registry: not a usable answer.
   return malformed('http_unexpected_status', RemoteEffect.unknown);
+}
+
+/**
+ * An upstream MCP server answered. A JSON-RPC error is a refusal of the request itself (unknown
+ * tool, invalid params): the tool did not run. `isError` means the tool ran and failed, possibly
+ * halfway: its effect is unknown unless the tool only reads. A result whose structured content
+ * breaks the tool's own outputSchema is not a usable answer.
+ */
+function mcpAnswer(
+  reply: NonNullable<Evidence['mcp_reply']>,
+  ev: Evidence,
+  ctr: ResolvedContract,
+): Classification {
+  const isRead = ctr.action_class === ActionClass.read;
+  if (reply === 'rpc_error')
+    return result(
+      Category.confirmed_rejection,
+      Retry.never,
+      RemoteEffect.none,
+      null,
+      DispatchState.response_received,
+      'mcp_rpc_error',
+    );
+  if (reply === 'tool_error')
+    return result(
+      Category.confirmed_failure,
+      isRead ? CONFIRMED_FAILURE_RETRY[ctr.action_class] : retryAfterMalformed(ctr),
+      isRead ? RemoteEffect.none : RemoteEffect.unknown,
+      null,
+      DispatchState.response_received,
+      'mcp_tool_error',
+    );
+  if (ev.contract_check === 'violated')
+    return result(
+      Category.malformed_response,
+      retryAfterMalformed(ctr),
+      isRead ? RemoteEffect.none : RemoteEffect.applied,
+      null,
+      DispatchState.response_received,
+      'mcp_result_contract_violated',
+    );
+  return result(
+    Category.succeeded,
+    Retry.never,
+    isRead ? RemoteEffect.none : RemoteEffect.applied,
+    null,
+    DispatchState.response_received,
+    'mcp_result',
+  );
 }
 
 function dispatchOf(ev: Evidence): DispatchStateT {

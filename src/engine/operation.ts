@@ -5,7 +5,7 @@ import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
-import type { EngineAction } from './action.js';
+import { httpDestination, type EngineAction } from './action.js';
 import {
   RequestUnbuildable,
   UsageError,
@@ -74,7 +74,7 @@ export async function openOperation<I>(
           authority_ref: dest.authority_ref,
         },
         idempotency_key:
-          dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null,
+          httpDestination(dest)?.idempotency ? idempotencyKeyFor(operationId) : null,
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,

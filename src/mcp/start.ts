@@ -6,6 +6,7 @@ import { configCredentials } from '../config/credentials.js';
 import { openConfiguredVault } from '../config/vault-open.js';
 import type { ConfigIssue } from '../config/locate.js';
 import { configSsh } from '../config/ssh-runtime.js';
+import { startUpstreams, type StartedUpstreams } from '../config/upstreams.js';
 import type { LoadedConfig } from '../config/load.js';
 import { readFileSync } from 'node:fs';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../runtime.js';
@@ -55,6 +56,8 @@ export interface ComposeOptions {
   version?: string;
   log?: (line: string) => void;
   redactor?: Redactor;
+  /** Upstream MCP servers already started (`startUpstreams`): their tools are proxied. */
+  upstreams?: StartedUpstreams;
 }
 
 /** The gateway and its runtime over an open ledger, without a transport (tests, embedding). */
@@ -71,6 +74,7 @@ export function composeGateway(options: ComposeOptions): {
     onSecret: (s) => void redactor.addSecret(s),
   });
   const gate = approvalGate(options);
+  const actions = [...options.loaded.actions, ...(options.upstreams?.actions ?? [])];
   const audit = auditOptions(options);
   // SSH hosts and actions: keys and secret_env values come from the vault at attempt time.
   const ssh = configSsh(options.loaded.config, {
@@ -85,13 +89,14 @@ export function composeGateway(options: ComposeOptions): {
     ...(gate ? { gate } : {}),
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
+    ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
-    actions: options.loaded.actions.map((a) => a.definition),
+    actions: actions.map((a) => a.definition),
   });
   const gateway = createGateway({
     runtime,
     ledger: options.ledger,
-    actions: options.loaded.actions,
+    actions,
     version: options.version ?? '0.0.0',
     ...(options.log ? { log: options.log } : {}),
     redact: (s) => redactor.redactString(s),
@@ -199,7 +204,7 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
 }
 
 export type StartFailure = {
-  code: 'ledger' | 'vault' | 'listen' | 'config';
+  code: 'ledger' | 'vault' | 'listen' | 'config' | 'upstream';
   message: string;
   /** Problems at a place in the configuration file (exit 2, one `FILE:LINE:COL` line each). */
   issues?: ConfigIssue[];
@@ -232,6 +237,17 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     return { ok: false, failure: vaultOpened.failure };
   }
   const vault = vaultOpened.vault;
+  const started = await startUpstreams(config, {
+    ...(vault ? { vault } : {}),
+    onSecret: (s) => void redactor.addSecret(s),
+    log: (line) => log(redactor.redactString(line)),
+  });
+  if (!started.ok) {
+    vault?.close();
+    await ledger.close();
+    return { ok: false, failure: { code: 'upstream', message: started.message } };
+  }
+  const upstreams = started.value;
   let composed: ReturnType<typeof composeGateway>;
   try {
     composed = composeGateway({
@@ -242,8 +258,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       version: options.version ?? '0.0.0',
       log,
       redactor,
+      ...(upstreams ? { upstreams } : {}),
     });
   } catch (error) {
+    await upstreams?.close();
     await ledger.close();
     return {
       ok: false,
@@ -263,6 +281,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       await gateway.idle();
       await stopTransport();
       await runtime.endSession('gateway stopped');
+      await upstreams?.close();
       await ledger.close();
       await closeHttpPools();
       resolveClosed();
