@@ -2,7 +2,7 @@
 // and server-memory), driven by a real MCP client over stdio through `candor serve`. The upstream
 // is killed deterministically after the request was written (test/fixtures/upstream/
 // kill-on-call.mjs); the ground truth is the upstream's own state (the disk, the memory file).
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeSchema, type Envelope } from '../src/core/envelope.js';
@@ -54,7 +54,7 @@ ${Object.entries(kill).map(([k, v]) => `      ${k}: ${q(v)}`).join('\n')}
         lookup:
           tool: read_text_file
           arguments: { path: '{{input.path}}' }
-          match: { kind: text_equals, value: '{{input.content}}' }
+          match: { kind: text_equals, value: '{{input.content}}', absent_on_error: true }
 `;
 }
 
@@ -213,5 +213,96 @@ describe('nothing reaches the upstream without a licence', () => {
     open = [];
     expect(gw.stderr()).not.toContain(CANARY);
     expect(readFileSync(join(dir, 'ledger.db')).includes(Buffer.from(CANARY))).toBe(false);
+  });
+});
+
+describe('classification from evidence', () => {
+  it('killed before the upstream read the request: outcome_unknown, the disk shows nothing, the lookup says absent; a respawn that fails is local_failure, not sent', async () => {
+    const dir = tempDir('candor-up-before-');
+    const refuse = join(dir, 'refuse');
+    const gw = await serve(
+      dir,
+      fsConfig(dir, dir, {
+        CANDOR_KILL_TOOL: 'write_file',
+        CANDOR_KILL_ONCE: join(dir, 'killed'),
+        CANDOR_KILL_MODE: 'before',
+        CANDOR_REFUSE_FILE: refuse,
+      }),
+    );
+    const path = join(dir, 'never.txt');
+    const e = await call(gw, 'fs_write_file', { path, content: 'x' });
+    expect(e).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first', remote_effect: 'unknown' });
+    expect(existsSync(path)).toBe(false);
+    // The upstream cannot be started again: nothing can have been sent.
+    writeFileSync(refuse, '');
+    const other = join(dir, 'other.txt');
+    const f = await call(gw, 'fs_write_file', { path: other, content: 'y' });
+    expect(f).toMatchObject({ category: 'local_failure', remote_effect: 'none', retry: 'allowed' });
+    expect(existsSync(other)).toBe(false);
+    // It starts again: the lookup finds no such file, and without an idempotency key a person decides.
+    rmSync(refuse);
+    const r = await call(gw, 'reconcile_operation', { operation_id: e.operation_id });
+    expect(r).toMatchObject({ category: 'outcome_unknown', retry: 'escalate' });
+    expect(existsSync(path)).toBe(false);
+  });
+
+  it('isError from a write tool is confirmed_failure with an unknown effect; from a read tool, with none', async () => {
+    const dir = tempDir('candor-up-iserror-');
+    const root = join(dir, 'root');
+    mkdirSync(root);
+    const gw = await serve(dir, fsConfig(dir, root, {}));
+    // Outside the allowed directory: the upstream refuses with isError.
+    const w = await call(gw, 'fs_write_file', { path: join(dir, 'outside.txt'), content: 'x' });
+    expect(w).toMatchObject({ category: 'confirmed_failure', remote_effect: 'unknown', retry: 'reconcile_first' });
+    expect(existsSync(join(dir, 'outside.txt'))).toBe(false);
+    const rd = await call(gw, 'fs_read_text_file', { path: join(root, 'missing.txt') });
+    expect(rd).toMatchObject({ category: 'confirmed_failure', remote_effect: 'none' });
+  });
+});
+
+describe('server-memory behind Candor', () => {
+  it('create_entities with the answer dropped, then the same call again: the duplicate guard answers reconcile_first, the memory file holds one entity', async () => {
+    const dir = tempDir('candor-up-memory-');
+    const memory = join(dir, 'memory.jsonl');
+    const log = join(dir, 'calls.log');
+    const gw = await serve(
+      dir,
+      `upstreams:
+  mem:
+    command: ${q(NODE)}
+    args: [${q(KILL)}, ${q(NODE)}, ${q(MEMORY_SERVER)}]
+    env:
+      MEMORY_FILE_PATH: ${q(memory)}
+      CANDOR_KILL_TOOL: create_entities
+      CANDOR_KILL_ONCE: ${q(join(dir, 'killed'))}
+      CANDOR_CALL_LOG: ${q(log)}
+    tools:
+      create_entities:
+        lookup:
+          tool: open_nodes
+          arguments: { names: ['{{input.entities.0.name}}'] }
+          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' }, ref: name }
+`,
+    );
+    const args = { entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote notes'] }] };
+    const first = await call(gw, 'mem_create_entities', args);
+    expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const again = await call(gw, 'mem_create_entities', args);
+    expect(again).toMatchObject({
+      ok: false,
+      category: 'outcome_unknown',
+      retry: 'reconcile_first',
+      operation_id: first.operation_id,
+    });
+    expect(calls(log)).toEqual(['create_entities']);
+    const entities = readFileSync(memory, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { type: string; name: string })
+      .filter((x) => x.type === 'entity' && x.name === 'Ada');
+    expect(entities).toHaveLength(1);
+    const r = await call(gw, 'reconcile_operation', { operation_id: first.operation_id });
+    expect(r).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
+    expect(calls(log)).toEqual(['create_entities', 'open_nodes']);
   });
 });

@@ -16,7 +16,12 @@ export const matchSchema = z.discriminatedUnion('kind', [
     .strictObject({ kind: z.literal('not_error') })
     .describe('one effect when the lookup answers without isError, none when it fails'),
   z
-    .strictObject({ kind: z.literal('text_equals'), value: z.string() })
+    .strictObject({
+      kind: z.literal('text_equals'),
+      value: z.string(),
+      /** The lookup failing (isError) means "no such effect" (e.g. a file that does not exist). */
+      absent_on_error: z.boolean().default(false),
+    })
     .describe('one effect when the answer text equals the rendered value, else none'),
   z
     .strictObject({

@@ -232,6 +232,7 @@ function countMatches(
   scope: (input: unknown) => Parameters<typeof renderBody>[1],
 ): Array<{ ref: string; record: unknown }> | null {
   if (rule.kind === 'not_error') return reply.isError ? [] : [{ ref: 'found', record: reply }];
+  if (rule.kind === 'text_equals' && reply.isError) return rule.absent_on_error ? [] : null;
   if (reply.isError) return null;
   if (rule.kind === 'text_equals') {
     const want = renderBody(rule.value, scope(input));
