@@ -255,8 +255,8 @@ function countMatches(
   const where = Object.entries(rule.where).map(([k, v]) => [k, renderBody(v, scope(input))]);
   const out: Array<{ ref: string; record: unknown }> = [];
   items.forEach((item: unknown, i) => {
-    if (item === null || typeof item !== 'object') return;
-    const rec = item as Record<string, unknown>;
+    // Without `where`, every item is one effect (a lookup that already filters by the input).
+    const rec = (item !== null && typeof item === 'object' ? item : {}) as Record<string, unknown>;
     if (!where.every(([k, v]) => rec[k as string] === v)) return;
     const ref = rule.ref !== undefined ? rec[rule.ref] : undefined;
     out.push({ ref: typeof ref === 'string' ? `${ref}#${i}` : String(i), record: item });
