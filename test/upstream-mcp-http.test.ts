@@ -43,7 +43,10 @@ function notesServer(): McpServer {
     },
     ({ text }) => {
       const found = notes.filter((n) => n === text);
-      return { content: [{ type: 'text', text: JSON.stringify(found) }], structuredContent: { notes: found } };
+      return {
+        content: [{ type: 'text', text: JSON.stringify(found) }],
+        structuredContent: { notes: found },
+      };
     },
   );
   return s;
@@ -58,7 +61,9 @@ beforeAll(async () => {
     let body = '';
     req.on('data', (c: Buffer) => (body += c.toString('utf8')));
     req.on('end', () => {
-      const parsed = body ? (JSON.parse(body) as { method?: string; params?: { name?: string } }) : undefined;
+      const parsed = body
+        ? (JSON.parse(body) as { method?: string; params?: { name?: string } })
+        : undefined;
       if (parsed?.method === 'tools/call') asked.push(parsed.params?.name ?? '');
       if (parsed?.method === 'tools/call' && parsed.params?.name === 'add_note' && dropNext) {
         dropNext = false;
@@ -67,7 +72,7 @@ beforeAll(async () => {
         req.socket.destroy();
         return;
       }
-      const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+      const transport = new StreamableHTTPServerTransport({ enableJsonResponse: true });
       const server = notesServer();
       res.on('close', () => void transport.close().then(() => server.close()));
       void server.connect(transport).then(() => transport.handleRequest(req, res, parsed));
@@ -78,7 +83,11 @@ beforeAll(async () => {
 });
 afterAll(() => new Promise<void>((r) => http.close(() => r())));
 
-async function call(gw: StdioGateway, name: string, args: Record<string, unknown>): Promise<Envelope> {
+async function call(
+  gw: StdioGateway,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Envelope> {
   const r = await gw.client.callTool({ name, arguments: args });
   return envelopeSchema.parse(r.structuredContent);
 }
@@ -119,7 +128,11 @@ upstreams:
           match: { kind: count, array: notes }
 `,
     );
-    const gw = await connectStdio(['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`], {}, dir);
+    const gw = await connectStdio(
+      ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
+      {},
+      dir,
+    );
     try {
       const ok = await call(gw, 'notes_add_note', { text: 'first' });
       expect(ok).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
@@ -127,7 +140,11 @@ upstreams:
 
       dropNext = true;
       const lost = await call(gw, 'notes_add_note', { text: 'second' });
-      expect(lost).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first', remote_effect: 'unknown' });
+      expect(lost).toMatchObject({
+        category: 'outcome_unknown',
+        retry: 'reconcile_first',
+        remote_effect: 'unknown',
+      });
       expect(notes).toEqual(['first', 'second']);
       // The agent repeats: held by the duplicate guard, never sent.
       const again = await call(gw, 'notes_add_note', { text: 'second' });

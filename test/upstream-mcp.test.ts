@@ -2,17 +2,38 @@
 // and server-memory), driven by a real MCP client over stdio through `candor serve`. The upstream
 // is killed deterministically after the request was written (test/fixtures/upstream/
 // kill-on-call.mjs); the ground truth is the upstream's own state (the disk, the memory file).
+import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeSchema, type Envelope } from '../src/core/envelope.js';
 import { openLedger } from '../src/ledger/open.js';
 import { createKeyFile, initVault } from '../src/vault/index.js';
-import { connectStdio, ROOT, tempDir, writeConfig, type StdioGateway } from './fixtures/mcp/stdio.js';
+import {
+  connectStdio,
+  ROOT,
+  tempDir,
+  writeConfig,
+  type StdioGateway,
+} from './fixtures/mcp/stdio.js';
 
 const KILL = join(ROOT, 'test', 'fixtures', 'upstream', 'kill-on-call.mjs');
-const FS_SERVER = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-filesystem', 'dist', 'index.js');
-const MEMORY_SERVER = join(ROOT, 'node_modules', '@modelcontextprotocol', 'server-memory', 'dist', 'index.js');
+const FS_SERVER = join(
+  ROOT,
+  'node_modules',
+  '@modelcontextprotocol',
+  'server-filesystem',
+  'dist',
+  'index.js',
+);
+const MEMORY_SERVER = join(
+  ROOT,
+  'node_modules',
+  '@modelcontextprotocol',
+  'server-memory',
+  'dist',
+  'index.js',
+);
 const NODE = process.execPath;
 
 let open: StdioGateway[] = [];
@@ -23,30 +44,35 @@ afterEach(async () => {
 
 async function serve(dir: string, yaml: string): Promise<StdioGateway> {
   const config = writeConfig(dir, yaml);
-  const gw = await connectStdio(['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`], {}, dir);
+  const gw = await connectStdio(
+    ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
+    {},
+    dir,
+  );
   open.push(gw);
   return gw;
 }
 
-async function call(gw: StdioGateway, name: string, args: Record<string, unknown>): Promise<Envelope> {
+async function call(
+  gw: StdioGateway,
+  name: string,
+  args: Record<string, unknown>,
+): Promise<Envelope> {
   const r = await gw.client.callTool({ name, arguments: args });
   return envelopeSchema.parse(r.structuredContent);
 }
 
 const q = (s: string): string => JSON.stringify(s);
 
-function fsConfig(
-  dir: string,
-  root: string,
-  kill: Record<string, string>,
-  extra = '',
-): string {
+function fsConfig(dir: string, root: string, kill: Record<string, string>, extra = ''): string {
   return `${extra}upstreams:
   fs:
     command: ${q(NODE)}
     args: [${q(KILL)}, ${q(NODE)}, ${q(FS_SERVER)}, ${q(root)}]
     env:${Object.keys(kill).length === 0 ? ' {}' : ''}
-${Object.entries(kill).map(([k, v]) => `      ${k}: ${q(v)}`).join('\n')}
+${Object.entries(kill)
+  .map(([k, v]) => `      ${k}: ${q(v)}`)
+  .join('\n')}
     deadline_ms: 20000
     tools:
       write_file:
@@ -124,7 +150,9 @@ describe('server-filesystem behind Candor', () => {
       'operation_resolved',
     ]);
     const finished = events[2]!;
-    expect(finished.kind === 'attempt_finished' && finished.data.dispatch_state).toBe('sent_no_response');
+    expect(finished.kind === 'attempt_finished' && finished.data.dispatch_state).toBe(
+      'sent_no_response',
+    );
   });
 });
 
@@ -139,12 +167,22 @@ describe('nothing reaches the upstream without a licence', () => {
     const log = join(dir, 'calls.log');
     const gw = await serve(
       dir,
-      fsConfig(dir, dir, { CANDOR_CALL_LOG: log }, `approvals:\n  approver: console\n  dir: ${q(approvals)}\n`),
+      fsConfig(
+        dir,
+        dir,
+        { CANDOR_CALL_LOG: log },
+        `approvals:\n  approver: console\n  dir: ${q(approvals)}\n`,
+      ),
     );
     writeFileSync(join(approvals, 'LOCKED'), JSON.stringify({ by: 'test', at: Date.now() }));
     const path = join(dir, 'locked.txt');
     const e = await call(gw, 'fs_write_file', { path, content: 'x' });
-    expect(e).toMatchObject({ ok: false, category: 'gate_locked', remote_effect: 'none', retry: 'never' });
+    expect(e).toMatchObject({
+      ok: false,
+      category: 'gate_locked',
+      remote_effect: 'none',
+      retry: 'never',
+    });
     expect(existsSync(path)).toBe(false);
     expect(calls(log)).toEqual([]);
   });
@@ -204,7 +242,10 @@ describe('nothing reaches the upstream without a licence', () => {
     // The careless upstream did receive the secret (it wrote it to disk)...
     expect(readFileSync(leakFile, 'utf8')).toBe(CANARY);
     // ...and hands it back in a tool result: Candor redacts it before the agent sees it.
-    const raw = await gw.client.callTool({ name: 'fs_read_text_file', arguments: { path: leakFile } });
+    const raw = await gw.client.callTool({
+      name: 'fs_read_text_file',
+      arguments: { path: leakFile },
+    });
     const e = envelopeSchema.parse(raw.structuredContent);
     expect(e).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'none' });
     expect(JSON.stringify(e.data)).toContain('REDACTED');
@@ -231,7 +272,11 @@ describe('classification from evidence', () => {
     );
     const path = join(dir, 'never.txt');
     const e = await call(gw, 'fs_write_file', { path, content: 'x' });
-    expect(e).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first', remote_effect: 'unknown' });
+    expect(e).toMatchObject({
+      category: 'outcome_unknown',
+      retry: 'reconcile_first',
+      remote_effect: 'unknown',
+    });
     expect(existsSync(path)).toBe(false);
     // The upstream cannot be started again: nothing can have been sent.
     writeFileSync(refuse, '');
@@ -253,7 +298,11 @@ describe('classification from evidence', () => {
     const gw = await serve(dir, fsConfig(dir, root, {}));
     // Outside the allowed directory: the upstream refuses with isError.
     const w = await call(gw, 'fs_write_file', { path: join(dir, 'outside.txt'), content: 'x' });
-    expect(w).toMatchObject({ category: 'confirmed_failure', remote_effect: 'unknown', retry: 'reconcile_first' });
+    expect(w).toMatchObject({
+      category: 'confirmed_failure',
+      remote_effect: 'unknown',
+      retry: 'reconcile_first',
+    });
     expect(existsSync(join(dir, 'outside.txt'))).toBe(false);
     const rd = await call(gw, 'fs_read_text_file', { path: join(root, 'missing.txt') });
     expect(rd).toMatchObject({ category: 'confirmed_failure', remote_effect: 'none' });
@@ -284,7 +333,9 @@ describe('server-memory behind Candor', () => {
           match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' }, ref: name }
 `,
     );
-    const args = { entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote notes'] }] };
+    const args = {
+      entities: [{ name: 'Ada', entityType: 'person', observations: ['wrote notes'] }],
+    };
     const first = await call(gw, 'mem_create_entities', args);
     expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
     const again = await call(gw, 'mem_create_entities', args);
@@ -304,5 +355,70 @@ describe('server-memory behind Candor', () => {
     const r = await call(gw, 'reconcile_operation', { operation_id: first.operation_id });
     expect(r).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
     expect(calls(log)).toEqual(['create_entities', 'open_nodes']);
+  });
+});
+
+describe('candor probe mcp', () => {
+  it('reports create_entities of server-memory retry-safe, and the memory file agrees (one entity after the repeat)', () => {
+    const dir = tempDir('candor-up-probe-');
+    const memory = join(dir, 'memory.jsonl');
+    const config = writeConfig(
+      dir,
+      `upstreams:
+  mem:
+    command: ${q(NODE)}
+    args: [${q(MEMORY_SERVER)}]
+    env: { MEMORY_FILE_PATH: ${q(memory)} }
+    tools:
+      create_entities:
+        lookup:
+          tool: open_nodes
+          arguments: { names: ['{{input.entities.0.name}}'] }
+          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' } }
+        probe:
+          arguments: { entities: [{ name: Probe, entityType: thing, observations: [] }] }
+`,
+    );
+    const json = join(dir, 'probe.json');
+    const r = spawnSync(
+      NODE,
+      [join(ROOT, 'bin', 'candor.js'), 'probe', 'mcp', '--config', config, '--json', json],
+      {
+        cwd: dir,
+        encoding: 'utf8',
+      },
+    );
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(
+      '| mem | create_entities (mem_create_entities) | create | retry-safe |',
+    );
+    const report = JSON.parse(readFileSync(json, 'utf8')) as {
+      tools: Array<{
+        tool: string;
+        verdict: string;
+        reason: string;
+        steps: Array<{ step: string; effects?: number }>;
+      }>;
+    };
+    const create = report.tools.find((t) => t.tool === 'create_entities')!;
+    expect(create.verdict).toBe('retry-safe');
+    expect(create.steps.map((s) => s.step)).toEqual([
+      'first_call',
+      'lookup_after_first',
+      'repeat_call',
+      'lookup_after_repeat',
+    ]);
+    // Ground truth: the repeat did not add a second entity.
+    const probes = readFileSync(memory, 'utf8')
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as { type: string; name: string })
+      .filter((x) => x.type === 'entity' && x.name === 'Probe');
+    expect(probes).toHaveLength(1);
+    // Tools without a lookup are not guessed at.
+    expect(report.tools.find((t) => t.tool === 'create_relations')).toMatchObject({
+      verdict: 'not determinable',
+      reason: 'no lookup',
+    });
   });
 });

@@ -51,6 +51,12 @@ export const upstreamToolSchema = z.strictObject({
     .optional(),
   deadline_ms: z.number().int().positive().optional(),
   hidden: z.boolean().default(false).describe('not exported to the agent'),
+  probe: z
+    .strictObject({ arguments: z.record(z.string(), z.unknown()) })
+    .optional()
+    .describe(
+      '`candor probe mcp`: the arguments of the probe calls (against a disposable upstream)',
+    ),
 });
 
 export const upstreamSchema = z

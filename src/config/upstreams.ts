@@ -28,8 +28,7 @@ export interface StartedUpstreams {
 }
 
 export type UpstreamsResult =
-  | { ok: true; value: StartedUpstreams | undefined }
-  | { ok: false; message: string };
+  { ok: true; value: StartedUpstreams | undefined } | { ok: false; message: string };
 
 /**
  * Connects every configured upstream and lists its tools. An upstream that cannot be started or
@@ -124,7 +123,9 @@ async function endpointOf(
         url: spec.url,
       });
       if (!r?.ok || r.value.kind !== 'http_header')
-        throw Object.assign(new Error('credential unavailable'), { code: 'credential_unavailable' });
+        throw Object.assign(new Error('credential unavailable'), {
+          code: 'credential_unavailable',
+        });
       options.onSecret?.(r.value.header_value);
       headers[r.value.header_name] = r.value.header_value;
     }

@@ -73,8 +73,7 @@ export async function openOperation<I>(
           route_template: dest.route_template ?? line.target.split('?')[0]!,
           authority_ref: dest.authority_ref,
         },
-        idempotency_key:
-          httpDestination(dest)?.idempotency ? idempotencyKeyFor(operationId) : null,
+        idempotency_key: httpDestination(dest)?.idempotency ? idempotencyKeyFor(operationId) : null,
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,

@@ -16,9 +16,7 @@ import type { EngineContext } from './context.js';
 
 /** A prepared attempt request, less its attempt id and credentials (added at dispatch). */
 export type DraftRequest =
-  | Omit<HttpPrepared, 'id'>
-  | Omit<SshRunPrepared, 'id'>
-  | Omit<McpPrepared, 'id'>;
+  Omit<HttpPrepared, 'id'> | Omit<SshRunPrepared, 'id'> | Omit<McpPrepared, 'id'>;
 
 export interface PreparedAttempt {
   /** The request line as recorded and shown: the HTTP method, or `SSH`. */
@@ -78,27 +76,27 @@ export function prepare<I, O>(
           deadline_ms: dest.deadline_ms,
         }
       : dest.kind === 'ssh'
-      ? {
-          kind: 'ssh',
-          op: 'run',
-          host_ref: dest.host_ref,
-          command: line.target,
-          family: action.class,
-          operation_id: view.operation_id,
-          deadline_ms: dest.deadline_ms,
-          ...(dest.check ? { check: dest.check(input) } : {}),
-          ...(dest.secret_env ? { secret_env: dest.secret_env(input) } : {}),
-        }
-      : {
-          kind: 'http',
-          origin: dest.origin,
-          method: line.method.toUpperCase(),
-          path: line.target,
-          headers,
-          ...(body !== undefined ? { body } : {}),
-          ...(action.timeouts ? { timeouts: action.timeouts } : {}),
-          reuse_connection: action.class === 'read',
-        };
+        ? {
+            kind: 'ssh',
+            op: 'run',
+            host_ref: dest.host_ref,
+            command: line.target,
+            family: action.class,
+            operation_id: view.operation_id,
+            deadline_ms: dest.deadline_ms,
+            ...(dest.check ? { check: dest.check(input) } : {}),
+            ...(dest.secret_env ? { secret_env: dest.secret_env(input) } : {}),
+          }
+        : {
+            kind: 'http',
+            origin: dest.origin,
+            method: line.method.toUpperCase(),
+            path: line.target,
+            headers,
+            ...(body !== undefined ? { body } : {}),
+            ...(action.timeouts ? { timeouts: action.timeouts } : {}),
+            reuse_connection: action.class === 'read',
+          };
   return {
     method: line.method.toUpperCase(),
     target: line.target,

@@ -54,7 +54,8 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
         } else if (schema && data.structuredContent === undefined) {
           // A tool that declares an outputSchema must return structured content (MCP spec).
           evidence.contract_check = 'violated';
-          diagnostics['problem'] = 'no structuredContent although the tool declares an outputSchema';
+          diagnostics['problem'] =
+            'no structuredContent although the tool declares an outputSchema';
         }
       }
       return {
@@ -76,11 +77,19 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
   };
 }
 
-function read(facts: CallFacts): { evidence: Evidence; data: McpToolReply | null; diagnostics: Record<string, unknown> } {
+function read(facts: CallFacts): {
+  evidence: Evidence;
+  data: McpToolReply | null;
+  diagnostics: Record<string, unknown>;
+} {
   switch (facts.stage) {
     case 'not_connected':
       return {
-        evidence: { phase: 'not_sent', local_error: 'connect_refused', error_code: facts.error_code },
+        evidence: {
+          phase: 'not_sent',
+          local_error: 'connect_refused',
+          error_code: facts.error_code,
+        },
         data: null,
         diagnostics: { stage: facts.stage, error_code: facts.error_code },
       };

@@ -208,7 +208,10 @@ export function upstreamConnection(
         c.watches.delete(opts.id);
       }
       if (watch.answer)
-        return { stage: 'answered', message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'] };
+        return {
+          stage: 'answered',
+          message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'],
+        };
       const code = error ? codeOf(error) : 'no_answer';
       if (!watch.written) return { stage: 'not_written', error_code: code };
       return {
