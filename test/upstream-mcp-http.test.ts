@@ -1,6 +1,8 @@
 // An upstream over Streamable HTTP (a small notes server on the MCP SDK, started by the test, with
 // a bearer token Candor takes from the vault): the same operation trail and classification as
 // stdio. The notes array is the ground truth; the stream is dropped after the note was stored.
+import { execFile } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
@@ -10,7 +12,13 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import { envelopeSchema, type Envelope } from '../src/core/envelope.js';
 import { createKeyFile, initVault } from '../src/vault/index.js';
-import { connectStdio, tempDir, writeConfig, type StdioGateway } from './fixtures/mcp/stdio.js';
+import {
+  connectStdio,
+  ROOT,
+  tempDir,
+  writeConfig,
+  type StdioGateway,
+} from './fixtures/mcp/stdio.js';
 
 const TOKEN = 'notes-bearer-5e1f0c9a7b';
 const notes: string[] = [];
@@ -92,6 +100,23 @@ async function call(
   return envelopeSchema.parse(r.structuredContent);
 }
 
+async function vaultWithToken(dir: string): Promise<string> {
+  const keyFile = join(dir, 'vault.key');
+  const vaultPath = join(dir, 'vault.json');
+  expect((await createKeyFile(keyFile)).ok).toBe(true);
+  const v = await initVault({ kind: 'key_file', path: keyFile }, { path: vaultPath });
+  if (!v.ok) throw new Error(v.failure.message);
+  const set = await v.value.set({
+    name: 'notes',
+    type: 'bearer',
+    secret: TOKEN,
+    bindings: [{ kind: 'http', origin: new URL(url).origin, path_prefix: '/mcp' }],
+  });
+  expect(set.ok).toBe(true);
+  v.value.close();
+  return `vault: { key_file: ${JSON.stringify(keyFile)}, path: ${JSON.stringify(vaultPath)} }\n`;
+}
+
 describe('an upstream over Streamable HTTP', () => {
   it('proxies with the vault credential; a dropped stream after the write is outcome_unknown and the lookup settles it', async () => {
     const dir = tempDir('candor-up-http-');
@@ -158,5 +183,53 @@ upstreams:
       await gw.close();
     }
     expect(gw.stderr()).not.toContain(TOKEN);
+  });
+});
+
+describe('candor probe mcp over Streamable HTTP', () => {
+  it('reports add_note as duplicating on retry, as the notes show', async () => {
+    const dir = tempDir('candor-up-http-probe-');
+    const config = writeConfig(
+      dir,
+      `${await vaultWithToken(dir)}upstreams:
+  notes:
+    url: ${JSON.stringify(url)}
+    credential: vault:notes
+    tools:
+      add_note:
+        lookup:
+          tool: find_notes
+          arguments: { text: '{{input.text}}' }
+          match: { kind: count, array: notes }
+        probe:
+          arguments: { text: probe-note }
+`,
+    );
+    const json = join(dir, 'probe.json');
+    // Asynchronously: the notes server runs in this process and must keep answering.
+    const r = await new Promise<{ status: number | null; stdout: string; stderr: string }>(
+      (done) => {
+        execFile(
+          process.execPath,
+          [join(ROOT, 'bin', 'candor.js'), 'probe', 'mcp', '--config', config, '--json', json],
+          { cwd: dir, encoding: 'utf8' },
+          (error, stdout, stderr) =>
+            done({
+              status: error ? ((error as { code?: number }).code ?? null) : 0,
+              stdout,
+              stderr,
+            }),
+        );
+      },
+    );
+    expect(r.status, r.stderr).toBe(1);
+    const report = JSON.parse(readFileSync(json, 'utf8')) as {
+      tools: Array<{ tool: string; verdict: string }>;
+    };
+    expect(report.tools).toEqual([
+      expect.objectContaining({ tool: 'add_note', verdict: 'duplicates on retry' }),
+    ]);
+    expect(notes.filter((n) => n === 'probe-note')).toHaveLength(2);
+    expect(r.stdout + r.stderr + readFileSync(json, 'utf8')).not.toContain(TOKEN);
   });
 });
