@@ -26,7 +26,10 @@ export const matchSchema = z.discriminatedUnion('kind', [
   z
     .strictObject({
       kind: z.literal('count'),
-      /** Dotted path to an array in structuredContent (or in the JSON of the first text block). */
+      /**
+       * Dotted path to an array in structuredContent (or in the JSON of the text blocks); `$` when
+       * the answer itself is the array.
+       */
       array: z.string().min(1),
       /** Fields an item must have (templates over the input); every matching item is one effect. */
       where: z.record(z.string(), z.string()).default({}),

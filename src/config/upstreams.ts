@@ -248,7 +248,7 @@ function countMatches(
     }
   }
   let items: unknown = root;
-  for (const part of rule.array.split('.')) {
+  for (const part of rule.array === '$' ? [] : rule.array.split('.')) {
     if (items === null || typeof items !== 'object') return null;
     items = (items as Record<string, unknown>)[part];
   }

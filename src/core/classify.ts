@@ -57,6 +57,7 @@ export const RULE_IDS = [
   'mcp_result_contract_violated',
   'mcp_tool_error',
   'mcp_rpc_error',
+  'mcp_rpc_internal_error',
   'unreadable_evidence',
   'classifier_fault',
   // The engine's own: no attempt was made (the request could not be built, or changed).
@@ -420,8 +421,8 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
 }
 
 /**
- * An upstream MCP server answered. A JSON-RPC error is a refusal of the request itself (unknown
- * tool, invalid params): the tool did not run. `isError` means the tool ran and failed, possibly
+ * An upstream MCP server answered. A JSON-RPC refusal (unknown tool, invalid params) means the
+ * tool did not run; an internal JSON-RPC error (a handler that threw) is treated like `isError`. `isError` means the tool ran and failed, possibly
  * halfway: its effect is unknown unless the tool only reads. A result whose structured content
  * breaks the tool's own outputSchema is not a usable answer.
  */
@@ -440,14 +441,14 @@ function mcpAnswer(
       DispatchState.response_received,
       'mcp_rpc_error',
     );
-  if (reply === 'tool_error')
+  if (reply === 'tool_error' || reply === 'rpc_internal_error')
     return result(
       Category.confirmed_failure,
       isRead ? CONFIRMED_FAILURE_RETRY[ctr.action_class] : retryAfterMalformed(ctr),
       isRead ? RemoteEffect.none : RemoteEffect.unknown,
       null,
       DispatchState.response_received,
-      'mcp_tool_error',
+      reply === 'tool_error' ? 'mcp_tool_error' : 'mcp_rpc_internal_error',
     );
   if (ev.contract_check === 'violated')
     return result(

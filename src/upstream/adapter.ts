@@ -3,7 +3,8 @@
 //   not connected / spawn failed / not initialized / refused  -> not_sent
 //   written, then the child exited or the stream dropped      -> request_sent, connection_closed
 //   written, then the deadline passed / the caller cancelled  -> request_sent, deadline / cancelled
-//   a JSON-RPC error for this request id                      -> mcp_reply rpc_error
+//   a JSON-RPC refusal for this request id (-32700..-32602)   -> mcp_reply rpc_error
+//   another JSON-RPC error (a handler threw: -32603, -32000…)  -> mcp_reply rpc_internal_error
 //   a result with isError                                     -> mcp_reply tool_error
 //   a result whose structuredContent breaks the outputSchema  -> mcp_reply result, contract violated
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/client/validators/ajv';
@@ -17,6 +18,12 @@ export interface McpTransportOptions {
   outputSchemaOf?: (upstream: string, tool: string) => Record<string, unknown> | undefined;
   now?: () => number;
 }
+
+/**
+ * JSON-RPC errors that refuse the request before any tool code runs: parse error, invalid request,
+ * method not found, invalid params (which MCP servers also use for an unknown tool).
+ */
+const REFUSAL_CODES: ReadonlySet<number> = new Set([-32700, -32600, -32601, -32602]);
 
 export function mcpTransport(options: McpTransportOptions): Transport<McpPrepared> {
   const now = options.now ?? Date.now;
@@ -45,7 +52,7 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
         const schema = options.outputSchemaOf?.(p.upstream, p.tool);
         if (schema && data.structuredContent !== undefined) {
           try {
-            const v = validator.getValidator(schema as never)(data.structuredContent);
+            const v = validator.getValidator(schema)(data.structuredContent);
             evidence.contract_check = v.valid ? 'valid' : 'violated';
             if (!v.valid) diagnostics['problem'] = `structuredContent: ${v.errorMessage}`;
           } catch {
@@ -120,7 +127,10 @@ function read(facts: CallFacts): {
       const m = facts.message;
       if (m.error) {
         return {
-          evidence: { phase: 'response_complete', mcp_reply: 'rpc_error' },
+          evidence: {
+            phase: 'response_complete',
+            mcp_reply: REFUSAL_CODES.has(m.error.code) ? 'rpc_error' : 'rpc_internal_error',
+          },
           data: null,
           diagnostics: { stage: facts.stage, rpc_error: m.error },
         };
