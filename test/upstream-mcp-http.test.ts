@@ -24,6 +24,9 @@ const TOKEN = 'notes-bearer-5e1f0c9a7b';
 const notes: string[] = [];
 const asked: string[] = [];
 let dropNext = false;
+/** JSON-RPC methods of every message the server received (notifications included). */
+const received: string[] = [];
+let slowStarted: () => void = () => undefined;
 let http: Server;
 let url: string;
 
@@ -37,6 +40,20 @@ function notesServer(): McpServer {
       annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
     },
     ({ text }) => {
+      notes.push(text);
+      return { content: [{ type: 'text', text: `added ${text}` }] };
+    },
+  );
+  s.registerTool(
+    'slow_note',
+    {
+      description: 'Adds a note after a while',
+      inputSchema: { text: z.string() },
+      annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: false },
+    },
+    async ({ text }) => {
+      slowStarted();
+      await new Promise((r) => setTimeout(r, 3_000));
       notes.push(text);
       return { content: [{ type: 'text', text: `added ${text}` }] };
     },
@@ -72,6 +89,7 @@ beforeAll(async () => {
       const parsed = body
         ? (JSON.parse(body) as { method?: string; params?: { name?: string } })
         : undefined;
+      if (parsed?.method) received.push(parsed.method);
       if (parsed?.method === 'tools/call') asked.push(parsed.params?.name ?? '');
       if (parsed?.method === 'tools/call' && parsed.params?.name === 'add_note' && dropNext) {
         dropNext = false;
@@ -231,5 +249,49 @@ describe('candor probe mcp over Streamable HTTP', () => {
     ]);
     expect(notes.filter((n) => n === 'probe-note')).toHaveLength(2);
     expect(r.stdout + r.stderr + readFileSync(json, 'utf8')).not.toContain(TOKEN);
+  });
+});
+
+describe('cancellation through Candor', () => {
+  it('the agent cancels a call in flight: notifications/cancelled reaches the upstream, the operation is recorded unknown', async () => {
+    const dir = tempDir('candor-up-http-cancel-');
+    const config = writeConfig(
+      dir,
+      `${await vaultWithToken(dir)}upstreams:
+  notes:
+    url: ${JSON.stringify(url)}
+    credential: vault:notes
+`,
+    );
+    const gw = await connectStdio(
+      ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
+      {},
+      dir,
+    );
+    try {
+      const started = new Promise<void>((r) => (slowStarted = r));
+      const abort = new AbortController();
+      const pending = gw.client
+        .callTool({ name: 'notes_slow_note', arguments: { text: 'slow' } }, undefined, {
+          signal: abort.signal,
+        })
+        .catch((e: unknown) => e);
+      await started;
+      abort.abort();
+      await pending;
+      // Candor forwarded the cancellation to the upstream.
+      await expect.poll(() => received.includes('notifications/cancelled')).toBe(true);
+      const list = await call(gw, 'list_unresolved_operations', {});
+      const ops = (
+        list.data as {
+          operations: Array<{ operation: string; state: string; remote_effect: string }>;
+        }
+      ).operations;
+      expect(ops).toEqual([
+        expect.objectContaining({ operation: 'notes_slow_note', remote_effect: 'unknown' }),
+      ]);
+    } finally {
+      await gw.close();
+    }
   });
 });
