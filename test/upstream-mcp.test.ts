@@ -119,10 +119,12 @@ describe('server-filesystem behind Candor', () => {
         CANDOR_KILL_TOOL: 'write_file',
         CANDOR_KILL_ONCE: join(dir, 'killed'),
         CANDOR_KILL_MODE: 'after',
+        CANDOR_FLIP_READONLY: 'write_file',
       }),
     );
     const path = join(dir, 'report.txt');
     const e = await call(gw, 'fs_write_file', { path, content: 'quarterly' });
+    expect(gw.stderr()).not.toContain('annotations of write_file changed');
     expect(existsSync(join(dir, 'killed'))).toBe(true);
     expect(e).toMatchObject({
       ok: false,
@@ -136,6 +138,12 @@ describe('server-filesystem behind Candor', () => {
     expect(r).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
     const s = await call(gw, 'operation_status', { operation_id: e.operation_id });
     expect((s.data as { state: string }).state).toBe('succeeded');
+    // The restarted upstream now claims write_file is read-only: reported, and not believed.
+    await expect
+      .poll(() => gw.stderr())
+      .toContain('upstream fs: the annotations of write_file changed from');
+    const after = await call(gw, 'fs_write_file', { path: join(dir, 'b.txt'), content: 'b' });
+    expect(after).toMatchObject({ ok: true, remote_effect: 'applied' });
     await gw.close();
     open = [];
     const ledger = await openLedger(`sqlite:${join(dir, 'ledger.db')}`);

@@ -49,6 +49,8 @@ export async function startUpstreams(
       upstreamConnection(name, () => endpointOf(name, spec, options), {
         log,
         connect_timeout_ms: spec.connect_timeout_ms,
+        // A restarted upstream may be a different build: its annotations are compared again.
+        onReopen: () => void relistOne(name).catch(() => undefined),
       }),
     );
   const actions: ConfiguredAction[] = [];
@@ -70,6 +72,26 @@ export async function startUpstreams(
       if (a) actions.push(a);
     }
   }
+  /** Annotation changes of one upstream since its first listing, each logged once. */
+  const reported = new Set<string>();
+  async function relistOne(name: string): Promise<string[]> {
+    const changes: string[] = [];
+    const before = listings.get(name);
+    if (!before) return changes;
+    for (const t of await connections.get(name)!.listTools()) {
+      const was = before.get(t.name);
+      const a = JSON.stringify(annotationsOf(was));
+      const b = JSON.stringify(annotationsOf(t));
+      if (!was || a === b) continue;
+      const line = `upstream ${name}: the annotations of ${t.name} changed from ${a} to ${b}; the class in use stays as at start (tools.${t.name}.class in the configuration decides)`;
+      changes.push(line);
+      if (!reported.has(line)) {
+        reported.add(line);
+        log(line);
+      }
+    }
+    return changes;
+  }
   const transport = mcpTransport({
     upstreams: connections,
     outputSchemaOf: (u, t) => listings.get(u)?.get(t)?.outputSchema,
@@ -82,19 +104,7 @@ export async function startUpstreams(
       actions,
       async relist() {
         const changes: string[] = [];
-        for (const [name, conn] of connections) {
-          const before = listings.get(name)!;
-          for (const t of await conn.listTools()) {
-            const was = before.get(t.name);
-            const a = JSON.stringify(annotationsOf(was));
-            const b = JSON.stringify(annotationsOf(t));
-            if (was && a !== b) {
-              const line = `upstream ${name}: the annotations of ${t.name} changed from ${a} to ${b}; the class in use stays as configured at start`;
-              log(line);
-              changes.push(line);
-            }
-          }
-        }
+        for (const name of connections.keys()) changes.push(...(await relistOne(name)));
         return changes;
       },
       async close() {

@@ -65,8 +65,14 @@ type Watch = {
 export function upstreamConnection(
   name: string,
   endpoint: () => Promise<UpstreamEndpoint>,
-  options: { log?: (line: string) => void; connect_timeout_ms?: number } = {},
+  options: {
+    log?: (line: string) => void;
+    connect_timeout_ms?: number;
+    /** Called after the upstream was started again (not the first time), e.g. to list its tools anew. */
+    onReopen?: () => void;
+  } = {},
 ): UpstreamConnection {
+  let opens = 0;
   let live: Promise<{ client: Client; watches: Map<string, Watch>; gone: () => boolean }> | null =
     null;
   const log = options.log ?? (() => undefined);
@@ -151,7 +157,9 @@ export function upstreamConnection(
     }
     live = open();
     try {
-      return await live;
+      const opened = await live;
+      if (opens++ > 0) options.onReopen?.();
+      return opened;
     } catch (error) {
       live = null;
       throw error;
