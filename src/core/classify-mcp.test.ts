@@ -72,7 +72,7 @@ describe('classify: MCP upstream answers', () => {
     ],
     [
       'written, then the child exited',
-      { phase: 'request_sent', local_error: 'connection_closed' } as Evidence,
+      { phase: 'request_sent', local_error: 'connection_closed' },
       createWithLookup,
       'outcome_unknown',
       'reconcile_first',
@@ -81,7 +81,7 @@ describe('classify: MCP upstream answers', () => {
     ],
     [
       'written, then the child exited (no lookup)',
-      { phase: 'request_sent', local_error: 'connection_closed' } as Evidence,
+      { phase: 'request_sent', local_error: 'connection_closed' },
       create,
       'outcome_unknown',
       'escalate',
@@ -90,7 +90,7 @@ describe('classify: MCP upstream answers', () => {
     ],
     [
       'written, then the deadline passed (a read)',
-      { phase: 'request_sent', local_error: 'deadline' } as Evidence,
+      { phase: 'request_sent', local_error: 'deadline' },
       read,
       'outcome_unknown',
       'allowed',
@@ -99,7 +99,7 @@ describe('classify: MCP upstream answers', () => {
     ],
     [
       'spawn failed',
-      { phase: 'not_sent', local_error: 'connect_refused' } as Evidence,
+      { phase: 'not_sent', local_error: 'connect_refused' },
       create,
       'local_failure',
       'allowed',
