@@ -245,7 +245,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   if (!started.ok) {
     vault?.close();
     await ledger.close();
-    return { ok: false, failure: { code: 'upstream', message: started.message } };
+    return {
+      ok: false,
+      failure: { code: 'upstream', message: `${options.loaded.file}: ${started.message}` },
+    };
   }
   const upstreams = started.value;
   let composed: ReturnType<typeof composeGateway>;
