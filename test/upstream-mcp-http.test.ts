@@ -242,10 +242,16 @@ describe('candor probe mcp over Streamable HTTP', () => {
     );
     expect(r.status, r.stderr).toBe(1);
     const report = JSON.parse(readFileSync(json, 'utf8')) as {
-      tools: Array<{ tool: string; verdict: string }>;
+      tools: Array<{ tool: string; verdict: string; reason: string }>;
     };
     expect(report.tools).toEqual([
       expect.objectContaining({ tool: 'add_note', verdict: 'duplicates on retry' }),
+      // No lookup mapped: not called, not guessed.
+      expect.objectContaining({
+        tool: 'slow_note',
+        verdict: 'not determinable',
+        reason: 'no lookup',
+      }),
     ]);
     expect(notes.filter((n) => n === 'probe-note')).toHaveLength(2);
     expect(r.stdout + r.stderr + readFileSync(json, 'utf8')).not.toContain(TOKEN);
