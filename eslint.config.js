@@ -110,9 +110,9 @@ export default tseslint.config(
     rules: forbid('the ledger', except('core', 'ledger'), [roots('the ledger')]),
   },
   {
-    files: ['src/http/**/*.ts', 'src/ssh/**/*.ts', 'src/vault/**/*.ts'],
+    files: ['src/http/**/*.ts', 'src/ssh/**/*.ts', 'src/upstream/**/*.ts', 'src/vault/**/*.ts'],
     ignores: ['**/*.test.ts'],
-    rules: forbid('an adapter (http, ssh, vault)', except('core'), [roots('an adapter')]),
+    rules: forbid('an adapter (http, ssh, upstream, vault)', except('core'), [roots('an adapter')]),
   },
   {
     // The engine imports ports (core, the ledger's port and projections), never a transport, the

@@ -49,6 +49,14 @@ describe('lint: dependency direction (DESIGN.md §6)', () => {
         'http',
         "import { createEngine } from '../engine/runtime.js';\nexport const probe = createEngine;\n",
       ),
+      engineUpstream: probe(
+        'engine',
+        "import { mcpTransport } from '../upstream/adapter.js';\nexport const probe = mcpTransport;\n",
+      ),
+      upstreamEngine: probe(
+        'upstream',
+        "import { createEngine } from '../engine/runtime.js';\nexport const probe = createEngine;\n",
+      ),
       coreLedger: probe(
         'core',
         "import type { OperationView } from '../ledger/projection.js';\nexport type Probe = OperationView;\n",
@@ -82,7 +90,19 @@ describe('lint: dependency direction (DESIGN.md §6)', () => {
     ]);
     expect(errors(files.httpEngine)).toEqual([
       expect.stringMatching(
-        new RegExp(`^${RULE}: .*an adapter \\(http, ssh, vault\\) must not import engine/`),
+        new RegExp(
+          `^${RULE}: .*an adapter \\(http, ssh, upstream, vault\\) must not import engine/`,
+        ),
+      ),
+    ]);
+    expect(errors(files.engineUpstream)).toEqual([
+      expect.stringMatching(new RegExp(`^${RULE}: .*the engine must not import upstream/`)),
+    ]);
+    expect(errors(files.upstreamEngine)).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^${RULE}: .*an adapter \\(http, ssh, upstream, vault\\) must not import engine/`,
+        ),
       ),
     ]);
     expect(errors(files.coreLedger)).toEqual([

@@ -22,7 +22,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
     summary:
-      'MCP gateway: configured HTTP actions and SSH actions (ssh.actions) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
+      'MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
     load: () => import('./commands/serve.js'),
   },
   ops: {
@@ -56,6 +56,21 @@ const COMMANDS: Record<string, CommandEntry> = {
       'candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]',
     summary: 'write a gateway configuration with one action per operation of an OpenAPI document',
     load: () => import('./commands/init.js'),
+  },
+  probe: {
+    usage: 'candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]',
+    summary:
+      'retry-safety report for the write tools of upstream MCP servers (upstreams: in candor.yaml); calls them for real, so point it at a disposable environment; exit 1 when a tool duplicates on retry',
+    details: [
+      'Per write tool with a mapped lookup (tools.NAME.lookup) and probe arguments (tools.NAME.probe.arguments):',
+      'call once, check the lookup sees exactly one effect, repeat the identical call as a client whose answer',
+      'was lost would, and count again. Verdicts: retry-safe, duplicates on retry, not determinable (with the reason).',
+      '  --config FILE    candor.yaml with an upstreams: section (required)',
+      '  --tool NAME      only this tool (its upstream name or its exported name)',
+      '  --json FILE      the report as JSON ({ tools: [...] }, with every step as evidence)',
+      '  --markdown FILE  the Markdown report (also printed on stdout)',
+    ].join('\n'),
+    load: () => import('./commands/probe.js'),
   },
   proxy: {
     usage: 'candor proxy --upstream URL [--port N] [--admin-port N] [--faults FILE] [--log FILE]',

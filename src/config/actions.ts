@@ -143,10 +143,14 @@ export function checkConfig(config: GatewayConfig): Problem[] {
   const names = new Set<string>();
   config.actions.forEach((a, i) => out.push(...checkAction(config, a, ['actions', i], names)));
   out.push(...checkSshSection(config, names, checkInput, BUILTIN_TOOLS));
-  if (config.actions.length === 0 && (config.ssh?.actions.length ?? 0) === 0)
+  if (
+    config.actions.length === 0 &&
+    (config.ssh?.actions.length ?? 0) === 0 &&
+    Object.keys(config.upstreams ?? {}).length === 0
+  )
     out.push({
       path: ['actions'],
-      problem: 'at least one action is needed (actions or ssh.actions)',
+      problem: 'at least one action is needed (actions, ssh.actions or upstreams)',
     });
   out.push(...checkApprovals(config));
   return out;

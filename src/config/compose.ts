@@ -1,8 +1,9 @@
 // The composition root: a runtime from a loaded candor.yaml — credentials (vault or environment),
 // the redactor every secret is added to, the approvals gate and lock, sealing and checkpoints
-// (audit:), SSH hosts and actions, and the transports (src/runtime.ts). `candor serve` adds only the
-// MCP server around it (mcp/start.ts); `candor recover` and other commands use it as it is, without
-// loading the MCP SDK. HTTP connection pools belong to the runtime and close with it.
+// (audit:), SSH hosts and actions, upstream MCP servers (started by the caller), and the transports
+// (src/runtime.ts). `candor serve` adds only the MCP server around it (mcp/start.ts); `candor
+// recover` and other commands use it as it is, without loading the MCP SDK. HTTP connection pools
+// belong to the runtime and close with it.
 import { readFileSync } from 'node:fs';
 import {
   anyLock,
@@ -27,6 +28,7 @@ import type { Vault } from '../vault/index.js';
 import { configCredentials } from './credentials.js';
 import type { LoadedConfig } from './load.js';
 import { configSsh } from './ssh-runtime.js';
+import type { StartedUpstreams } from './upstreams.js';
 
 export interface ComposeOptions {
   loaded: LoadedConfig;
@@ -45,6 +47,8 @@ export interface ComposeOptions {
    * configured console or terminal approver otherwise.
    */
   clientApprover?: { available(): boolean; approver: Approver };
+  /** Upstream MCP servers already started (`startUpstreams`): their tools become actions. */
+  upstreams?: StartedUpstreams;
 }
 
 export interface Composed {
@@ -80,8 +84,11 @@ export function composeRuntime(options: ComposeOptions): Composed {
     ...(gate ? { gate } : {}),
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
+    ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
-    actions: options.loaded.actions.map((a) => a.definition),
+    actions: [...options.loaded.actions, ...(options.upstreams?.actions ?? [])].map(
+      (a) => a.definition,
+    ),
   });
   return { runtime, redactor, approvals: gate && 'shutdown' in gate ? gate : null };
 }

@@ -2,6 +2,7 @@
 // declared contracts, and actions that become MCP tools. Every object is strict: an unknown key is
 // an error, because a typo (`idempotncy:`) must never silently weaken a contract.
 import { z } from 'zod';
+import { upstreamsSchema } from './upstream-schema.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
 import { sshConfigSchema } from './ssh-schema.js';
@@ -184,6 +185,7 @@ export const configSchema = z.strictObject({
     .default({}),
   actions: z.array(actionConfigSchema).default([]),
   ssh: sshConfigSchema.optional(),
+  upstreams: upstreamsSchema,
   approvals: z
     .strictObject({
       /**

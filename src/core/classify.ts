@@ -53,6 +53,11 @@ export const RULE_IDS = [
   'http_2xx_replay',
   'http_2xx',
   'http_unexpected_status',
+  'mcp_result',
+  'mcp_result_contract_violated',
+  'mcp_tool_error',
+  'mcp_rpc_error',
+  'mcp_rpc_internal_error',
   'unreadable_evidence',
   'classifier_fault',
   // The engine's own: no attempt was made (the request could not be built, or changed).
@@ -292,6 +297,9 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
   // A response (or an SSH exit status) arrived, completely or cut.
   if (ev.response_misframed) return malformed('misframed_response', RemoteEffect.unknown);
 
+  if (ev.status === undefined && ev.mcp_reply !== undefined && ev.phase === 'response_complete')
+    return mcpAnswer(ev.mcp_reply, ev, ctr);
+
   if (ev.status === undefined) {
     // SSH: the exit status is the answer; without it nothing is known.
     if (ev.phase === 'response_complete' && typeof ev.exit_status === 'number') {
@@ -417,6 +425,55 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
 
   // 1xx as a final answer, 3xx not followed, or a status outside the registry: not a usable answer.
   return malformed('http_unexpected_status', RemoteEffect.unknown);
+}
+
+/**
+ * An upstream MCP server answered. A JSON-RPC refusal (unknown tool, invalid params) means the
+ * tool did not run; an internal JSON-RPC error (a handler that threw) is treated like `isError`. `isError` means the tool ran and failed, possibly
+ * halfway: its effect is unknown unless the tool only reads. A result whose structured content
+ * breaks the tool's own outputSchema is not a usable answer.
+ */
+function mcpAnswer(
+  reply: NonNullable<Evidence['mcp_reply']>,
+  ev: Evidence,
+  ctr: ResolvedContract,
+): Classification {
+  const isRead = ctr.action_class === ActionClass.read;
+  if (reply === 'rpc_error')
+    return result({
+      category: Category.confirmed_rejection,
+      retry: Retry.never,
+      remote_effect: RemoteEffect.none,
+      retry_after_ms: null,
+      dispatch_state: DispatchState.response_received,
+      rule: 'mcp_rpc_error',
+    });
+  if (reply === 'tool_error' || reply === 'rpc_internal_error')
+    return result({
+      category: Category.confirmed_failure,
+      retry: isRead ? CONFIRMED_FAILURE_RETRY[ctr.action_class] : retryAfterMalformed(ctr),
+      remote_effect: isRead ? RemoteEffect.none : RemoteEffect.unknown,
+      retry_after_ms: null,
+      dispatch_state: DispatchState.response_received,
+      rule: reply === 'tool_error' ? 'mcp_tool_error' : 'mcp_rpc_internal_error',
+    });
+  if (ev.contract_check === 'violated')
+    return result({
+      category: Category.malformed_response,
+      retry: retryAfterMalformed(ctr),
+      remote_effect: isRead ? RemoteEffect.none : RemoteEffect.applied,
+      retry_after_ms: null,
+      dispatch_state: DispatchState.response_received,
+      rule: 'mcp_result_contract_violated',
+    });
+  return result({
+    category: Category.succeeded,
+    retry: Retry.never,
+    remote_effect: isRead ? RemoteEffect.none : RemoteEffect.applied,
+    retry_after_ms: null,
+    dispatch_state: DispatchState.response_received,
+    rule: 'mcp_result',
+  });
 }
 
 function dispatchOf(ev: Evidence): DispatchStateT {

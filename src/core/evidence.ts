@@ -69,6 +69,13 @@ export const evidenceSchema = z.object({
   contract_check: z.enum(valuesOf(ContractCheck)).optional(),
   /** SSH: exit status received from the remote command (null when the channel closed without one). */
   exit_status: z.number().int().nullable().optional(),
+  /**
+   * MCP upstream: what answered the request once it was written — a tool result, a tool result
+   * flagged `isError`, a JSON-RPC error refusing the request (parse error, invalid request,
+   * unknown method or tool, invalid params), or another JSON-RPC error (internal or server-defined:
+   * the tool's code may have failed halfway). Absent when no answer arrived.
+   */
+  mcp_reply: z.enum(['result', 'tool_error', 'rpc_error', 'rpc_internal_error']).optional(),
   /** Reconciliation: how many remote records matched the operation. */
   reconciliation_matches: z.number().int().nonnegative().optional(),
 });

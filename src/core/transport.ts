@@ -94,8 +94,34 @@ export type MarkerState =
 
 export type SshPrepared = SshRunPrepared | SshMarkerPrepared | SshCheckPrepared;
 
+/**
+ * One `tools/call` to an upstream MCP server (an attempt, or a reconciliation lookup through a
+ * mapped read tool). The upstream's own secrets live in its child environment or connection
+ * headers, never in the request.
+ */
+export interface McpPrepared {
+  kind: 'mcp';
+  id: string;
+  /** The upstream's name in the configuration. */
+  upstream: string;
+  /** The upstream's own tool name (not the namespaced one Candor exports). */
+  tool: string;
+  arguments: Record<string, unknown>;
+  deadline_ms: number;
+}
+
+/**
+ * What an upstream answered to a `tools/call`: the result as received (text and structured content
+ * kept), for the engine to redact and hand on as the envelope's `data`.
+ */
+export interface McpToolReply {
+  content: unknown[];
+  structuredContent?: unknown;
+  isError: boolean;
+}
+
 /** Everything the engine can hand to a transport, tagged by the transport kind. */
-export type Prepared = HttpPrepared | SshPrepared;
+export type Prepared = HttpPrepared | SshPrepared | McpPrepared;
 
 export type TransportKind = Prepared['kind'];
 
@@ -161,4 +187,5 @@ export interface Transport<P extends Prepared = Prepared> {
 export interface Transports {
   http?: Transport<HttpPrepared>;
   ssh?: Transport<SshPrepared>;
+  mcp?: Transport<McpPrepared>;
 }

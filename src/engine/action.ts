@@ -16,8 +16,13 @@ export interface SshRequestSpec {
   command: string;
 }
 
+/** An upstream MCP tool call: the upstream tool's own arguments. */
+export interface McpRequestSpec {
+  arguments: Record<string, unknown>;
+}
+
 /** What an action's request function returns: HTTP for HTTP destinations, a command for SSH. */
-export type RequestSpec = HttpRequestSpec | SshRequestSpec;
+export type RequestSpec = HttpRequestSpec | SshRequestSpec | McpRequestSpec;
 
 export interface HttpRequestSpec {
   method: string;
@@ -86,8 +91,40 @@ export interface SshDestination {
   deadline_ms: number;
 }
 
+/**
+ * An upstream MCP server's tool (a proxied tool, src/upstream). Its reconciliation is a mapped
+ * read tool of the same upstream, called with arguments built from the operation's input.
+ */
+export interface McpDestination {
+  kind: 'mcp';
+  /** The upstream's name in the configuration. */
+  upstream: string;
+  /** The upstream's own tool name. */
+  tool: string;
+  /** `mcp:<upstream>`: the upstream's secrets live in its connection, never in a request. */
+  authority_ref: string;
+  route_template?: string;
+  deadline_ms: number;
+  reconciliation?: McpReconciliation;
+}
+
+export interface McpReconciliation {
+  /** The upstream read tool that finds the effect. */
+  tool: string;
+  /** Its arguments, from the operation's recorded input. Throws when they cannot be built. */
+  arguments(input: unknown): Record<string, unknown>;
+  /**
+   * How many effects the lookup's answer shows (0, 1, 2+) and their references; null when the
+   * answer cannot be read (the lookup then learned nothing).
+   */
+  matches(
+    reply: { content: unknown[]; structuredContent?: unknown; isError: boolean },
+    input: unknown,
+  ): Array<{ ref: string; record: unknown }> | null;
+}
+
 /** Where an action's requests go, tagged by the transport that carries them. */
-export type Destination = HttpDestination | SshDestination;
+export type Destination = HttpDestination | SshDestination | McpDestination;
 
 /** The transport kind of a destination (HTTP when the tag is left out). */
 export function transportKindOf(dest: Destination): TransportKind {
@@ -97,7 +134,9 @@ export function transportKindOf(dest: Destination): TransportKind {
 /** The request spec an action of a destination kind builds. */
 export type RequestFor<D extends Destination> = D extends SshDestination
   ? SshRequestSpec
-  : HttpRequestSpec;
+  : D extends McpDestination
+    ? McpRequestSpec
+    : HttpRequestSpec;
 
 /**
  * A declared action. `D` is its destination: HTTP by default (`defineAction`), SSH for
@@ -136,7 +175,7 @@ export function defineAction<I, O, D extends Destination = HttpDestination>(
     throw new TypeError(`action name "${definition.name}" must be snake_case (a-z, 0-9, _)`);
   }
   const destination =
-    definition.destination.kind === 'ssh'
+    definition.destination.kind === 'ssh' || definition.destination.kind === 'mcp'
       ? definition.destination
       : ({ ...definition.destination, kind: 'http' } as D);
   return Object.freeze({ ...definition, destination });
@@ -146,13 +185,20 @@ export function defineAction<I, O, D extends Destination = HttpDestination>(
 export function isHttpAction<I, O>(
   action: EngineAction<I, O>,
 ): action is ActionDefinition<I, O, HttpDestination> {
-  return action.destination.kind !== 'ssh';
+  const kind = action.destination.kind;
+  return kind !== 'ssh' && kind !== 'mcp';
+}
+
+/** The HTTP destination of an action, or undefined for other transports. */
+export function httpDestination(dest: Destination): HttpDestination | undefined {
+  return dest.kind === 'ssh' || dest.kind === 'mcp' ? undefined : dest;
 }
 
 /** Whether the destination offers a lookup for reconciliation (an SSH marker or check counts). */
 export function hasLookup(action: Pick<EngineAction<never, never>, 'class' | 'destination'>) {
   const dest = action.destination;
-  return dest.kind === 'ssh' ? action.class !== 'read' : dest.reconciliation !== undefined;
+  if (dest.kind === 'ssh') return action.class !== 'read';
+  return dest.reconciliation !== undefined;
 }
 
 /** The contract for classify(), derived from the action's declarations. */
@@ -165,9 +211,9 @@ export function contractOf(action: Pick<EngineAction<never, never>, 'class' | 'd
   const dest = action.destination;
   return {
     action_class: action.class,
-    idempotency_honoured: dest.kind !== 'ssh' && dest.idempotency?.honoured === true,
+    idempotency_honoured: httpDestination(dest)?.idempotency?.honoured === true,
     // SSH: the marker (or a set-state check) can always be looked up, except for plain reads.
     reconciliation: hasLookup(action),
-    five_xx: (dest.kind !== 'ssh' ? dest.five_xx : undefined) ?? 'unknown',
+    five_xx: httpDestination(dest)?.five_xx ?? 'unknown',
   };
 }

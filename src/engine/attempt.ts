@@ -10,7 +10,7 @@ import type { RecordedDiagnostics } from '../ledger/events.js';
 import type { OperationView } from '../ledger/projection.js';
 import { sealPayloadBound } from '../ledger/seal.js';
 import { EXCERPT_WINDOW, redactedExcerpt } from '../core/redact.js';
-import { contractOf, type EngineAction } from './action.js';
+import { contractOf, httpDestination, type EngineAction } from './action.js';
 import { type EngineContext, type Licence, type RunOptions } from './context.js';
 import { prepare, type PreparedAttempt } from './request.js';
 import { sshSecretEnv } from './ssh-action.js';
@@ -167,14 +167,18 @@ async function dispatchAndClassify<I, O>(
       const d = await dispatch(ctx, request, run.signal);
       out.dispatched = d;
       out.evidence = d.evidence;
-      out.data = request.kind === 'ssh' ? redactedOutput(ctx, d.data) : d.data;
+      out.data =
+        request.kind === 'ssh'
+          ? redactedOutput(ctx, d.data)
+          : request.kind === 'mcp'
+            ? ctx.redactor.redactValue(d.data)
+            : d.data;
       const prior = view.attempts.at(-1) ?? null;
       const dest = action.destination;
       if (
         out.evidence.status === 409 &&
         prior &&
-        dest.kind !== 'ssh' &&
-        dest.idempotency &&
+        httpDestination(dest)?.idempotency &&
         view.idempotency_key
       ) {
         // A retry under the same key met the first request still running (IETF draft: 409).
@@ -215,6 +219,8 @@ async function withCredentials(
   attemptId: string,
 ): Promise<Prepared | { blocked: Evidence }> {
   const request = prepared.request;
+  // MCP: the upstream's secrets are in its child environment or connection, never a request.
+  if (request.kind === 'mcp') return { ...request, id: attemptId };
   // SSH: the transport resolves the host key itself; vault values for the command's secret
   // environment are resolved here, inside the runtime, and go to the redactor first.
   if (request.kind === 'ssh') {
@@ -294,7 +300,7 @@ function check(
     asBuffer(reply.body ?? new Uint8Array(0)),
     reply.framing,
     action.response,
-    dest.kind !== 'ssh' ? dest.failure_body : undefined,
+    httpDestination(dest)?.failure_body,
   );
   out.evidence.contract_check = c.check;
   out.data = c.data;

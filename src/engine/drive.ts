@@ -51,7 +51,12 @@ export async function gateRefusal<I, O>(
     request: {
       method: prepared.method,
       target: redactor.redactString(prepared.target),
-      destination: dest.kind === 'ssh' ? `ssh:${dest.host_ref}` : dest.origin,
+      destination:
+        dest.kind === 'ssh'
+          ? `ssh:${dest.host_ref}`
+          : dest.kind === 'mcp'
+            ? `mcp:${dest.upstream}`
+            : dest.origin,
       body: prepared.body === undefined ? null : redactor.redactValue(prepared.body),
     },
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,

@@ -6,7 +6,7 @@ import type { Envelope } from '../core/envelope.js';
 import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { EVENT_VERSION, type NewEvent, type StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
-import type { EngineAction } from './action.js';
+import { httpDestination, type EngineAction } from './action.js';
 import {
   RequestUnbuildable,
   UsageError,
@@ -55,8 +55,7 @@ export async function prepareOpening<I>(
     }
   }
   const dest = action.destination;
-  const idempotencyKey =
-    dest.kind !== 'ssh' && dest.idempotency ? idempotencyKeyFor(operationId) : null;
+  const idempotencyKey = httpDestination(dest)?.idempotency ? idempotencyKeyFor(operationId) : null;
   // The request is built once here and serves both the recorded request line and the first
   // attempt. Only when that fails is the request function asked alone, to tell an unbuildable
   // request (nothing recorded) from a preparation step that failed after it (recorded, then

@@ -12,6 +12,7 @@ import type { HttpRequestSpec, RequestContext } from './action.js';
 import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
+import { reconcileMcpOperation } from './reconcile-mcp.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
 
 /** What a reconciliation really did, for callers that must report it (recover). */
@@ -112,6 +113,7 @@ export async function reconcileView(
   if (dest.kind === 'ssh') {
     return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, dest, view) };
   }
+  if (dest.kind === 'mcp') return reconcileMcpOperation(ctx, action, dest, view, signal);
   const lookup = dest.reconciliation!;
   const requestCtx: RequestContext = {
     operation_id: view.operation_id,

@@ -3,13 +3,20 @@
 // volatile, the body and whatever else the transport says identifies it (SSH: host and check).
 import { canonicalJson } from '../core/canonical.js';
 import { requestFingerprint, sha256Hex } from '../core/fingerprint.js';
-import type { HttpPrepared, SshRunPrepared, Transport } from '../core/transport.js';
+import type { HttpPrepared, McpPrepared, SshRunPrepared, Transport } from '../core/transport.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { EngineAction, Destination, RequestContext, RequestSpec } from './action.js';
+import {
+  httpDestination,
+  type EngineAction,
+  type Destination,
+  type RequestContext,
+  type RequestSpec,
+} from './action.js';
 import type { EngineContext } from './context.js';
 
 /** A prepared attempt request, less its attempt id and credentials (added at dispatch). */
-export type DraftRequest = Omit<HttpPrepared, 'id'> | Omit<SshRunPrepared, 'id'>;
+export type DraftRequest =
+  Omit<HttpPrepared, 'id'> | Omit<SshRunPrepared, 'id'> | Omit<McpPrepared, 'id'>;
 
 export interface PreparedAttempt {
   /** The request line as recorded and shown: the HTTP method, or `SSH`. */
@@ -38,7 +45,7 @@ export function prepare<I, O>(
   const dest = action.destination;
   const line = requestLine(dest, spec);
   const specHeaders = 'headers' in spec ? spec.headers : undefined;
-  const specBody = 'body' in spec ? spec.body : undefined;
+  const specBody = 'body' in spec ? spec.body : 'arguments' in spec ? spec.arguments : undefined;
   const headers: Record<string, string> = {
     accept: 'application/json',
     'x-correlation-id': rctx.correlation_id,
@@ -50,8 +57,8 @@ export function prepare<I, O>(
     body = JSON.stringify(specBody);
     headers['content-type'] ??= 'application/json';
   }
-  if (dest.kind !== 'ssh' && dest.idempotency && view.idempotency_key)
-    headers[dest.idempotency.header.toLowerCase()] = view.idempotency_key;
+  const idem = httpDestination(dest)?.idempotency;
+  if (idem && view.idempotency_key) headers[idem.header.toLowerCase()] = view.idempotency_key;
   const base = requestFingerprint({
     method: line.method,
     authority_ref: dest.authority_ref,
@@ -60,31 +67,39 @@ export function prepare<I, O>(
     body: specBody,
   });
   const request: DraftRequest =
-    dest.kind === 'ssh'
+    dest.kind === 'mcp'
       ? {
-          kind: 'ssh',
-          op: 'run',
-          host_ref: dest.host_ref,
-          command: line.target,
-          family: action.class,
-          operation_id: view.operation_id,
+          kind: 'mcp',
+          upstream: dest.upstream,
+          tool: dest.tool,
+          arguments: (spec as { arguments: Record<string, unknown> }).arguments,
           deadline_ms: dest.deadline_ms,
-          ...(dest.check ? { check: dest.check(input) } : {}),
-          ...(dest.secret_env ? { secret_env: dest.secret_env(input) } : {}),
         }
-      : {
-          kind: 'http',
-          origin: dest.origin,
-          method: line.method.toUpperCase(),
-          path: line.target,
-          headers,
-          ...(body !== undefined ? { body } : {}),
-          ...(action.timeouts ? { timeouts: action.timeouts } : {}),
-          // A stale pooled socket can only cost a read or a write under an honoured key a retry.
-          reuse_connection:
-            action.class === 'read' ||
-            (dest.idempotency?.honoured === true && view.idempotency_key !== null),
-        };
+      : dest.kind === 'ssh'
+        ? {
+            kind: 'ssh',
+            op: 'run',
+            host_ref: dest.host_ref,
+            command: line.target,
+            family: action.class,
+            operation_id: view.operation_id,
+            deadline_ms: dest.deadline_ms,
+            ...(dest.check ? { check: dest.check(input) } : {}),
+            ...(dest.secret_env ? { secret_env: dest.secret_env(input) } : {}),
+          }
+        : {
+            kind: 'http',
+            origin: dest.origin,
+            method: line.method.toUpperCase(),
+            path: line.target,
+            headers,
+            ...(body !== undefined ? { body } : {}),
+            ...(action.timeouts ? { timeouts: action.timeouts } : {}),
+            // A stale pooled socket can only cost a read or a write under an honoured key a retry.
+            reuse_connection:
+              action.class === 'read' ||
+              (dest.idempotency?.honoured === true && view.idempotency_key !== null),
+          };
   return {
     method: line.method.toUpperCase(),
     target: line.target,
@@ -110,6 +125,11 @@ export function requestLine(
   dest: Destination,
   spec: RequestSpec,
 ): { method: string; target: string } {
+  if (dest.kind === 'mcp') {
+    if (!('arguments' in spec) || typeof spec.arguments !== 'object' || spec.arguments === null)
+      throw new TypeError('an MCP action request must carry the tool arguments');
+    return { method: 'MCP', target: dest.tool };
+  }
   return dest.kind === 'ssh'
     ? { method: 'SSH', target: commandOf(spec) }
     : { method: methodOf(spec), target: (spec as { path: string }).path };

@@ -12,6 +12,7 @@ import { composeRuntime, type ComposeOptions } from '../config/compose.js';
 import type { ConfigIssue } from '../config/locate.js';
 import type { LoadedConfig } from '../config/load.js';
 import { openConfiguredVault } from '../config/vault-open.js';
+import { startUpstreams } from '../config/upstreams.js';
 import { createRedactor } from '../core/redact.js';
 import { openLedger } from '../ledger/open.js';
 import type { Runtime } from '../runtime.js';
@@ -49,7 +50,7 @@ export function composeGateway(options: ComposeGatewayOptions): {
   const gateway = createGateway({
     runtime,
     ledger: options.ledger,
-    actions: options.loaded.actions,
+    actions: [...options.loaded.actions, ...(options.upstreams?.actions ?? [])],
     version: options.version ?? '0.0.0',
     ...(options.log ? { log: options.log } : {}),
     redact: (s) => redactor.redactString(s),
@@ -69,7 +70,7 @@ const askTheClient = elicitationApprover(async (card, signal) => {
 });
 
 export type StartFailure = {
-  code: 'ledger' | 'vault' | 'listen' | 'config';
+  code: 'ledger' | 'vault' | 'listen' | 'config' | 'upstream';
   message: string;
   /** Problems at a place in the configuration file (exit 2, one `FILE:LINE:COL` line each). */
   issues?: ConfigIssue[];
@@ -102,6 +103,20 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     return { ok: false, failure: vaultOpened.failure };
   }
   const vault = vaultOpened.vault;
+  const started = await startUpstreams(config, {
+    ...(vault ? { vault } : {}),
+    onSecret: (s) => void redactor.addSecret(s),
+    log: (line) => log(redactor.redactString(line)),
+  });
+  if (!started.ok) {
+    vault?.close();
+    await ledger.close();
+    return {
+      ok: false,
+      failure: { code: 'upstream', message: `${options.loaded.file}: ${started.message}` },
+    };
+  }
+  const upstreams = started.value;
   let composed: ReturnType<typeof composeGateway>;
   try {
     composed = composeGateway({
@@ -112,8 +127,10 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       version: options.version ?? '0.0.0',
       log,
       redactor,
+      ...(upstreams ? { upstreams } : {}),
     });
   } catch (error) {
+    await upstreams?.close();
     await ledger.close();
     return {
       ok: false,
@@ -133,6 +150,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
       await gateway.idle();
       await stopTransport();
       await runtime.endSession('gateway stopped');
+      await upstreams?.close();
       await ledger.close();
       await runtime.close();
       resolveClosed();

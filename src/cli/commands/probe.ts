@@ -1,0 +1,84 @@
+// candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]
+// The retry-safety report for the upstream MCP servers of a configuration (src/matrix/mcp-probe.ts).
+// It calls the upstreams' write tools for real: point it at a disposable environment. Exit 0 when
+// no tool duplicates on retry, 1 when one does, 2 for a usage error, 3 when an upstream or the
+// vault cannot be opened.
+import { writeFileSync } from 'node:fs';
+import { formatIssue } from '../../config/locate.js';
+import { loadConfig } from '../../config/load.js';
+import { startUpstreams } from '../../config/upstreams.js';
+import { openConfiguredVault } from '../../config/vault-open.js';
+import { probeMarkdown, probeUpstreams } from '../../matrix/mcp-probe.js';
+import { createRedactor } from '../../vault/index.js';
+import { checkOutputPath, Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
+
+const USAGE = 'usage: candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]';
+
+export async function run(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, {
+    config: 'string',
+    tool: 'string',
+    json: 'string',
+    markdown: 'string',
+  });
+  if (positional[0] !== 'mcp' || positional.length > 1) throw new CliUsageError(USAGE);
+  if (typeof flags.config !== 'string')
+    throw new CliUsageError(`--config FILE is required (${USAGE})`);
+  if (typeof flags.json === 'string') checkOutputPath('json', flags.json);
+  if (typeof flags.markdown === 'string') checkOutputPath('markdown', flags.markdown);
+  const file = flags.config;
+  const loaded = await loadConfig(file);
+  if (!loaded.ok) {
+    if (loaded.failure.code === 'unreadable') {
+      io.err(`candor probe: ${loaded.failure.message}\n`);
+      return Exit.environment;
+    }
+    for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
+    return Exit.usage;
+  }
+  const upstreams = loaded.value.config.upstreams ?? {};
+  if (Object.keys(upstreams).length === 0) {
+    io.err(`candor probe: ${file}: upstreams: no upstream MCP server is configured\n`);
+    return Exit.usage;
+  }
+  const redactor = createRedactor();
+  const vaultOpened = await openConfiguredVault(loaded.value, redactor);
+  if (!vaultOpened.ok) {
+    if (vaultOpened.failure.code === 'config') {
+      for (const issue of vaultOpened.failure.issues) io.err(`${formatIssue(issue)}\n`);
+      return Exit.usage;
+    }
+    io.err(`candor probe: ${vaultOpened.failure.message} (vault: in ${file})\n`);
+    return Exit.environment;
+  }
+  const vault = vaultOpened.vault;
+  const started = await startUpstreams(loaded.value.config, {
+    ...(vault ? { vault } : {}),
+    onSecret: (s) => void redactor.addSecret(s),
+    log: (line) => io.err(`${redactor.redactString(line)}\n`),
+  });
+  if (!started.ok || !started.value) {
+    vault?.close();
+    io.err(`candor probe: ${file}: ${started.ok ? 'no upstream' : started.message}\n`);
+    return Exit.environment;
+  }
+  try {
+    const tool = typeof flags.tool === 'string' ? flags.tool : undefined;
+    const results = redactor.redactValue(await probeUpstreams(started.value, upstreams, tool));
+    if (tool !== undefined && results.length === 0) {
+      io.err(
+        `candor probe: --tool ${tool}: no write tool of that name in the upstreams of ${file}\n`,
+      );
+      return Exit.usage;
+    }
+    const markdown = probeMarkdown(results);
+    if (typeof flags.json === 'string')
+      writeFileSync(flags.json, `${JSON.stringify({ tools: results }, null, 2)}\n`);
+    if (typeof flags.markdown === 'string') writeFileSync(flags.markdown, markdown);
+    io.out(markdown);
+    return results.some((r) => r.verdict === 'duplicates on retry') ? Exit.check_failed : Exit.ok;
+  } finally {
+    await started.value.close();
+    vault?.close();
+  }
+}

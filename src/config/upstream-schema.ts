@@ -1,0 +1,118 @@
+// The `upstreams:` section of candor.yaml: existing MCP servers Candor proxies (DESIGN §5). Each is
+// reached over stdio (`command`, `args`, `env`) or Streamable HTTP (`url`, `credential`); vault
+// references in `env` are resolved at spawn time and injected only into the child's environment.
+// Per tool, the configuration overrides the class the upstream's annotations suggest (they are
+// hints from an untrusted server) and maps the reconciliation lookup: an upstream read tool, its
+// arguments as a template over the call's input, and the rule that counts what it found.
+import { z } from 'zod';
+import { ActionClass, valuesOf } from '../core/vocabulary.js';
+
+const VAULT_REF = /^vault:[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
+
+/** How the lookup's answer is counted: found one, none, or two and more. */
+export const matchSchema = z.discriminatedUnion('kind', [
+  z
+    .strictObject({ kind: z.literal('not_error') })
+    .describe('one effect when the lookup answers without isError, none when it fails'),
+  z
+    .strictObject({
+      kind: z.literal('text_equals'),
+      value: z.string(),
+      /** The lookup failing (isError) means "no such effect" (e.g. a file that does not exist). */
+      absent_on_error: z.boolean().default(false),
+    })
+    .describe('one effect when the answer text equals the rendered value, else none'),
+  z
+    .strictObject({
+      kind: z.literal('count'),
+      /**
+       * Dotted path to an array in structuredContent (or in the JSON of the text blocks); `$` when
+       * the answer itself is the array.
+       */
+      array: z.string().min(1),
+      /** Fields an item must have (templates over the input); every matching item is one effect. */
+      where: z.record(z.string(), z.string()).default({}),
+      /** The item field that names an effect (its reference); default the item's index. */
+      ref: z.string().optional(),
+    })
+    .describe('counts the items of an array in the answer that match `where`'),
+]);
+export type MatchRule = z.output<typeof matchSchema>;
+
+export const upstreamToolSchema = z.strictObject({
+  class: z
+    .enum(valuesOf(ActionClass))
+    .optional()
+    .describe("overrides the class derived from the upstream's annotations"),
+  lookup: z
+    .strictObject({
+      tool: z.string().min(1).describe('an upstream read tool that finds the effect'),
+      arguments: z.record(z.string(), z.unknown()).default({}),
+      match: matchSchema,
+    })
+    .optional(),
+  deadline_ms: z.number().int().positive().optional(),
+  hidden: z.boolean().default(false).describe('not exported to the agent'),
+  probe: z
+    .strictObject({ arguments: z.record(z.string(), z.unknown()) })
+    .optional()
+    .describe(
+      '`candor probe mcp`: the arguments of the probe calls (against a disposable upstream)',
+    ),
+});
+
+export const upstreamSchema = z
+  .strictObject({
+    command: z.string().min(1).optional(),
+    args: z.array(z.string()).default([]),
+    env: z
+      .record(
+        z.string().regex(ENV_NAME, 'environment variable names are A-Z a-z 0-9 _'),
+        z.string(),
+      )
+      .default({})
+      .describe('plain values, or vault:NAME (an ssh_secret entry bound to ssh:mcp.UPSTREAM)'),
+    cwd: z.string().min(1).optional(),
+    url: z.string().url().optional(),
+    credential: z
+      .string()
+      .regex(VAULT_REF, 'a credential is referenced as vault:NAME')
+      .optional()
+      .describe('Streamable HTTP: a vault credential bound to the URL, sent as its header'),
+    prefix: z
+      .string()
+      .regex(/^[a-z][a-z0-9_]{0,31}$/, 'a prefix is snake_case')
+      .optional()
+      .describe('prefix of the exported tool names (default: the upstream name and _)'),
+    deadline_ms: z.number().int().positive().default(30_000),
+    connect_timeout_ms: z.number().int().positive().default(30_000),
+    tools: z.record(z.string(), upstreamToolSchema).default({}),
+  })
+  .superRefine((u, ctx) => {
+    if ((u.command === undefined) === (u.url === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        message: 'an upstream has either `command` (stdio) or `url` (Streamable HTTP)',
+      });
+    if (u.url !== undefined && Object.keys(u.env).length > 0)
+      ctx.addIssue({ code: 'custom', path: ['env'], message: '`env` is for stdio upstreams' });
+    if (u.command !== undefined && u.credential !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['credential'],
+        message: '`credential` is for Streamable HTTP upstreams; use `env` for stdio',
+      });
+  });
+
+export type UpstreamConfig = z.output<typeof upstreamSchema>;
+
+export const upstreamsSchema = z
+  .record(
+    z.string().regex(/^[a-z][a-z0-9_]{0,31}$/, 'upstream names are snake_case, at most 32'),
+    upstreamSchema,
+  )
+  .optional();
+
+/** The vault binding that an upstream's `env` secrets must carry. */
+export const upstreamHostRef = (name: string): string => `mcp.${name}`;

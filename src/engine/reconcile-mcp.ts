@@ -1,0 +1,118 @@
+// Reconciliation of a proxied upstream MCP tool: the configuration maps an upstream read tool and
+// its arguments (e.g. `read_text_file {path}` for `write_file`) and a rule that counts the effects
+// the answer shows. The lookup goes through the same transport as the attempts; what it found is
+// an observation, never an attempt. No automatic retry follows an absent effect: upstream MCP
+// servers honour no idempotency key, so a person (or the agent, knowingly) decides.
+import type { McpToolReply } from '../core/transport.js';
+import type { OperationState } from '../core/vocabulary.js';
+import type { OperationView } from '../ledger/projection.js';
+import type { McpDestination } from './action.js';
+import { dispatch } from './attempt.js';
+import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
+import type { Reconciled } from './reconcile.js';
+
+export async function reconcileMcpOperation(
+  ctx: EngineContext,
+  action: AnyAction,
+  dest: McpDestination,
+  view: OperationView,
+  signal?: AbortSignal,
+): Promise<Reconciled> {
+  const { clock, ids, observe, paramsOf, resolve, envelopeOf } = ctx;
+  const lookup = dest.reconciliation!;
+  const params = await paramsOf(view.operation_id);
+  let args: Record<string, unknown>;
+  try {
+    args = lookup.arguments(params);
+  } catch {
+    return {
+      step: 'lookup_failed',
+      envelope: {
+        ...envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+        message: `The lookup was not sent (its arguments could not be built); whether ${action.subject} was applied is still unknown and a person must decide.`,
+      },
+    };
+  }
+  const checked = `${dest.upstream} ${lookup.tool}`;
+  const checkedAt = clock.now();
+  const out = await dispatch(
+    ctx,
+    {
+      kind: 'mcp',
+      id: ids.mint('obs'),
+      upstream: dest.upstream,
+      tool: lookup.tool,
+      arguments: args,
+      deadline_ms: dest.deadline_ms,
+    },
+    signal,
+  );
+  let matches: Array<{ ref: string; record: unknown }> | null = null;
+  if (out.evidence.phase === 'response_complete' && out.evidence.mcp_reply !== 'rpc_error') {
+    try {
+      // A configured rule: a throw means "no usable answer", never an escape.
+      matches = lookup.matches(out.data as McpToolReply, params);
+      if (!Array.isArray(matches)) matches = null;
+    } catch {
+      matches = null;
+    }
+  }
+  if (matches === null) {
+    return {
+      step: 'lookup_failed',
+      envelope: envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null),
+    };
+  }
+  const refs = matches.map((m) => m.ref);
+  const stateAfter: OperationState =
+    refs.length === 1 ? 'succeeded' : refs.length >= 2 ? 'duplicate_effect_confirmed' : 'unknown';
+  await observe(view, {
+    source: 'lookup',
+    checked,
+    checked_at: checkedAt,
+    matches: refs.length,
+    remote_refs: refs,
+    conclusion:
+      refs.length === 1
+        ? 'one matching effect: the operation took effect'
+        : refs.length >= 2
+          ? 'several matching effects: the effect happened more than once'
+          : 'no matching effect; the upstream honours no idempotency key, so a retry could duplicate a late effect: a person decides',
+    state_after: stateAfter,
+  });
+  if (refs.length === 1) {
+    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
+    return {
+      step: 'found',
+      envelope: envelopeOf(
+        action,
+        view,
+        { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
+        ctx.redactor.redactValue(matches[0]!.record),
+        null,
+      ),
+    };
+  }
+  if (refs.length >= 2) {
+    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
+    return {
+      step: 'duplicates',
+      envelope: envelopeOf(
+        action,
+        view,
+        {
+          category: 'duplicate_effect',
+          retry: 'escalate',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        { remote_refs: refs },
+        null,
+      ),
+    };
+  }
+  return {
+    step: 'absent',
+    envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+  };
+}

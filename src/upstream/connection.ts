@@ -1,0 +1,254 @@
+// One upstream MCP server, reached as a client over stdio (a child process) or Streamable HTTP.
+// The connection is opened on first use and again after the upstream went away (a child that
+// exited is respawned for the next call; the call that was in flight stays unknown).
+//
+// Evidence, not error text: the client's transport is observed, so a call knows whether its
+// request was handed to the upstream (written to the child's stdin, or the HTTP POST got past
+// connecting) and what came back for exactly that request id (a result, or a JSON-RPC error).
+import {
+  Client,
+  StreamableHTTPClientTransport,
+  type Transport as ClientTransport,
+} from '@modelcontextprotocol/client';
+import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+
+/** How to reach an upstream; secrets already resolved (they stay in the child env or headers). */
+export type UpstreamEndpoint =
+  | { kind: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd?: string }
+  | { kind: 'http'; url: string; headers: Record<string, string> };
+
+/** What a tool listing says about one upstream tool. */
+export interface UpstreamTool {
+  name: string;
+  title?: string;
+  description?: string;
+  inputSchema: Record<string, unknown>;
+  outputSchema?: Record<string, unknown>;
+  annotations?: {
+    readOnlyHint?: boolean;
+    destructiveHint?: boolean;
+    idempotentHint?: boolean;
+    openWorldHint?: boolean;
+  };
+}
+
+/** Where one call got to, from what the transport saw. */
+export type CallFacts =
+  | { stage: 'not_connected'; error_code: string }
+  | { stage: 'not_written'; error_code: string }
+  | { stage: 'written'; ended: 'closed' | 'deadline' | 'cancelled' | 'error'; error_code: string }
+  | { stage: 'answered'; message: { result?: unknown; error?: { code: number } } };
+
+export interface UpstreamConnection {
+  readonly name: string;
+  listTools(): Promise<UpstreamTool[]>;
+  call(
+    tool: string,
+    args: Record<string, unknown>,
+    opts: { id: string; deadline_ms: number; signal?: AbortSignal | undefined },
+  ): Promise<CallFacts>;
+  close(): Promise<void>;
+}
+
+/** The `_meta` key that carries Candor's attempt (or lookup) id on each proxied call. */
+export const CALL_ID_META = 'dev.candor/call_id';
+
+type Message = Record<string, unknown> & { id?: unknown; method?: unknown };
+type Watch = {
+  written: boolean;
+  answer: Message | null;
+  closed: boolean;
+  done: () => void;
+  requestId?: unknown;
+};
+
+export function upstreamConnection(
+  name: string,
+  endpoint: () => Promise<UpstreamEndpoint>,
+  options: {
+    log?: (line: string) => void;
+    connect_timeout_ms?: number;
+    /** Called after the upstream was started again (not the first time), e.g. to list its tools anew. */
+    onReopen?: () => void;
+  } = {},
+): UpstreamConnection {
+  let opens = 0;
+  let live: Promise<{ client: Client; watches: Map<string, Watch>; gone: () => boolean }> | null =
+    null;
+  const log = options.log ?? (() => undefined);
+
+  async function open() {
+    const ep = await endpoint();
+    const watches = new Map<string, Watch>();
+    let closed = false;
+    const inner: ClientTransport =
+      ep.kind === 'stdio'
+        ? new StdioClientTransport({
+            command: ep.command,
+            args: ep.args,
+            // Only the safe defaults of this process's environment plus the configured values.
+            env: { ...getDefaultEnvironment(), ...ep.env },
+            stderr: 'pipe',
+            ...(ep.cwd !== undefined ? { cwd: ep.cwd } : {}),
+          })
+        : new StreamableHTTPClientTransport(new URL(ep.url), {
+            requestInit: { headers: ep.headers },
+          });
+    const byRequest = new Map<unknown, Watch>();
+    const innerSend = inner.send.bind(inner);
+    inner.send = async (message, sendOptions) => {
+      const m = message as Message;
+      const meta = (m['params'] as { _meta?: Record<string, unknown> } | undefined)?._meta;
+      const callId = m.method === 'tools/call' ? meta?.[CALL_ID_META] : undefined;
+      const watch = typeof callId === 'string' ? watches.get(callId) : undefined;
+      if (watch) {
+        watch.requestId = m.id;
+        byRequest.set(m.id, watch);
+        // HTTP: from here on the POST may reach the server (a refused connect is told apart
+        // below); stdio: written once the child's stdin took the line.
+        if (ep.kind === 'http') watch.written = true;
+      }
+      try {
+        await innerSend(message, sendOptions);
+      } catch (error) {
+        if (watch && ep.kind === 'http' && notConnected(error)) watch.written = false;
+        throw error;
+      }
+      if (watch) watch.written = true;
+    };
+    const client = new Client({ name: 'candor', version: '1' }, { capabilities: {} });
+    const timeout = options.connect_timeout_ms ?? 30_000;
+    await client.connect(inner, { timeout });
+    // Installed after connect (the client sets its own handlers there): observe, then hand on.
+    const clientOnMessage = inner.onmessage;
+    inner.onmessage = (message, extra) => {
+      const m = message as Message;
+      const watch = 'method' in m ? undefined : byRequest.get(m.id);
+      if (watch) {
+        watch.answer = m;
+        byRequest.delete(m.id);
+      }
+      clientOnMessage?.(message, extra);
+      watch?.done();
+    };
+    const clientOnClose = inner.onclose;
+    inner.onclose = () => {
+      closed = true;
+      for (const w of watches.values()) {
+        w.closed = true;
+        w.done();
+      }
+      clientOnClose?.();
+    };
+    if (inner instanceof StdioClientTransport) {
+      inner.stderr?.on('data', (chunk: Buffer) => {
+        for (const line of chunk.toString('utf8').split('\n'))
+          if (line.trim()) log(`upstream ${name}: ${line.slice(0, 500)}`);
+      });
+    }
+    return { client, watches, gone: () => closed };
+  }
+
+  async function connected() {
+    if (live) {
+      const current = await live.catch(() => null);
+      if (current && !current.gone()) return current;
+      live = null;
+    }
+    live = open();
+    try {
+      const opened = await live;
+      if (opens++ > 0) options.onReopen?.();
+      return opened;
+    } catch (error) {
+      live = null;
+      throw error;
+    }
+  }
+
+  return {
+    name,
+    async listTools() {
+      const { client } = await connected();
+      const { tools } = await client.listTools();
+      return tools as unknown as UpstreamTool[];
+    },
+    async call(tool, args, opts) {
+      let c: Awaited<ReturnType<typeof connected>>;
+      try {
+        c = await connected();
+      } catch (error) {
+        return { stage: 'not_connected', error_code: codeOf(error) };
+      }
+      let settle!: () => void;
+      const answered = new Promise<void>((r) => (settle = r));
+      const watch: Watch = { written: false, answer: null, closed: false, done: () => settle() };
+      c.watches.set(opts.id, watch);
+      const local = new AbortController();
+      let ended: 'deadline' | 'cancelled' | null = null;
+      const timer = setTimeout(() => {
+        ended = 'deadline';
+        local.abort();
+      }, opts.deadline_ms);
+      const onAbort = () => {
+        ended ??= 'cancelled';
+        local.abort();
+      };
+      if (opts.signal?.aborted) onAbort();
+      else opts.signal?.addEventListener('abort', onAbort, { once: true });
+      let error: unknown = null;
+      try {
+        // The client forwards an abort upstream as notifications/cancelled.
+        const sent = c.client
+          .callTool(
+            { name: tool, arguments: args, _meta: { [CALL_ID_META]: opts.id } },
+            { signal: local.signal, timeout: opts.deadline_ms + 60_000 },
+          )
+          .catch((e: unknown) => {
+            error = e;
+          });
+        await Promise.race([sent, answered]);
+        // The raw answer may arrive before the client's own processing finished: let it.
+        if (watch.answer) await sent;
+      } finally {
+        clearTimeout(timer);
+        opts.signal?.removeEventListener('abort', onAbort);
+        c.watches.delete(opts.id);
+      }
+      if (watch.answer)
+        return {
+          stage: 'answered',
+          message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'],
+        };
+      const code = error ? codeOf(error) : 'no_answer';
+      if (!watch.written) return { stage: 'not_written', error_code: code };
+      return {
+        stage: 'written',
+        ended: watch.closed ? 'closed' : (ended ?? 'error'),
+        error_code: code,
+      };
+    },
+    async close() {
+      const current = live ? await live.catch(() => null) : null;
+      live = null;
+      await current?.client.close().catch(() => undefined);
+    },
+  };
+}
+
+/** An HTTP send that failed before a connection existed (nothing reached the server). */
+function notConnected(error: unknown): boolean {
+  const code = codeOf(error);
+  return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
+}
+
+/** A stable code for diagnostics: the error's own code or its cause's, never its message. */
+function codeOf(error: unknown): string {
+  for (let e: unknown = error, depth = 0; e && depth < 4; depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string') return code;
+    if (typeof code === 'number') return `code_${code}`;
+    e = (e as { cause?: unknown }).cause;
+  }
+  return 'error';
+}
