@@ -10,7 +10,6 @@ const root = fileURLToPath(new URL('..', import.meta.url));
 // Runtime imports only: `import type` / `export type` are erased and load nothing.
 const IMPORT =
   /(?:^|\n)\s*(?:import|export)\s(?!type\s)[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
-/(?:^|\n)\s*(?:import|export)\s[^'"]*?from\s*['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)/g;
 
 /** Every module reachable from `entry` by static imports: project files and package names. */
 function reachable(entry: string): { files: Set<string>; packages: Set<string> } {
