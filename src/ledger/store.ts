@@ -1,5 +1,6 @@
 // The LedgerStore port: append, read, query, close. No update, no delete.
 import type { NewEvent, StoredEvent } from './events.js';
+import type { OwnerLeases } from './lease.js';
 import type { OperationListing } from './listing.js';
 
 /**
@@ -29,5 +30,10 @@ export interface LedgerStore extends OperationListing {
   query(q: LedgerQuery): Promise<StoredEvent[]>;
   /** Ids of operations whose projected state is `open` or `unknown` (indexed). */
   unresolved(): Promise<string[]>;
+  /**
+   * Ownership leases (src/ledger/lease.ts). A store that has them admits an `owner_changed` only
+   * while its `from` is the owner and holds no live lease; one without them refuses none.
+   */
+  readonly leases?: OwnerLeases;
   close(): Promise<void>;
 }
