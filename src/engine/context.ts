@@ -17,6 +17,7 @@ import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import type { ResolveSshSecret } from './ssh-action.js';
+import type { LeaseOptions } from './ownership.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
 
 export { UsageError } from '../core/errors.js';
@@ -59,6 +60,12 @@ export interface EngineOptions {
   classify?: typeof classify;
   /** Resolves an SSH action's `secret_refs` (vault values) at attempt time, inside the runtime. */
   resolveSshSecret?: ResolveSshSecret;
+  /**
+   * Fleets: hold an ownership lease while a session is open (src/engine/ownership.ts), so other
+   * gateways on the same ledger can tell this owner alive and take its operations over only once
+   * the lease has lapsed.
+   */
+  lease?: LeaseOptions;
 }
 
 export interface RunOptions {

@@ -47,14 +47,22 @@ export interface RecoveryItem {
 /** Operations worked through at once. */
 export const RECOVERY_CONCURRENCY = 4;
 
-export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
+/**
+ * `claim` makes this runtime the owner of an operation another process owns (src/engine/
+ * ownership.ts) and answers its view, or null when that owner is alive (or another gateway won):
+ * such an operation is left alone and has no report line.
+ */
+export async function recover(
+  ctx: EngineContext,
+  claim?: (view: OperationView) => Promise<OperationView | null>,
+): Promise<RecoveryItem[]> {
   const ids = await ctx.ledger.unresolved();
   const out: Array<RecoveryItem | null> = new Array<RecoveryItem | null>(ids.length).fill(null);
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < ids.length) {
       const i = next++;
-      out[i] = await recoverOne(ctx, ids[i]!);
+      out[i] = await recoverOne(ctx, ids[i]!, claim);
     }
   };
   await Promise.all(
@@ -63,8 +71,16 @@ export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
   return out.filter((x): x is RecoveryItem => x !== null);
 }
 
-async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem | null> {
-  const view = await ctx.load(id);
+async function recoverOne(
+  ctx: EngineContext,
+  id: string,
+  claim?: (view: OperationView) => Promise<OperationView | null>,
+): Promise<RecoveryItem | null> {
+  const loaded = await ctx.load(id);
+  if (!loaded) return null;
+  // Settled by another gateway since the list was read: nothing to do.
+  if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
+  const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;
   if (!view) return null;
   const sent = maybeSent(view);
   const action = view.action ? ctx.actions.get(view.action) : undefined;

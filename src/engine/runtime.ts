@@ -22,6 +22,7 @@ import {
 import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation } from './operation.js';
+import { createLeaseKeeper, takeOver } from './ownership.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
@@ -62,10 +63,13 @@ export interface Runtime {
 export function createEngine(options: EngineOptions): Runtime {
   const ctx = createEngineContext(options);
   const { clock, ids, owner, actions, append, load } = ctx;
+  const keeper = createLeaseKeeper(ctx, options.lease);
   let session: Promise<string> | null = null;
 
   function sessionId(): Promise<string> {
     session ??= (async () => {
+      // A fleet member is alive in the lease table before it owns anything.
+      await keeper.hold();
       const id = ids.mint('ses');
       await append([
         {
@@ -106,15 +110,21 @@ export function createEngine(options: EngineOptions): Runtime {
             'unknown_operation',
             `no operation ${opts.operationId} in the ledger`,
           );
-        if (view.owner !== owner && opts.worker === undefined) {
-          throw new UsageError(
-            'not_owner',
-            `operation ${opts.operationId} is owned by ${view.owner}; only its owner decides a retry`,
-          );
-        }
         // Only ever the same request, in every state: refused before any prompt or byte.
         const changed = changedRequest(ctx, action, data, view);
         if (changed) return changedRequestEnvelope(action, opts.operationId, changed, view);
+        if (view.owner !== owner && opts.worker === undefined) {
+          // Another process's operation: continued only once that owner's lease has lapsed, by
+          // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
+          const taken = await takeOver(ctx, view, 'run', keeper, true);
+          if (!taken.ok) {
+            throw new UsageError(
+              'not_owner',
+              `operation ${opts.operationId} is ${taken.why}; only its owner decides a retry`,
+            );
+          }
+          view = taken.view;
+        }
       } else {
         try {
           view = await openOperation(
@@ -156,7 +166,11 @@ export function createEngine(options: EngineOptions): Runtime {
     },
 
     recover() {
-      return recover(ctx);
+      // Operations of other owners are taken over first; those of live owners are left to them.
+      return recover(ctx, async (view) => {
+        const taken = await takeOver(ctx, view, 'recovery', keeper);
+        return taken.ok ? taken.view : null;
+      });
     },
 
     async supersede(operationId, newInput, opts = {}) {
@@ -197,6 +211,7 @@ export function createEngine(options: EngineOptions): Runtime {
       ]);
       session = null;
       await options.audit?.checkpoints?.checkpoint();
+      await keeper.stop();
     },
   };
 
