@@ -17,7 +17,9 @@ import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import type { ResolveSshSecret } from './ssh-action.js';
+import type { Telemetry } from '../telemetry/port.js';
 import type { LeaseOptions } from './ownership.js';
+import { traceEvents } from './trace.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
 
 export { UsageError } from '../core/errors.js';
@@ -66,6 +68,11 @@ export interface EngineOptions {
    * the lease has lapsed.
    */
   lease?: LeaseOptions;
+  /**
+   * Tracing (src/telemetry): a span per operation call, a child span per attempt, the W3C
+   * `traceparent` on HTTP requests. Off when not given.
+   */
+  telemetry?: Telemetry;
 }
 
 export interface RunOptions {
@@ -157,7 +164,11 @@ export function createEngineContext(options: EngineOptions): EngineContext {
   const actions = new Map<string, AnyAction>();
   for (const a of options.actions ?? []) actions.set(a.name, a);
 
-  const append = (events: NewEvent[]): Promise<StoredEvent[]> => ledger.append(events);
+  const append = async (events: NewEvent[]): Promise<StoredEvent[]> => {
+    const stored = await ledger.append(events);
+    traceEvents(stored);
+    return stored;
+  };
 
   return {
     options,

@@ -18,6 +18,7 @@ import type { AnyAction, EngineContext, Licence } from './context.js';
 import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
 import { lockedGate, maybeSent, reconcileView } from './reconcile.js';
+import { identifyCall, traced } from './trace.js';
 
 /** What recovery did with one operation. */
 export const RecoveryOutcome = {
@@ -62,7 +63,13 @@ export async function recover(
   const worker = async (): Promise<void> => {
     while (next < ids.length) {
       const i = next++;
-      out[i] = await recoverOne(ctx, ids[i]!, claim);
+      // One trace per operation worked through (src/engine/trace.ts).
+      out[i] = await traced(
+        ctx.options.telemetry,
+        'recover',
+        () => recoverOne(ctx, ids[i]!, claim),
+        (item) => item?.envelope ?? null,
+      );
     }
   };
   await Promise.all(
@@ -82,6 +89,7 @@ async function recoverOne(
   if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
   const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;
   if (!view) return null;
+  identifyCall(view);
   const sent = maybeSent(view);
   const action = view.action ? ctx.actions.get(view.action) : undefined;
   const person = (detail: string, envelope: Envelope): RecoveryItem => ({

@@ -23,6 +23,7 @@ import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation } from './operation.js';
 import { createLeaseKeeper, takeOver } from './ownership.js';
+import { identifyCall, traced } from './trace.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
@@ -139,6 +140,7 @@ export function createEngine(options: EngineOptions): Runtime {
           throw error;
         }
       }
+      identifyCall(view);
       // SSH: the owner keeps the real input for its reconciliations (engine/ssh-action.ts).
       rememberSshInput(ctx, action, view.operation_id, data);
       const envelope = await drive(ctx, action, data, view, opts);
@@ -214,6 +216,20 @@ export function createEngine(options: EngineOptions): Runtime {
       await keeper.stop();
     },
   };
+
+  // Telemetry: one trace per operation call (src/engine/trace.ts), nothing when not configured.
+  if (options.telemetry) {
+    const run = runtime.run.bind(runtime);
+    const reconcile = runtime.reconcile.bind(runtime);
+    runtime.run = (action, input, opts) =>
+      traced(options.telemetry, action.name, () => run(action, input, opts));
+    runtime.reconcile = (operationId, opts) =>
+      traced(options.telemetry, 'reconcile', async () => {
+        const view = await load(operationId);
+        if (view) identifyCall(view);
+        return reconcile(operationId, opts);
+      });
+  }
 
   return runtime;
 }
