@@ -56,6 +56,7 @@ export const RECOVERY_CONCURRENCY = 4;
 export async function recover(
   ctx: EngineContext,
   claim?: (view: OperationView) => Promise<OperationView | null>,
+  othersOnly = false,
 ): Promise<RecoveryItem[]> {
   const ids = await ctx.ledger.unresolved();
   const out: Array<RecoveryItem | null> = new Array<RecoveryItem | null>(ids.length).fill(null);
@@ -67,8 +68,9 @@ export async function recover(
       out[i] = await traced(
         ctx.options.telemetry,
         'recover',
-        () => recoverOne(ctx, ids[i]!, claim),
+        () => recoverOne(ctx, ids[i]!, claim, othersOnly),
         (item) => item?.envelope ?? null,
+        true,
       );
     }
   };
@@ -82,9 +84,12 @@ async function recoverOne(
   ctx: EngineContext,
   id: string,
   claim?: (view: OperationView) => Promise<OperationView | null>,
+  othersOnly = false,
 ): Promise<RecoveryItem | null> {
   const loaded = await ctx.load(id);
   if (!loaded) return null;
+  // A sweep never touches this runtime's own operations: a call may be driving them right now.
+  if (othersOnly && loaded.owner === ctx.owner) return null;
   // Settled by another gateway since the list was read: nothing to do.
   if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
   const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;

@@ -50,8 +50,13 @@ export interface Runtime {
   open<I>(action: EngineAction<I, unknown>, input: I, options?: RunOptions): Promise<string>;
   /** Looks the operation's result up at the destination and records what was found. */
   reconcile(operationId: string, options?: { signal?: AbortSignal }): Promise<Envelope>;
-  /** Works through every unresolved operation after a restart; one report line each. */
-  recover(): Promise<RecoveryItem[]>;
+  /**
+   * Works through every unresolved operation after a restart; one report line each. Operations of
+   * other owners are taken over first (`owner_changed`); those of owners with a live lease are
+   * left to them. `sweep` (a fleet's periodic pass) leaves this runtime's own operations alone
+   * and takes over only owners whose lease has lapsed.
+   */
+  recover(options?: { sweep?: boolean }): Promise<RecoveryItem[]>;
   /** Runs the operation's action with new input as a new operation that supersedes it. */
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
   /** The operation's ledger view and the envelope it stands at, or null when unknown. */
@@ -167,12 +172,16 @@ export function createEngine(options: EngineOptions): Runtime {
       return envelope;
     },
 
-    recover() {
-      // Operations of other owners are taken over first; those of live owners are left to them.
-      return recover(ctx, async (view) => {
-        const taken = await takeOver(ctx, view, 'recovery', keeper);
-        return taken.ok ? taken.view : null;
-      });
+    recover(opts = {}) {
+      const sweep = opts.sweep === true;
+      return recover(
+        ctx,
+        async (view) => {
+          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
+          return taken.ok ? taken.view : null;
+        },
+        sweep,
+      );
     },
 
     async supersede(operationId, newInput, opts = {}) {

@@ -12,20 +12,31 @@ const current = new AsyncLocalStorage<CallTrace>();
 
 /**
  * Runs one operation call of `tool` inside its trace (or plainly, without telemetry); `envelope`
- * picks the caller's envelope from a result that is not one (a recovery item).
+ * picks the caller's envelope from a result that is not one (a recovery item). `lazy`: the trace
+ * starts only once the call names its operation (recovery passes over operations it leaves alone
+ * without a span).
  */
 export async function traced<T = Envelope>(
   telemetry: Telemetry | undefined,
   tool: string,
   fn: () => Promise<T>,
   envelope: (result: T) => Envelope | null = (r) => r as Envelope,
+  lazy = false,
 ): Promise<T> {
   if (!telemetry) return fn();
-  const trace = telemetry.call(tool);
+  let started: CallTrace | null = lazy ? null : telemetry.call(tool);
+  const start = (): CallTrace => (started ??= telemetry.call(tool));
+  const trace: CallTrace = {
+    identify: (op) => start().identify(op),
+    record: (events) => start().record(events),
+    traceparent: () => started?.traceparent() ?? null,
+    end: (outcome) => started?.end(outcome),
+  };
   try {
     const result = await current.run(trace, fn);
     const env = envelope(result);
-    trace.end(env ? { envelope: env } : { error: { code: 'not_recovered' } });
+    if (env) trace.end({ envelope: env });
+    else trace.end({ error: { code: 'left_alone' } });
     return result;
   } catch (error) {
     trace.end({ error });

@@ -35,6 +35,9 @@ import type { Gate } from '../engine/ports.js';
 import { createGateway, currentCall, type Gateway } from './gateway.js';
 import { serveHttp } from './http.js';
 import { GatewayStdioTransport } from './stdio.js';
+import { startFleetSweep } from './fleet.js';
+import { startOtlpTelemetry, type OtlpTelemetry } from '../telemetry/otlp.js';
+import type { Telemetry } from '../telemetry/port.js';
 
 export interface StartOptions {
   loaded: LoadedConfig;
@@ -49,6 +52,8 @@ export interface StartOptions {
 
 export interface ComposeOptions {
   loaded: LoadedConfig;
+  /** Tracing (the `telemetry:` section, started by startGateway). */
+  telemetry?: Telemetry;
   ledger: LedgerStore;
   vault?: Vault;
   env?: Readonly<Record<string, string | undefined>>;
@@ -87,6 +92,11 @@ export function composeGateway(options: ComposeOptions): {
     ...(ssh ? { ssh } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: options.loaded.actions.map((a) => a.definition),
+    // A fleet member holds an ownership lease (src/engine/ownership.ts).
+    ...(options.loaded.config.fleet
+      ? { lease: { ttl_ms: options.loaded.config.fleet.lease_ms } }
+      : {}),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
   });
   const gateway = createGateway({
     runtime,
@@ -199,7 +209,7 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
 }
 
 export type StartFailure = {
-  code: 'ledger' | 'vault' | 'listen' | 'config';
+  code: 'ledger' | 'vault' | 'listen' | 'config' | 'telemetry';
   message: string;
   /** Problems at a place in the configuration file (exit 2, one `FILE:LINE:COL` line each). */
   issues?: ConfigIssue[];
@@ -232,10 +242,28 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     return { ok: false, failure: vaultOpened.failure };
   }
   const vault = vaultOpened.vault;
+  let otlp: OtlpTelemetry | null = null;
+  if (config.telemetry?.otlp) {
+    try {
+      otlp = await startOtlpTelemetry(config.telemetry.otlp, {
+        ...(options.version ? { version: options.version } : {}),
+      });
+    } catch (error) {
+      await ledger.close();
+      return {
+        ok: false,
+        failure: {
+          code: 'telemetry',
+          message: error instanceof Error ? error.message : String(error),
+        },
+      };
+    }
+  }
   let composed: ReturnType<typeof composeGateway>;
   try {
     composed = composeGateway({
       loaded: options.loaded,
+      ...(otlp ? { telemetry: otlp.telemetry } : {}),
       ledger,
       ...(vault ? { vault } : {}),
       ...(options.env ? { env: options.env } : {}),
@@ -251,6 +279,14 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     };
   }
   const { gateway, runtime, approvals } = composed;
+  // Fleets: settle the operations of gateways whose lease has lapsed, at start and periodically.
+  const sweep = config.fleet
+    ? startFleetSweep(runtime, {
+        onStart: config.fleet.recover_on_start,
+        everyMs: config.fleet.sweep_every_ms,
+        log,
+      })
+    : null;
 
   let resolveClosed!: () => void;
   const closed = new Promise<void>((r) => (resolveClosed = r));
@@ -260,10 +296,12 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     stopping ??= (async () => {
       // Open cards are denied at once, so no call waits for a person while the process stops.
       await approvals?.shutdown();
+      await sweep?.stop();
       await gateway.idle();
       await stopTransport();
       await runtime.endSession('gateway stopped');
       await ledger.close();
+      await otlp?.shutdown().catch(() => undefined);
       await closeHttpPools();
       resolveClosed();
     })();
