@@ -11,7 +11,11 @@ import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { run as audit } from '../src/cli/commands/audit.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
+import { staticCredentials } from '../src/engine/ports.js';
+import { closeHttpPools } from '../src/http/transport.js';
 import { openPostgresLedger } from '../src/ledger/postgres/store.js';
+import { REFERENCE_AUTHORITY, referenceActions } from '../src/matrix/reference-actions.js';
+import { createRuntime } from '../src/runtime.js';
 import { projectOperations } from '../src/ledger/projection.js';
 import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from './support/postgres.js';
 
@@ -30,6 +34,7 @@ beforeAll(async () => {
   fake = await startFakeService({ tokens: [{ name: 'gateway', token: TOKEN }] });
 });
 afterAll(async () => {
+  await closeHttpPools();
   await fake?.close();
   await server?.stop();
 });
@@ -156,6 +161,77 @@ describe.skipIf(skip !== undefined)('a fleet of gateways on one PostgreSQL ledge
       } finally {
         await ledger.close();
         for (const g of gws) if (g.proc.exitCode === null) g.proc.kill('SIGKILL');
+      }
+    },
+  );
+
+  it(
+    'two gateways recover the same dead owner concurrently: each operation gets exactly one new owner and one lookup',
+    { timeout: 120_000 },
+    async () => {
+      const schema = 'fleet_race';
+      const actions = referenceActions(fake.url);
+      const deploy = actions.find((a) => a.name === 'create_deployment')!;
+      const credentials = staticCredentials({
+        [REFERENCE_AUTHORITY]: { authorization: `Bearer ${TOKEN}` },
+      });
+      const handle = () => openPostgresLedger(server!.url, { schema });
+      // The dead owner: its clock a minute behind, so its 30 s lease has lapsed by real time.
+      const deadLedger = await handle();
+      const dead = createRuntime({
+        ledger: deadLedger,
+        credentials,
+        actions,
+        owner: 'gw-dead',
+        lease: { ttl_ms: 30_000 },
+        clock: { now: () => Date.now() - 60_000 },
+      });
+      const ops: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        const cor = `race-${i}`;
+        fake.arm({ call_id: cor, phase: 'after_commit', action: 'rst' });
+        const env = await dead.run(
+          deploy,
+          { service: 'race', version: `${i}` },
+          { correlationId: cor },
+        );
+        expect(env.category).toBe('outcome_unknown');
+        ops.push(env.operation_id!);
+      }
+      await deadLedger.close();
+
+      const gateways = await Promise.all(
+        ['gw-b', 'gw-c'].map(async (owner) => {
+          const ledger = await handle();
+          return {
+            ledger,
+            rt: createRuntime({ ledger, credentials, actions, owner, lease: { ttl_ms: 30_000 } }),
+          };
+        }),
+      );
+      try {
+        const reports = await Promise.all(gateways.map((g) => g.rt.recover()));
+        expect(
+          reports
+            .flat()
+            .map((i) => i.operation_id)
+            .sort(),
+        ).toEqual([...ops].sort());
+        expect(reports.flat().every((i) => i.outcome === 'found_by_lookup')).toBe(true);
+        const check = gateways[0]!.ledger;
+        for (const [i, op] of ops.entries()) {
+          const changes = (await check.query({ operation_id: op })).filter(
+            (e) => e.kind === 'owner_changed',
+          );
+          expect(changes).toHaveLength(1);
+          expect(changes[0]!.data).toMatchObject({ from: 'gw-dead', reason: 'lease_expired' });
+          const lookups = fake
+            .groundTruth(`race-${i}.lookup`)
+            .filter((t) => t.event === 'received' && t.method === 'GET');
+          expect(lookups).toHaveLength(1);
+        }
+      } finally {
+        for (const g of gateways) await g.ledger.close();
       }
     },
   );
