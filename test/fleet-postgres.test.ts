@@ -13,6 +13,7 @@ import { run as audit } from '../src/cli/commands/audit.js';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { staticCredentials } from '../src/engine/ports.js';
 import { closeHttpPools } from '../src/http/transport.js';
+import { opened } from '../src/ledger/contract.case.js';
 import { openPostgresLedger } from '../src/ledger/postgres/store.js';
 import { REFERENCE_AUTHORITY, referenceActions } from '../src/matrix/reference-actions.js';
 import { createRuntime } from '../src/runtime.js';
@@ -53,8 +54,8 @@ function gateway(url: string, name: string): Gateway {
   );
   let out = '';
   let err = '';
-  proc.stdout!.on('data', (d: Buffer) => (out += d.toString()));
-  proc.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+  proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  proc.stderr.on('data', (d: Buffer) => (err += d.toString()));
   const exited = new Promise<NodeJS.Signals | number | null>((resolve) =>
     proc.on('exit', (code, signal) => {
       if (code !== 0 && signal === null) console.error(`${name} failed: ${err}`);
@@ -235,4 +236,32 @@ describe.skipIf(skip !== undefined)('a fleet of gateways on one PostgreSQL ledge
       }
     },
   );
+
+  it('LISTEN/NOTIFY: a watcher hears of another gateway’s commit without polling', async () => {
+    const a = await openPostgresLedger(server!.url, { schema: 'fleet_notify' });
+    const b = await openPostgresLedger(server!.url, { schema: 'fleet_notify' });
+    try {
+      let heard = 0;
+      let wake!: () => void;
+      const woken = new Promise<void>((r) => (wake = r));
+      const stop = await a.watch!(() => {
+        heard++;
+        wake();
+      });
+      const stored = await b.append([opened('op_notify_1')]);
+      await woken;
+      expect(heard).toBeGreaterThanOrEqual(1);
+      expect((await a.read(stored[0]!.seq)).map((e) => e.operation_id)).toEqual(['op_notify_1']);
+      await stop();
+      await b.append([opened('op_notify_2')]);
+      // After stop() nothing more is delivered: a read of the new head proves the append landed.
+      expect((await a.read(stored[0]!.seq + 1)).map((e) => e.operation_id)).toEqual([
+        'op_notify_2',
+      ]);
+      expect(heard).toBe(1);
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
 });

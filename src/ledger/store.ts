@@ -35,5 +35,11 @@ export interface LedgerStore extends OperationListing {
    * while its `from` is the owner and holds no live lease; one without them refuses none.
    */
   readonly leases?: OwnerLeases;
+  /**
+   * Calls `onAppend` soon after any writer (in any process) committed new events, without polling
+   * (PostgreSQL LISTEN/NOTIFY). Resolves to a function that stops watching. Stores that cannot
+   * tell do not offer it; readers then poll `read(from)`.
+   */
+  watch?(onAppend: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }

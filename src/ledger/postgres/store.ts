@@ -109,7 +109,7 @@ export async function openPostgresLedger(
       cause: err,
     });
   }
-  return new PostgresLedgerStore(pool, schema);
+  return new PostgresLedgerStore(pool, schema, url);
 }
 
 interface BytesRow {
@@ -126,10 +126,16 @@ class PostgresLedgerStore implements LedgerStore {
   readonly #group;
   /** Transaction-scoped advisory lock key serialising appends to this schema's ledger. */
   readonly #lockKey: string;
+  /** LISTEN/NOTIFY channel of this schema's ledger (schema names are checked identifiers). */
+  readonly #channel: string;
+  readonly #url: string;
+  readonly #watchers = new Set<pg.Client>();
   #closed = false;
 
-  constructor(pool: pg.Pool, schema: string) {
+  constructor(pool: pg.Pool, schema: string, url: string) {
     this.#pool = pool;
+    this.#url = url;
+    this.#channel = `candor_ledger_${schema}`;
     this.#lockKey = BigInt.asIntN(
       64,
       BigInt(`0x${sha256Hex(`candor-ledger-append:${schema}`).slice(0, 16)}`),
@@ -193,7 +199,12 @@ class PostgresLedgerStore implements LedgerStore {
         }
       }
       // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}COMMIT`);
+      // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
+      const notify =
+        rows.length > 0
+          ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); `
+          : '';
+      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}${notify}COMMIT`);
       if (rows.length > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -279,6 +290,23 @@ class PostgresLedgerStore implements LedgerStore {
     if (this.#closed) throw new LedgerError('CLOSED', 'ledger: store is closed');
   }
 
+  async watch(onAppend: () => void): Promise<() => Promise<void>> {
+    this.#live();
+    // A connection of its own (a pooled one would be handed to other queries).
+    const client = new pg.Client({ connectionString: this.#url });
+    client.on('error', () => undefined);
+    client.on('notification', (n) => {
+      if (n.channel === this.#channel) onAppend();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${this.#channel}`);
+    this.#watchers.add(client);
+    return async () => {
+      if (!this.#watchers.delete(client)) return;
+      await client.end().catch(() => undefined);
+    };
+  }
+
   append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
     if (this.#closed || events.length === 0) {
       return settle(() => {
@@ -348,6 +376,8 @@ class PostgresLedgerStore implements LedgerStore {
     if (this.#closed) return;
     this.#closed = true;
     await this.#group.drain();
+    for (const w of this.#watchers) await w.end().catch(() => undefined);
+    this.#watchers.clear();
     await this.#pool.end();
   }
 
