@@ -60,3 +60,6 @@ export {
 export { openLedger, DEFAULT_LEDGER_URL } from './ledger/open.js';
 export { projectOperation, type OperationView } from './ledger/projection.js';
 export { createRedactor } from './core/redact.js';
+export { openTelemetry, type OpenTelemetryOptions } from './telemetry/otel.js';
+export type { CallTrace, Telemetry } from './telemetry/port.js';
+export { DEFAULT_LEASE_MS, type OwnerLeases } from './ledger/lease.js';

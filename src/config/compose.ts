@@ -29,6 +29,7 @@ import { configCredentials } from './credentials.js';
 import type { LoadedConfig } from './load.js';
 import { configSsh } from './ssh-runtime.js';
 import type { StartedUpstreams } from './upstreams.js';
+import type { Telemetry } from '../telemetry/port.js';
 
 export interface ComposeOptions {
   loaded: LoadedConfig;
@@ -49,6 +50,8 @@ export interface ComposeOptions {
   clientApprover?: { available(): boolean; approver: Approver };
   /** Upstream MCP servers already started (`startUpstreams`): their tools become actions. */
   upstreams?: StartedUpstreams;
+  /** Tracing (the `telemetry:` section, started by the caller). */
+  telemetry?: Telemetry;
 }
 
 export interface Composed {
@@ -85,6 +88,11 @@ export function composeRuntime(options: ComposeOptions): Composed {
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
     ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),
+    // A fleet member holds an ownership lease (src/engine/ownership.ts).
+    ...(options.loaded.config.fleet
+      ? { lease: { ttl_ms: options.loaded.config.fleet.lease_ms } }
+      : {}),
+    ...(options.telemetry ? { telemetry: options.telemetry } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: [...options.loaded.actions, ...(options.upstreams?.actions ?? [])].map(
       (a) => a.definition,

@@ -186,6 +186,24 @@ export const configSchema = z.strictObject({
   actions: z.array(actionConfigSchema).default([]),
   ssh: sshConfigSchema.optional(),
   upstreams: upstreamsSchema,
+  fleet: z
+    .strictObject({
+      /** How long a heartbeat keeps this gateway's ownership lease (renewed every third). */
+      lease_ms: z.number().int().min(1_000).max(3_600_000).default(30_000),
+      /** At start, settle the operations of gateways whose lease has lapsed. */
+      recover_on_start: z.boolean().default(true),
+      /** Then every N ms (0: never). */
+      sweep_every_ms: z.number().int().min(0).default(60_000),
+    })
+    .optional()
+    .describe('several gateways on one ledger: ownership leases and takeover of dead owners'),
+  telemetry: z
+    .strictObject({
+      /** OTLP/HTTP collector base URL; spans go to URL/v1/traces. */
+      otlp: z.url({ protocol: /^https?$/ }).optional(),
+    })
+    .optional()
+    .describe('OpenTelemetry: spans per operation call and attempt'),
   approvals: z
     .strictObject({
       /**

@@ -120,6 +120,7 @@ export const EventKind = closedSet(
   'approval_decided',
   'operation_resolved',
   'operation_superseded',
+  'owner_changed',
   'gate_changed',
   'checkpoint',
 );

@@ -1,6 +1,7 @@
 // One attempt, in five steps: write-ahead (attempt_started is durable before a byte leaves),
 // dispatch (through the destination's transport), check (the reply against the action's
 // contract), classify (evidence to a claim) and record (attempt_finished with its diagnostics).
+import { withTraceparent } from './trace.js';
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
 import type { Evidence } from '../core/evidence.js';
@@ -270,7 +271,8 @@ export async function dispatch(
 ): Promise<Dispatched> {
   const transport = ctx.transports[prepared.kind] as Transport | undefined;
   if (!transport) throw new TransportMissing(prepared.kind);
-  return transport.dispatch(prepared, { signal });
+  // The traceparent is added after the request fingerprint was taken: it is not part of the intent.
+  return transport.dispatch(withTraceparent(prepared), { signal });
 }
 
 /** No transport of the destination's kind is registered in the runtime. */

@@ -17,6 +17,9 @@ import type { LedgerStore } from '../ledger/store.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import type { ResolveSshSecret } from './ssh-action.js';
+import type { Telemetry } from '../telemetry/port.js';
+import type { LeaseOptions } from './ownership.js';
+import { traceEvents } from './trace.js';
 import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
 
 export { UsageError } from '../core/errors.js';
@@ -59,6 +62,17 @@ export interface EngineOptions {
   classify?: typeof classify;
   /** Resolves an SSH action's `secret_refs` (vault values) at attempt time, inside the runtime. */
   resolveSshSecret?: ResolveSshSecret;
+  /**
+   * Fleets: hold an ownership lease while a session is open (src/engine/ownership.ts), so other
+   * gateways on the same ledger can tell this owner alive and take its operations over only once
+   * the lease has lapsed.
+   */
+  lease?: LeaseOptions;
+  /**
+   * Tracing (src/telemetry): a span per operation call, a child span per attempt, the W3C
+   * `traceparent` on HTTP requests. Off when not given.
+   */
+  telemetry?: Telemetry;
 }
 
 export interface RunOptions {
@@ -155,7 +169,11 @@ export function createEngineContext(options: EngineOptions): EngineContext {
   const actions = new Map<string, AnyAction>();
   for (const a of options.actions ?? []) actions.set(a.name, a);
 
-  const append = (events: NewEvent[]): Promise<StoredEvent[]> => ledger.append(events);
+  const append = async (events: NewEvent[]): Promise<StoredEvent[]> => {
+    const stored = await ledger.append(events);
+    traceEvents(stored);
+    return stored;
+  };
 
   return {
     options,

@@ -18,6 +18,7 @@ import type { AnyAction, EngineContext, Licence } from './context.js';
 import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
 import { lockedGate, maybeSent, reconcileView } from './reconcile.js';
+import { identifyCall, traced } from './trace.js';
 
 /** What recovery did with one operation. */
 export const RecoveryOutcome = {
@@ -47,14 +48,30 @@ export interface RecoveryItem {
 /** Operations worked through at once. */
 export const RECOVERY_CONCURRENCY = 4;
 
-export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
+/**
+ * `claim` makes this runtime the owner of an operation another process owns (src/engine/
+ * ownership.ts) and answers its view, or null when that owner is alive (or another gateway won):
+ * such an operation is left alone and has no report line.
+ */
+export async function recover(
+  ctx: EngineContext,
+  claim?: (view: OperationView) => Promise<OperationView | null>,
+  othersOnly = false,
+): Promise<RecoveryItem[]> {
   const ids = await ctx.ledger.unresolved();
   const out: Array<RecoveryItem | null> = new Array<RecoveryItem | null>(ids.length).fill(null);
   let next = 0;
   const worker = async (): Promise<void> => {
     while (next < ids.length) {
       const i = next++;
-      out[i] = await recoverOne(ctx, ids[i]!);
+      // One trace per operation worked through (src/engine/trace.ts).
+      out[i] = await traced(
+        ctx.options.telemetry,
+        'recover',
+        () => recoverOne(ctx, ids[i]!, claim, othersOnly),
+        (item) => item?.envelope ?? null,
+        true,
+      );
     }
   };
   await Promise.all(
@@ -63,9 +80,21 @@ export async function recover(ctx: EngineContext): Promise<RecoveryItem[]> {
   return out.filter((x): x is RecoveryItem => x !== null);
 }
 
-async function recoverOne(ctx: EngineContext, id: string): Promise<RecoveryItem | null> {
-  const view = await ctx.load(id);
+async function recoverOne(
+  ctx: EngineContext,
+  id: string,
+  claim?: (view: OperationView) => Promise<OperationView | null>,
+  othersOnly = false,
+): Promise<RecoveryItem | null> {
+  const loaded = await ctx.load(id);
+  if (!loaded) return null;
+  // A sweep never touches this runtime's own operations: a call may be driving them right now.
+  if (othersOnly && loaded.owner === ctx.owner) return null;
+  // Settled by another gateway since the list was read: nothing to do.
+  if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
+  const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;
   if (!view) return null;
+  identifyCall(view);
   const sent = maybeSent(view);
   const action = view.action ? ctx.actions.get(view.action) : undefined;
   const person = (detail: string, envelope: Envelope): RecoveryItem => ({

@@ -24,7 +24,9 @@ import {
 import { changedRequest, changedRequestEnvelope } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
+import { createLeaseKeeper, takeOver } from './ownership.js';
 import type { PreparedAttempt } from './request.js';
+import { identifyCall, traced } from './trace.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
@@ -51,8 +53,13 @@ export interface Runtime {
   open<I>(action: EngineAction<I, unknown>, input: I, options?: RunOptions): Promise<string>;
   /** Looks the operation's result up at the destination and records what was found. */
   reconcile(operationId: string, options?: { signal?: AbortSignal }): Promise<Envelope>;
-  /** Works through every unresolved operation after a restart; one report line each. */
-  recover(): Promise<RecoveryItem[]>;
+  /**
+   * Works through every unresolved operation after a restart; one report line each. Operations of
+   * other owners are taken over first (`owner_changed`); those of owners with a live lease are
+   * left to them. `sweep` (a fleet's periodic pass) leaves this runtime's own operations alone
+   * and takes over only owners whose lease has lapsed.
+   */
+  recover(options?: { sweep?: boolean }): Promise<RecoveryItem[]>;
   /** Runs the operation's action with new input as a new operation that supersedes it. */
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
   /** The operation's ledger view and the envelope it stands at, or null when unknown. */
@@ -67,10 +74,13 @@ export interface Runtime {
 export function createEngine(options: EngineOptions): Runtime {
   const ctx = createEngineContext(options);
   const { clock, ids, owner, actions, append, load } = ctx;
+  const keeper = createLeaseKeeper(ctx, options.lease);
   let session: Promise<string> | null = null;
 
   function sessionId(): Promise<string> {
     session ??= (async () => {
+      // A fleet member is alive in the lease table before it owns anything.
+      await keeper.hold();
       const id = ids.mint('ses');
       await append([
         {
@@ -113,15 +123,21 @@ export function createEngine(options: EngineOptions): Runtime {
             'unknown_operation',
             `no operation ${opts.operationId} in the ledger`,
           );
-        if (view.owner !== owner && opts.worker === undefined) {
-          throw new UsageError(
-            'not_owner',
-            `operation ${opts.operationId} is owned by ${view.owner}; only its owner decides a retry`,
-          );
-        }
         // Only ever the same request, in every state: refused before any prompt or byte.
         const changed = changedRequest(ctx, action, data, view);
         if (changed) return changedRequestEnvelope(action, opts.operationId, changed, view);
+        if (view.owner !== owner && opts.worker === undefined) {
+          // Another process's operation: continued only once that owner's lease has lapsed, by
+          // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
+          const taken = await takeOver(ctx, view, 'run', keeper, true);
+          if (!taken.ok) {
+            throw new UsageError(
+              'not_owner',
+              `operation ${opts.operationId} is ${taken.why}; only its owner decides a retry`,
+            );
+          }
+          view = taken.view;
+        }
       } else {
         let opening: Opening;
         try {
@@ -148,6 +164,7 @@ export function createEngine(options: EngineOptions): Runtime {
           runCtx = deferOpening(ctx, opening.events).ctx;
         }
       }
+      identifyCall(view);
       // SSH: the owner keeps the real input for its reconciliations (engine/ssh-action.ts).
       rememberSshInput(ctx, action, view.operation_id, data);
       let envelope: Envelope;
@@ -181,8 +198,16 @@ export function createEngine(options: EngineOptions): Runtime {
       return envelope;
     },
 
-    recover() {
-      return recover(ctx);
+    recover(opts = {}) {
+      const sweep = opts.sweep === true;
+      return recover(
+        ctx,
+        async (view) => {
+          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
+          return taken.ok ? taken.view : null;
+        },
+        sweep,
+      );
     },
 
     async supersede(operationId, newInput, opts = {}) {
@@ -223,6 +248,7 @@ export function createEngine(options: EngineOptions): Runtime {
       ]);
       session = null;
       await options.audit?.checkpoints?.checkpoint();
+      await keeper.stop();
     },
 
     async close() {
@@ -230,6 +256,20 @@ export function createEngine(options: EngineOptions): Runtime {
       await Promise.all(transports.map((t) => (t.close ? t.close() : Promise.resolve())));
     },
   };
+
+  // Telemetry: one trace per operation call (src/engine/trace.ts), nothing when not configured.
+  if (options.telemetry) {
+    const run = runtime.run.bind(runtime);
+    const reconcile = runtime.reconcile.bind(runtime);
+    runtime.run = (action, input, opts) =>
+      traced(options.telemetry, action.name, () => run(action, input, opts));
+    runtime.reconcile = (operationId, opts) =>
+      traced(options.telemetry, 'reconcile', async () => {
+        const view = await load(operationId);
+        if (view) identifyCall(view);
+        return reconcile(operationId, opts);
+      });
+  }
 
   return runtime;
 }

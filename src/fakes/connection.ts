@@ -140,7 +140,11 @@ export class Connection {
         ? { correlation_id: correlationId }
         : {};
     this.log(cur, 'received', { method: head.method, path, ...ids }, cur.firstByteAt);
-    this.log(cur, 'headers_complete', fault_id === undefined ? {} : { fault_id });
+    const traceparent = head.headers['traceparent'];
+    this.log(cur, 'headers_complete', {
+      ...(fault_id === undefined ? {} : { fault_id }),
+      ...(traceparent === undefined ? {} : { traceparent }),
+    });
     const fault = cur.armed?.fault;
     if (fault?.phase === 'after_request_headers') {
       this.closeWith(cur, fault.action);

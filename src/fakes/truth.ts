@@ -2,7 +2,8 @@
 // One JSON object per line. `seq` is global to the service (a total order across requests and
 // sockets); `at` is milliseconds on a monotonic clock (injectable), comparable only with other
 // readings of the same clock. `request` numbers requests in arrival order, so two attempts that
-// share a correlation id stay apart. Nothing from request headers is recorded except the ids.
+// share a correlation id stay apart. Nothing from request headers is recorded except the ids
+// (call, correlation and W3C trace ids).
 import { closeSync, openSync, writeSync } from 'node:fs';
 
 export const TruthEventKind = {
@@ -59,6 +60,8 @@ export interface TruthEvent {
   unread_bytes?: number;
   /** `upstream_failed`: the error code. */
   detail?: string;
+  /** `headers_complete`: the W3C trace context the client sent (ids only, never a secret). */
+  traceparent?: string;
 }
 
 export type TruthDetails = Omit<TruthEvent, 'call_id' | 'seq' | 'at' | 'event' | 'request'>;

@@ -11,6 +11,7 @@ import type {
   RetryDecision,
 } from '../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from './events.js';
+import { leaseContract } from './lease.case.js';
 import { listingContract } from './listing.case.js';
 import { projectOperations, UNRESOLVED_STATES } from './projection.js';
 import { recordBytes } from './record.js';
@@ -380,5 +381,6 @@ export function ledgerContractSuite(
     });
 
     listingContract(withStore);
+    leaseContract(withStore);
   });
 }

@@ -18,6 +18,9 @@ export type RecordedDiagnostics = Record<string, unknown> | SealedPayload;
 
 export const EVENT_VERSION = 1;
 
+/** Why an operation changed owner: its owner's lease ran out, or it never held one. */
+export type OwnerChangeReason = 'lease_expired' | 'no_lease';
+
 export interface Intent {
   /** What kind of effect, e.g. `create_deployment`, `deactivate_account`. */
   kind: string;
@@ -134,6 +137,20 @@ export interface EventPayloads {
     remote_refs: string[];
   };
   operation_superseded: { superseded_by: string; reason: string };
+  /**
+   * Another gateway took the operation over (src/ledger/lease.ts): `from` held no live lease when
+   * `to` claimed it. The store admits it only while `from` is still the owner, so of two gateways
+   * racing for one operation exactly one is recorded.
+   */
+  owner_changed: {
+    from: string;
+    to: string;
+    reason: OwnerChangeReason;
+    /** When `from`'s lease ran out (null: it never held one). */
+    lease_expired_at: number | null;
+    /** What the new owner was doing when it took over. */
+    by: 'recovery' | 'run' | 'sweep';
+  };
   gate_changed: { locked: boolean; by: string };
   checkpoint: {
     size: number;

@@ -11,6 +11,11 @@ export const LedgerErrorCode = {
   SCHEMA_TOO_NEW: 'SCHEMA_TOO_NEW',
   /** The store was used after close(). */
   CLOSED: 'CLOSED',
+  /**
+   * An `owner_changed` was refused: its `from` is no longer the owner (another gateway took the
+   * operation over first) or still holds a live lease. Not a fault of the ledger.
+   */
+  OWNER_CONFLICT: 'OWNER_CONFLICT',
 } as const;
 export type LedgerErrorCode = (typeof LedgerErrorCode)[keyof typeof LedgerErrorCode];
 
@@ -55,7 +60,7 @@ export function errorText(err: unknown): string {
  */
 export function isLedgerFault(err: unknown): boolean {
   for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; depth++) {
-    if (e instanceof LedgerError) return true;
+    if (e instanceof LedgerError) return e.code !== 'OWNER_CONFLICT';
     const { code, severity } = e as { code?: unknown; severity?: unknown };
     if (typeof code === 'string' && code.startsWith('SQLITE_')) return true;
     if (typeof severity === 'string' && typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code)) {

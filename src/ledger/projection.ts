@@ -174,6 +174,8 @@ export interface OperationView {
   /** Approval prompts shown for this operation (approval fatigue is a defect too). */
   prompts: number;
   resolution: (EventPayloads['operation_resolved'] & { at: number; seq: number }) | null;
+  /** Takeovers by other gateways (`owner_changed`), oldest first; `owner` is the newest `to`. */
+  owner_changes: (EventPayloads['owner_changed'] & { at: number; seq: number })[];
   first_seq: number;
   last_seq: number;
 }
@@ -202,6 +204,7 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
     approvals: [],
     prompts: 0,
     resolution: null,
+    owner_changes: [],
     first_seq: first.seq,
     last_seq: first.seq,
   };
@@ -271,6 +274,11 @@ function applyEvent(v: OperationView, e: StoredEvent): void {
       return;
     case 'operation_superseded':
       v.superseded_by = e.data.superseded_by;
+      return;
+    case 'owner_changed':
+      // The one process allowed to start attempts is now the gateway that took it over.
+      v.owner = e.data.to;
+      v.owner_changes.push({ ...e.data, at: e.at, seq: e.seq });
       return;
     default:
       return;

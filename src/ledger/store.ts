@@ -1,5 +1,6 @@
 // The LedgerStore port: append, read, query, close. No update, no delete.
 import type { NewEvent, StoredEvent } from './events.js';
+import type { OwnerLeases } from './lease.js';
 import type { OperationListing } from './listing.js';
 
 /**
@@ -29,5 +30,16 @@ export interface LedgerStore extends OperationListing {
   query(q: LedgerQuery): Promise<StoredEvent[]>;
   /** Ids of operations whose projected state is `open` or `unknown` (indexed). */
   unresolved(): Promise<string[]>;
+  /**
+   * Ownership leases (src/ledger/lease.ts). A store that has them admits an `owner_changed` only
+   * while its `from` is the owner and holds no live lease; one without them refuses none.
+   */
+  readonly leases?: OwnerLeases;
+  /**
+   * Calls `onAppend` soon after any writer (in any process) committed new events, without polling
+   * (PostgreSQL LISTEN/NOTIFY). Resolves to a function that stops watching. Stores that cannot
+   * tell do not offer it; readers then poll `read(from)`.
+   */
+  watch?(onAppend: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;
 }

@@ -19,6 +19,8 @@ import type { Runtime } from '../runtime.js';
 import { createGateway, currentCall, type Gateway } from './gateway.js';
 import { serveHttp } from './http.js';
 import { GatewayStdioTransport } from './stdio.js';
+import { startFleetSweep } from './fleet.js';
+import { startOtlpTelemetry, type OtlpTelemetry } from '../telemetry/otlp.js';
 
 export interface StartOptions {
   loaded: LoadedConfig;
@@ -70,7 +72,7 @@ const askTheClient = elicitationApprover(async (card, signal) => {
 });
 
 export type StartFailure = {
-  code: 'ledger' | 'vault' | 'listen' | 'config' | 'upstream';
+  code: 'ledger' | 'vault' | 'listen' | 'config' | 'upstream' | 'telemetry';
   message: string;
   /** Problems at a place in the configuration file (exit 2, one `FILE:LINE:COL` line each). */
   issues?: ConfigIssue[];
@@ -117,10 +119,30 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     };
   }
   const upstreams = started.value;
+  let otlp: OtlpTelemetry | null = null;
+  if (config.telemetry?.otlp) {
+    try {
+      otlp = await startOtlpTelemetry(config.telemetry.otlp, {
+        ...(options.version ? { version: options.version } : {}),
+      });
+    } catch (error) {
+      await upstreams?.close();
+      vault?.close();
+      await ledger.close();
+      return {
+        ok: false,
+        failure: {
+          code: 'telemetry',
+          message: error instanceof Error ? error.message : String(error),
+        },
+      };
+    }
+  }
   let composed: ReturnType<typeof composeGateway>;
   try {
     composed = composeGateway({
       loaded: options.loaded,
+      ...(otlp ? { telemetry: otlp.telemetry } : {}),
       ledger,
       ...(vault ? { vault } : {}),
       ...(options.env ? { env: options.env } : {}),
@@ -131,6 +153,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     });
   } catch (error) {
     await upstreams?.close();
+    await otlp?.shutdown().catch(() => undefined);
     await ledger.close();
     return {
       ok: false,
@@ -138,6 +161,14 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     };
   }
   const { gateway, runtime, approvals } = composed;
+  // Fleets: settle the operations of gateways whose lease has lapsed, at start and periodically.
+  const sweep = config.fleet
+    ? startFleetSweep(runtime, {
+        onStart: config.fleet.recover_on_start,
+        everyMs: config.fleet.sweep_every_ms,
+        log,
+      })
+    : null;
 
   let resolveClosed!: () => void;
   const closed = new Promise<void>((r) => (resolveClosed = r));
@@ -147,11 +178,13 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     stopping ??= (async () => {
       // Open cards are denied at once, so no call waits for a person while the process stops.
       await approvals?.shutdown();
+      await sweep?.stop();
       await gateway.idle();
       await stopTransport();
       await runtime.endSession('gateway stopped');
       await upstreams?.close();
       await ledger.close();
+      await otlp?.shutdown().catch(() => undefined);
       await runtime.close();
       resolveClosed();
     })();

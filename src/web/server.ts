@@ -114,6 +114,11 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     timer.unref();
   };
   tick();
+  // A store that can tell (PostgreSQL LISTEN/NOTIFY) wakes the feed as soon as any gateway
+  // commits; the timer stays as the fallback.
+  const unwatch = store.watch
+    ? await store.watch(() => void poll().catch(() => [])).catch(() => null)
+    : null;
 
   const app = new Hono();
   app.use('*', async (c, next) => {
@@ -286,6 +291,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     async close() {
       closed = true;
       if (timer) clearTimeout(timer);
+      await unwatch?.();
       for (const s of streams) await s.close().catch(() => undefined);
       await polling?.catch(() => undefined);
     },

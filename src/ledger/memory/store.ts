@@ -2,6 +2,7 @@
 // same tag and unresolved indexes), for tests and short-lived tools. Nothing survives the process.
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
+import { createOwnerBook, ownerFrom, type LeaseRow } from '../lease.js';
 import { LedgerError, settle } from '../ledger-error.js';
 import { memoryListing } from '../listing.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
@@ -24,6 +25,7 @@ export function openMemoryLedger(): LedgerStore {
   /** Only operations whose state is open or unknown. */
   const unresolved = new Map<string, OperationState>();
   const listing = memoryListing();
+  const leases = new Map<string, LeaseRow>();
   let closed = false;
 
   const live = (): void => {
@@ -42,6 +44,12 @@ export function openMemoryLedger(): LedgerStore {
     append: (events: readonly NewEvent[]) =>
       settle(() => {
         live();
+        // Takeovers are admitted against the owners as stored (src/ledger/lease.ts).
+        const refused = createOwnerBook(
+          (id) => ownerFrom(decode(rows.filter((r) => r.operation_id === id))),
+          (owner) => leases.get(owner),
+        ).admit(events);
+        if (refused) throw refused;
         const head = rows.at(-1);
         let seq = head?.seq ?? 0;
         let prev = head?.hash ?? GENESIS_HASH;
@@ -98,6 +106,27 @@ export function openMemoryLedger(): LedgerStore {
         live();
         return [...unresolved.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
       }),
+    leases: {
+      heartbeat: (owner, at, expiresAt) =>
+        settle(() => {
+          live();
+          leases.set(owner, { owner, heartbeat_at: at, expires_at: expiresAt });
+        }),
+      release: (owner, at) =>
+        settle(() => {
+          live();
+          const l = leases.get(owner);
+          if (l) leases.set(owner, { ...l, expires_at: Math.min(l.expires_at, at) });
+        }),
+      leases: (owners) =>
+        settle(() => {
+          live();
+          return owners.flatMap((o) => {
+            const l = leases.get(o);
+            return l ? [{ ...l }] : [];
+          });
+        }),
+    },
     operations: (q) => settle(live).then(() => listing.operations(q)),
     facets: (sessions) => settle(live).then(() => listing.facets(sessions)),
     close() {

@@ -48,6 +48,17 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     sql: POSTGRES_LISTING_SCHEMA,
     backfill: backfillPostgresListing,
   },
+  {
+    // Ownership leases (src/ledger/lease.ts): mutable heartbeats, never part of the chain.
+    version: 3,
+    sql: `
+      CREATE TABLE ledger_leases (
+        owner text PRIMARY KEY,
+        expires_at bigint NOT NULL,
+        heartbeat_at bigint NOT NULL
+      );
+    `,
+  },
 ];
 
 export const POSTGRES_SCHEMA_VERSION = POSTGRES_MIGRATIONS.at(-1)!.version;

@@ -96,7 +96,7 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     await client.connect();
     try {
       await client.query(`SET search_path = ${schema}`);
-      await client.query(`DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions;
+      await client.query(`DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions, ledger_leases;
         DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1`);
     } finally {
       await client.end();

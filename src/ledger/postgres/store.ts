@@ -7,6 +7,14 @@ import pg from 'pg';
 import { sha256Hex } from '../../core/fingerprint.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
+import {
+  createOwnerBook,
+  ownerChangesIn,
+  ownerFrom,
+  type LeaseRow,
+  type OwnerBook,
+  type OwnerLeases,
+} from '../lease.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
 import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
 import {
@@ -101,7 +109,7 @@ export async function openPostgresLedger(
       cause: err,
     });
   }
-  return new PostgresLedgerStore(pool, schema);
+  return new PostgresLedgerStore(pool, schema, url);
 }
 
 interface BytesRow {
@@ -118,10 +126,16 @@ class PostgresLedgerStore implements LedgerStore {
   readonly #group;
   /** Transaction-scoped advisory lock key serialising appends to this schema's ledger. */
   readonly #lockKey: string;
+  /** LISTEN/NOTIFY channel of this schema's ledger (schema names are checked identifiers). */
+  readonly #channel: string;
+  readonly #url: string;
+  readonly #watchers = new Set<pg.Client>();
   #closed = false;
 
-  constructor(pool: pg.Pool, schema: string) {
+  constructor(pool: pg.Pool, schema: string, url: string) {
     this.#pool = pool;
+    this.#url = url;
+    this.#channel = `candor_ledger_${schema}`;
     this.#lockKey = BigInt.asIntN(
       64,
       BigInt(`0x${sha256Hex(`candor-ledger-append:${schema}`).slice(0, 16)}`),
@@ -156,9 +170,17 @@ class PostgresLedgerStore implements LedgerStore {
       const known = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
       let seq = Number(head.rows[0]?.seq ?? 0);
       let prev = head.rows[0]?.hash ?? GENESIS_HASH;
+      const book = await this.#ownerBook(client, batches);
       const results: (StoredEvent[] | Error)[] = [];
       const rows: { record: StoredEvent; bytes: Buffer }[] = [];
       for (const events of batches) {
+        // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
+        // here, under the append lock: of two racing gateways exactly one is written.
+        const refused = book?.admit(events);
+        if (refused) {
+          results.push(refused);
+          continue;
+        }
         // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
         try {
           let s = seq;
@@ -177,7 +199,12 @@ class PostgresLedgerStore implements LedgerStore {
         }
       }
       // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}COMMIT`);
+      // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
+      const notify =
+        rows.length > 0
+          ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); `
+          : '';
+      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}${notify}COMMIT`);
       if (rows.length > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -199,8 +226,85 @@ class PostgresLedgerStore implements LedgerStore {
     }
   }
 
+  /**
+   * The owners the batches' takeovers speak about, read under the append lock (one more round
+   * trip, only when a batch holds an `owner_changed`); null when none does.
+   */
+  async #ownerBook(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
+  ): Promise<OwnerBook | null> {
+    const { operations, owners } = ownerChangesIn(batches);
+    if (operations.length === 0) return null;
+    const [events, leases] = (await client.query(
+      `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
+         AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq;
+       SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
+         FROM ledger_leases WHERE owner IN (${owners.map(lit).join(', ')})`,
+    )) as unknown as [
+      pg.QueryResult<{ operation_id: string; bytes: Buffer }>,
+      pg.QueryResult<LeaseRow>,
+    ];
+    const byOp = new Map<string, StoredEvent[]>();
+    for (const r of events.rows) {
+      const list = byOp.get(r.operation_id) ?? [];
+      list.push(parseRecord(r.bytes));
+      byOp.set(r.operation_id, list);
+    }
+    const leaseBy = new Map(leases.rows.map((l) => [l.owner, l]));
+    return createOwnerBook(
+      (id) => ownerFrom(byOp.get(id) ?? []),
+      (owner) => leaseBy.get(owner),
+    );
+  }
+
+  readonly leases: OwnerLeases = {
+    heartbeat: async (owner, at, expiresAt) => {
+      this.#live();
+      await this.#pool.query(
+        `INSERT INTO ledger_leases (owner, expires_at, heartbeat_at) VALUES ($1, $2, $3)
+         ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at,
+           heartbeat_at = excluded.heartbeat_at`,
+        [owner, expiresAt, at],
+      );
+    },
+    release: async (owner, at) => {
+      this.#live();
+      await this.#pool.query(
+        'UPDATE ledger_leases SET expires_at = least(expires_at, $1) WHERE owner = $2',
+        [at, owner],
+      );
+    },
+    leases: async (owners) => {
+      this.#live();
+      const res = await this.#pool.query<LeaseRow>(
+        `SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
+           FROM ledger_leases WHERE owner = ANY($1)`,
+        [[...owners]],
+      );
+      return res.rows;
+    },
+  };
+
   #live(): void {
     if (this.#closed) throw new LedgerError('CLOSED', 'ledger: store is closed');
+  }
+
+  async watch(onAppend: () => void): Promise<() => Promise<void>> {
+    this.#live();
+    // A connection of its own (a pooled one would be handed to other queries).
+    const client = new pg.Client({ connectionString: this.#url });
+    client.on('error', () => undefined);
+    client.on('notification', (n) => {
+      if (n.channel === this.#channel) onAppend();
+    });
+    await client.connect();
+    await client.query(`LISTEN ${this.#channel}`);
+    this.#watchers.add(client);
+    return async () => {
+      if (!this.#watchers.delete(client)) return;
+      await client.end().catch(() => undefined);
+    };
   }
 
   append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
@@ -272,6 +376,8 @@ class PostgresLedgerStore implements LedgerStore {
     if (this.#closed) return;
     this.#closed = true;
     await this.#group.drain();
+    for (const w of this.#watchers) await w.end().catch(() => undefined);
+    this.#watchers.clear();
     await this.#pool.end();
   }
 

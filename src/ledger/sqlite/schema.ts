@@ -50,6 +50,17 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     sql: SQLITE_LISTING_SCHEMA,
     backfill: backfillSqliteListing,
   },
+  {
+    // Ownership leases (src/ledger/lease.ts): mutable heartbeats, never part of the chain.
+    version: 3,
+    sql: `
+      CREATE TABLE ledger_leases (
+        owner TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL,
+        heartbeat_at INTEGER NOT NULL
+      ) WITHOUT ROWID;
+    `,
+  },
 ];
 
 export const SQLITE_SCHEMA_VERSION = SQLITE_MIGRATIONS.at(-1)!.version;

@@ -85,7 +85,7 @@ describe('sqlite ledger file', () => {
     await store.close();
     // Back to what Candor wrote before the listing existed.
     const db = new Database(path);
-    db.exec(`DROP TABLE ledger_operations; DROP TABLE ledger_op_counts; DROP TABLE ledger_sessions;
+    db.exec(`DROP TABLE ledger_operations; DROP TABLE ledger_op_counts; DROP TABLE ledger_sessions; DROP TABLE ledger_leases;
       DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1;`);
     db.close();
     const again = openSqliteLedger(path, { mustExist: true });
@@ -106,7 +106,9 @@ describe('sqlite ledger file', () => {
       await again.close();
     }
     const check = new Database(path, { readonly: true });
-    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(2);
+    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(
+      SQLITE_SCHEMA_VERSION,
+    );
     check.close();
   });
 });

@@ -9,6 +9,13 @@ import Database from 'better-sqlite3';
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
+import {
+  createOwnerBook,
+  ownerFrom,
+  type LeaseRow,
+  type OwnerBook,
+  type OwnerLeases,
+} from '../lease.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
 import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
 import { listingFacetsSql, listOperationsSql, type SqlRunner } from '../listing-sql.js';
@@ -150,6 +157,7 @@ class SqliteLedgerStore implements LedgerStore {
   readonly #group;
   readonly #listing: SqliteListingWriter;
   readonly #sql: SqlRunner;
+  readonly leases: OwnerLeases;
   #closed = false;
 
   constructor(db: Database.Database) {
@@ -209,20 +217,60 @@ class SqliteLedgerStore implements LedgerStore {
       unresolved: db
         .prepare('SELECT operation_id FROM unresolved_operations ORDER BY operation_id')
         .pluck(),
+      lease: db.prepare(
+        'SELECT owner, expires_at, heartbeat_at FROM ledger_leases WHERE owner = ?',
+      ),
+      heartbeat: db.prepare(
+        `INSERT INTO ledger_leases (owner, expires_at, heartbeat_at) VALUES (?, ?, ?)
+         ON CONFLICT (owner) DO UPDATE SET expires_at = excluded.expires_at,
+           heartbeat_at = excluded.heartbeat_at`,
+      ),
+      release: db.prepare(
+        'UPDATE ledger_leases SET expires_at = min(expires_at, ?) WHERE owner = ?',
+      ),
+    };
+    const st = this.#stmt;
+    this.leases = {
+      heartbeat: (owner, at, expiresAt) =>
+        settle(() => {
+          this.#live();
+          st.heartbeat.run(owner, expiresAt, at);
+        }),
+      release: (owner, at) =>
+        settle(() => {
+          this.#live();
+          st.release.run(at, owner);
+        }),
+      leases: (owners) =>
+        settle(() => {
+          this.#live();
+          return owners.flatMap((o) => {
+            const row = st.lease.get(o) as LeaseRow | undefined;
+            return row ? [row] : [];
+          });
+        }),
     };
     // One IMMEDIATE transaction for all batches. With several batches (group commit) each gets a
     // savepoint, so a batch that fails rolls back alone and the others still commit together.
-    const writeOne = db.transaction((events: readonly NewEvent[], head: Head) =>
-      this.#insert(events, head),
+    const writeOne = db.transaction((events: readonly NewEvent[], head: Head, book: OwnerBook) =>
+      this.#insert(events, head, book),
     );
     const writeAll = db.transaction((batches: readonly (readonly NewEvent[])[]) => {
       const row = this.#stmt.head.get() as Head | undefined;
       const head: Head = { seq: row?.seq ?? 0, hash: row?.hash ?? GENESIS_HASH };
-      if (batches.length === 1) return [this.#insert(batches[0]!, head)];
+      // Takeovers are admitted under the write lock (src/ledger/lease.ts).
+      const book = createOwnerBook(
+        (id) =>
+          ownerFrom(
+            (this.#stmt.byOperation.all(id) as BytesRow[]).map((r) => parseRecord(r.bytes)),
+          ),
+        (owner) => this.#stmt.lease.get(owner) as LeaseRow | undefined,
+      );
+      if (batches.length === 1) return [this.#insert(batches[0]!, head, book)];
       return batches.map((events): StoredEvent[] | Error => {
         const before = { ...head };
         try {
-          return writeOne(events, head);
+          return writeOne(events, head, book);
         } catch (err) {
           Object.assign(head, before);
           return err instanceof Error ? err : new Error(String(err));
@@ -234,7 +282,7 @@ class SqliteLedgerStore implements LedgerStore {
   }
 
   /** Inserts one batch after `head` (advanced in place). Runs inside the write transaction. */
-  #insert(events: readonly NewEvent[], head: Head): StoredEvent[] {
+  #insert(events: readonly NewEvent[], head: Head, book: OwnerBook): StoredEvent[] {
     // Seal first: an unencodable event throws before anything of its batch is written.
     let prev = head.hash;
     const sealed = events.map((e, i) => {
@@ -242,6 +290,8 @@ class SqliteLedgerStore implements LedgerStore {
       prev = s.record.hash;
       return s;
     });
+    const refused = book.admit(events);
+    if (refused) throw refused;
     const st = this.#stmt;
     // The listing row holds every operation's state: one lookup serves both projections, and
     // tells which session and correlation tags the operation's first event already wrote.

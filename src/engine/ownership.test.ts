@@ -1,0 +1,181 @@
+// Ownership in a fleet: two runtimes (gateways) on one ledger, a fake clock. A live owner is never
+// displaced; once its lease has lapsed another runtime's `recover` (or a `run` continuing the
+// operation) takes it over with `owner_changed`, and of racing runtimes exactly one does.
+import { describe, expect, it } from 'vitest';
+import { z } from 'zod';
+import type { Evidence } from '../core/evidence.js';
+import type { Dispatched, HttpPrepared, Transport } from '../core/transport.js';
+import { openMemoryLedger } from '../ledger/memory/store.js';
+import type { LedgerStore } from '../ledger/store.js';
+import { defineAction } from './action.js';
+import { isUsageError } from '../core/errors.js';
+import { staticCredentials } from './ports.js';
+import { createEngine, type Runtime } from './runtime.js';
+
+const T0 = Date.UTC(2026, 10, 30, 12);
+const LEASE = 30_000;
+
+const createDeployment = defineAction({
+  name: 'create_deployment',
+  class: 'create',
+  subject: 'the deployment',
+  input: z.object({ service: z.string() }),
+  request: (input, ctx) => ({
+    method: 'POST',
+    path: '/v1/deployments',
+    body: { ...input, client_ref: ctx.correlation_id },
+  }),
+  response: z.object({ id: z.string() }),
+  remoteRef: (d) => d.id,
+  destination: {
+    origin: 'http://deploy.test',
+    authority_ref: 'vault:deploy',
+    reconciliation: {
+      lookup: (ctx) => ({
+        method: 'GET',
+        path: `/v1/deployments?client_ref=${ctx.correlation_id}`,
+      }),
+      matches: (body) =>
+        (body as { items: Array<{ id: string }> }).items.map((r) => ({ ref: r.id, record: r })),
+    },
+  },
+  attempt_budget: 2,
+});
+
+/** A destination that loses the answer to every POST and finds one record on every lookup. */
+function destination() {
+  const sent: string[] = [];
+  const transport: Transport<HttpPrepared> = {
+    kind: 'http',
+    dispatch(p): Promise<Dispatched> {
+      sent.push(`${p.method} ${p.path}`);
+      const lost: Evidence = { phase: 'request_sent', local_error: 'connection_reset' };
+      const body = Buffer.from(JSON.stringify({ items: [{ id: 'dep-1' }] }));
+      return Promise.resolve(
+        p.method === 'POST'
+          ? {
+              evidence: lost,
+              data: null,
+              diagnostics: {},
+              phases: { started_at: 1, finished_at: 2 },
+            }
+          : {
+              evidence: { phase: 'response_complete', status: 200 },
+              reply: {
+                status: 200,
+                headers: { 'content-type': 'application/json' },
+                body,
+                framing: 'length',
+              },
+              data: null,
+              diagnostics: {},
+              phases: { started_at: 1, finished_at: 2 },
+            },
+      );
+    },
+  };
+  return { transport, sent };
+}
+
+function gateway(ledger: LedgerStore, owner: string, clock: { now(): number }) {
+  const dest = destination();
+  const runtime: Runtime = createEngine({
+    ledger,
+    owner,
+    clock,
+    lease: { ttl_ms: LEASE },
+    actions: [createDeployment],
+    credentials: staticCredentials({ 'vault:deploy': { authorization: 'Bearer t' } }),
+    sleep: () => Promise.resolve(),
+    transports: { http: dest.transport },
+  });
+  return { runtime, sent: dest.sent };
+}
+
+const ownerEvents = async (ledger: LedgerStore, op: string) =>
+  (await ledger.query({ operation_id: op }))
+    .filter((e) => e.kind === 'owner_changed')
+    .map((e) => e.data);
+
+describe('ownership leases between gateways', () => {
+  it('a live owner keeps its operation; after its lease lapses recovery takes it over and settles it', async () => {
+    const ledger = openMemoryLedger();
+    let now = T0;
+    const clock = { now: () => now };
+    const a = gateway(ledger, 'gw-a', clock);
+    const b = gateway(ledger, 'gw-b', clock);
+    const env = await a.runtime.run(createDeployment, { service: 'api' });
+    expect(env).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    const op = env.operation_id!;
+
+    now += LEASE - 1;
+    expect(await b.runtime.recover()).toEqual([]);
+    await expect(
+      b.runtime.run(createDeployment, { service: 'api' }, { operationId: op }),
+    ).rejects.toSatisfy(
+      (e) => isUsageError(e, 'not_owner') && /gw-a, whose lease is live/.test(e.message),
+    );
+    expect(b.sent).toEqual([]);
+    expect(await ownerEvents(ledger, op)).toEqual([]);
+
+    now = T0 + LEASE; // gw-a stopped renewing (its process died)
+    const items = await b.runtime.recover();
+    expect(items).toMatchObject([{ operation_id: op, outcome: 'found_by_lookup' }]);
+    expect(b.sent).toEqual([expect.stringMatching(/^GET \/v1\/deployments\?client_ref=/)]);
+    expect(await ownerEvents(ledger, op)).toEqual([
+      {
+        from: 'gw-a',
+        to: 'gw-b',
+        reason: 'lease_expired',
+        lease_expired_at: T0 + LEASE,
+        by: 'recovery',
+      },
+    ]);
+    const status = await b.runtime.status(op);
+    expect(status?.view).toMatchObject({ owner: 'gw-b', state: 'succeeded' });
+
+    // gw-a comes back (a stalled process): gw-b is live now, so gw-a cannot take it back.
+    await expect(
+      a.runtime.run(createDeployment, { service: 'api' }, { operationId: op }),
+    ).rejects.toSatisfy((e) => isUsageError(e, 'not_owner'));
+    expect(await ownerEvents(ledger, op)).toHaveLength(1);
+  });
+
+  it('a run continuing a lapsed owner’s operation takes it over first', async () => {
+    const ledger = openMemoryLedger();
+    let now = T0;
+    const clock = { now: () => now };
+    const a = gateway(ledger, 'gw-a', clock);
+    const b = gateway(ledger, 'gw-b', clock);
+    const op = (await a.runtime.run(createDeployment, { service: 'api' })).operation_id!;
+    now += LEASE + 5;
+    const env = await b.runtime.run(createDeployment, { service: 'api' }, { operationId: op });
+    // The budget (2) allows one more attempt, but an unknown write is never blindly repeated.
+    expect(b.sent.filter((s) => s.startsWith('POST'))).toEqual([]);
+    expect(env.operation_id).toBe(op);
+    expect(await ownerEvents(ledger, op)).toMatchObject([{ from: 'gw-a', to: 'gw-b', by: 'run' }]);
+  });
+
+  it('two gateways recovering one dead owner at once: each operation gets exactly one new owner', async () => {
+    const ledger = openMemoryLedger();
+    let now = T0;
+    const clock = { now: () => now };
+    const a = gateway(ledger, 'gw-a', clock);
+    const ops: string[] = [];
+    for (let i = 0; i < 8; i++)
+      ops.push((await a.runtime.run(createDeployment, { service: `s${i}` })).operation_id!);
+    now += LEASE;
+    const b = gateway(ledger, 'gw-b', clock);
+    const c = gateway(ledger, 'gw-c', clock);
+    const [rb, rc] = await Promise.all([b.runtime.recover(), c.runtime.recover()]);
+    expect(rb.length + rc.length).toBe(ops.length);
+    for (const op of ops) {
+      const changes = await ownerEvents(ledger, op);
+      expect(changes).toHaveLength(1);
+      const winner = changes[0]!.to === 'gw-b' ? rb : rc;
+      expect(winner.map((i) => i.operation_id)).toContain(op);
+    }
+    // Each operation was looked up once, by its one new owner.
+    expect(b.sent.length + c.sent.length).toBe(ops.length);
+  });
+});

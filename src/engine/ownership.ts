@@ -1,0 +1,109 @@
+// Ownership in a fleet (src/ledger/lease.ts holds the rules the store enforces). A runtime with
+// `lease` configured holds a lease while it has a session and renews it on a timer; `takeOver`
+// makes this runtime the owner of another process's operation by appending `owner_changed`, which
+// the store admits only while the old owner holds no live lease — so a live owner is never
+// displaced and, of two gateways racing for one operation, exactly one wins.
+import { isLedgerFault, LedgerError } from '../ledger/ledger-error.js';
+import { DEFAULT_LEASE_MS, leaseLive } from '../ledger/lease.js';
+import type { EventPayloads } from '../ledger/events.js';
+import type { OperationView } from '../ledger/projection.js';
+import type { EngineContext } from './context.js';
+
+export interface LeaseOptions {
+  /** How long a heartbeat keeps the lease (default 30 s); renewed every third of that. */
+  ttl_ms?: number;
+}
+
+export interface LeaseKeeper {
+  /** Takes or renews the lease now and keeps renewing it until `stop`. */
+  hold(): Promise<void>;
+  /** Stops renewing and ends the lease (its operations may be taken over at once). */
+  stop(): Promise<void>;
+}
+
+/** Keeps this runtime's lease; does nothing when leases are off or the store has none. */
+export function createLeaseKeeper(
+  ctx: EngineContext,
+  options: LeaseOptions | undefined,
+): LeaseKeeper {
+  const leases = ctx.ledger.leases;
+  if (!options || !leases) return { hold: () => Promise.resolve(), stop: () => Promise.resolve() };
+  const ttl = Math.max(1_000, options.ttl_ms ?? DEFAULT_LEASE_MS);
+  let timer: NodeJS.Timeout | null = null;
+  const beat = async (): Promise<void> => {
+    const now = ctx.clock.now();
+    await leases.heartbeat(ctx.owner, now, now + ttl);
+  };
+  return {
+    async hold() {
+      await beat();
+      if (timer) return;
+      // A missed beat is not fatal: the next append fails too if the database is gone, and the
+      // lease simply runs out if this process stalls (then another gateway may take over).
+      timer = setInterval(() => void beat().catch(() => undefined), Math.floor(ttl / 3));
+      timer.unref();
+    },
+    async stop() {
+      if (timer) clearInterval(timer);
+      timer = null;
+      await leases.release(ctx.owner, ctx.clock.now()).catch(() => undefined);
+    },
+  };
+}
+
+export type TakeOver = { ok: true; view: OperationView } | { ok: false; why: string; view?: never };
+
+/**
+ * Makes this runtime the owner of `view`'s operation. Refused (with the reason) when its owner's
+ * lease is live, or when another gateway took it over first; `requireLease` also refuses an owner
+ * that never held a lease (a `run` continuing an operation: only a lapsed lease proves the owner
+ * gone).
+ */
+export async function takeOver(
+  ctx: EngineContext,
+  view: OperationView,
+  by: EventPayloads['owner_changed']['by'],
+  keeper: LeaseKeeper,
+  requireLease = false,
+): Promise<TakeOver> {
+  if (view.owner === ctx.owner) return { ok: true, view };
+  const from = view.owner ?? 'unknown';
+  const at = ctx.clock.now();
+  const [lease] = ctx.ledger.leases ? await ctx.ledger.leases.leases([from]) : [];
+  if (leaseLive(lease, at)) {
+    return {
+      ok: false,
+      why: `owned by ${from}, whose lease is live until ${new Date(lease!.expires_at).toISOString()}`,
+    };
+  }
+  if (requireLease && !lease) {
+    return { ok: false, why: `owned by ${from}, which holds no lease that could lapse` };
+  }
+  // The new owner must itself be alive in the lease table before it owns anything.
+  await keeper.hold();
+  try {
+    await ctx.append([
+      {
+        kind: 'owner_changed',
+        at,
+        session_id: view.session_id,
+        operation_id: view.operation_id,
+        correlation_id: view.correlation_id,
+        data: {
+          from,
+          to: ctx.owner,
+          reason: lease ? 'lease_expired' : 'no_lease',
+          lease_expired_at: lease ? lease.expires_at : null,
+          by,
+        },
+      },
+    ]);
+  } catch (err) {
+    if (err instanceof LedgerError && !isLedgerFault(err)) {
+      return { ok: false, why: err.message };
+    }
+    throw err;
+  }
+  const after = await ctx.load(view.operation_id);
+  return after ? { ok: true, view: after } : { ok: false, why: 'the operation vanished' };
+}

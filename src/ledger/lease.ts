@@ -1,0 +1,115 @@
+// Ownership leases (fleets of gateways on one ledger). Each operation has one owner: the process
+// allowed to start its attempts. A gateway proves it is alive by renewing a lease (a heartbeat in
+// a small mutable table beside the append-only events); when its lease runs out, another gateway
+// may take its operations over with an `owner_changed` event.
+//
+// The guarantee lives in the store, not in the engine: every store admits an `owner_changed`
+// inside its append transaction (under the PostgreSQL append lock, SQLite's write lock, or the
+// memory store's single thread) only when its `from` is still the operation's owner and `from`
+// holds no live lease at the event's time. Of two gateways racing for one operation, the first
+// append wins and the second is refused with OWNER_CONFLICT; a live owner is never displaced.
+//
+// Lease times come from the gateways' clocks (the event's `at` is compared with the lease's
+// `expires_at`): keep the hosts' clocks in sync (NTP) and the lease far longer than their skew.
+import type { NewEvent, StoredEvent } from './events.js';
+import { LedgerError } from './ledger-error.js';
+
+/** Default lease length; the heartbeat renews it every third of that. */
+export const DEFAULT_LEASE_MS = 30_000;
+
+export interface LeaseRow {
+  owner: string;
+  /** Milliseconds since the epoch; the lease is live while `at < expires_at`. */
+  expires_at: number;
+  heartbeat_at: number;
+}
+
+/** What a store offers for leases (PostgreSQL, SQLite and memory all do). */
+export interface OwnerLeases {
+  /** Renews (or takes) `owner`'s lease until `expiresAt`; `at` is the heartbeat's own time. */
+  heartbeat(owner: string, at: number, expiresAt: number): Promise<void>;
+  /** Ends `owner`'s lease at `at` (a clean shutdown: its operations may be taken over at once). */
+  release(owner: string, at: number): Promise<void>;
+  /** The owners' leases (missing owners have none). */
+  leases(owners: readonly string[]): Promise<LeaseRow[]>;
+}
+
+/** Whether `lease` is live at `at`. */
+export function leaseLive(lease: { expires_at: number } | undefined, at: number): boolean {
+  return lease !== undefined && at < lease.expires_at;
+}
+
+/**
+ * Owners as a write transaction sees them: the current owner of each operation an `owner_changed`
+ * speaks about, and the leases of the owners being displaced. `admit` checks one batch and, when
+ * it is admitted, remembers the owners it sets, so later batches of the same transaction see them.
+ */
+export interface OwnerBook {
+  admit(events: readonly NewEvent[]): LedgerError | null;
+}
+
+/** What a store must look up (inside its write transaction) before admitting a batch. */
+export function ownerChangesIn(batches: readonly (readonly NewEvent[])[]): {
+  operations: string[];
+  owners: string[];
+} {
+  const operations = new Set<string>();
+  const owners = new Set<string>();
+  for (const b of batches)
+    for (const e of b)
+      if (e.kind === 'owner_changed' && e.operation_id !== null) {
+        operations.add(e.operation_id);
+        owners.add(e.data.from);
+      }
+  return { operations: [...operations], owners: [...owners] };
+}
+
+/** The owner recorded by an operation's events (opened, then every takeover). */
+export function ownerFrom(events: readonly StoredEvent[]): string | null {
+  let owner: string | null = null;
+  for (const e of events) {
+    if (e.kind === 'operation_opened') owner = e.data.owner;
+    else if (e.kind === 'owner_changed') owner = e.data.to;
+  }
+  return owner;
+}
+
+export function createOwnerBook(
+  ownerOf: (operationId: string) => string | null,
+  leaseOf: (owner: string) => LeaseRow | undefined,
+): OwnerBook {
+  const owners = new Map<string, string | null>();
+  const current = (id: string): string | null => {
+    if (!owners.has(id)) owners.set(id, ownerOf(id));
+    return owners.get(id) ?? null;
+  };
+  return {
+    admit(events) {
+      const changes = new Map<string, string>();
+      for (const e of events) {
+        if (e.operation_id === null) continue;
+        if (e.kind === 'operation_opened') {
+          changes.set(e.operation_id, e.data.owner);
+        } else if (e.kind === 'owner_changed') {
+          const now = changes.get(e.operation_id) ?? current(e.operation_id);
+          if (now !== e.data.from) {
+            return new LedgerError(
+              'OWNER_CONFLICT',
+              `operation ${e.operation_id} is owned by ${now ?? 'nobody'}, not ${e.data.from}: another gateway took it over first`,
+            );
+          }
+          const lease = leaseOf(e.data.from);
+          if (leaseLive(lease, e.at)) {
+            return new LedgerError(
+              'OWNER_CONFLICT',
+              `operation ${e.operation_id} is owned by ${e.data.from}, whose lease is live until ${new Date(lease!.expires_at).toISOString()}`,
+            );
+          }
+          changes.set(e.operation_id, e.data.to);
+        }
+      }
+      for (const [id, owner] of changes) owners.set(id, owner);
+      return null;
+    },
+  };
+}

@@ -1,0 +1,231 @@
+// The telemetry port over the OpenTelemetry API, following the GenAI semantic conventions for tool
+// execution: a span `execute_tool {tool}` per operation call (gen_ai.operation.name, gen_ai.tool.name,
+// gen_ai.tool.call.id), a child span per attempt with Candor's vocabulary (candor.*), observations,
+// approvals and takeovers as span events, and two counters (calls by operation state, unknown
+// outcomes). With no SDK registered the API hands out non-recording spans: nearly no cost.
+//
+// Attributes hold only ids, numbers and closed-vocabulary values: never an input, a header, a
+// body, a message or an error text (they may hold secrets or raw provider output).
+import type * as OtelApi from '@opentelemetry/api';
+import type { Attributes, Counter, Span } from '@opentelemetry/api';
+import type { OperationState } from '../core/vocabulary.js';
+import type { StoredEvent } from '../ledger/events.js';
+import { nextState } from '../ledger/projection.js';
+import type { CallTrace, Telemetry } from './port.js';
+
+/** The parts of `@opentelemetry/api` used here (pass the module itself). */
+export type OtelApiModule = Pick<
+  typeof OtelApi,
+  'trace' | 'context' | 'metrics' | 'SpanKind' | 'SpanStatusCode'
+>;
+
+export interface OpenTelemetryOptions {
+  /** Instrumentation scope version (default: none). */
+  version?: string;
+  /** Where spans go (default: the globally registered provider). */
+  tracerProvider?: OtelApi.TracerProvider;
+  /** Where metrics go (default: the globally registered provider). */
+  meterProvider?: OtelApi.MeterProvider;
+}
+
+/**
+ * Telemetry over the given OpenTelemetry API module, e.g.
+ * `createRuntime({ …, telemetry: openTelemetry(await import('@opentelemetry/api')) })`.
+ */
+export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions = {}): Telemetry {
+  const tracer = (options.tracerProvider ?? api.trace.getTracerProvider()).getTracer(
+    'candor',
+    options.version,
+  );
+  const meter = (options.meterProvider ?? api.metrics.getMeterProvider()).getMeter(
+    'candor',
+    options.version,
+  );
+  const calls: Counter = meter.createCounter('candor.operation.calls', {
+    description: 'Operation calls by the state the operation stands at afterwards',
+  });
+  const unknown: Counter = meter.createCounter('candor.outcome.unknown', {
+    description: 'Attempts whose remote effect is unknown (sent, no usable answer)',
+  });
+
+  return {
+    call(tool) {
+      const span = tracer.startSpan(`execute_tool ${tool}`, {
+        kind: api.SpanKind.INTERNAL,
+        attributes: { 'gen_ai.operation.name': 'execute_tool', 'gen_ai.tool.name': tool },
+      });
+      const parent = api.trace.setSpan(api.context.active(), span);
+      const attempts = new Map<string, Span>();
+      let open: Span | null = null;
+      let state: OperationState | null = null;
+      let toolName = tool;
+      let identified = false;
+
+      const traceparent = (s: Span): string | null => {
+        const c = s.spanContext();
+        if (!api.trace.isSpanContextValid(c)) return null;
+        return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 1) === 1 ? '01' : '00'}`;
+      };
+
+      const trace: CallTrace = {
+        identify(op) {
+          if (identified) return;
+          identified = true;
+          if (op.action && op.action !== toolName) {
+            toolName = op.action;
+            span.updateName(`execute_tool ${toolName}`);
+            span.setAttribute('gen_ai.tool.name', toolName);
+          }
+          span.setAttributes({
+            'gen_ai.tool.call.id': op.correlation_id ?? op.operation_id,
+            'candor.operation.id': op.operation_id,
+          });
+        },
+        record(events) {
+          for (const e of events) {
+            if (e.operation_id === null) continue;
+            state = nextState(state, e);
+            recordOne(e);
+          }
+        },
+        traceparent: () => traceparent(open ?? span),
+        end(outcome) {
+          for (const s of attempts.values()) s.end();
+          attempts.clear();
+          if ('envelope' in outcome) {
+            const env = outcome.envelope;
+            if (env.operation_id && !identified)
+              trace.identify({
+                operation_id: env.operation_id,
+                correlation_id: env.correlation_id,
+                action: null,
+              });
+            span.setAttributes({
+              'candor.category': env.category,
+              'candor.retry': env.retry,
+              'candor.remote_effect': env.remote_effect,
+              ...(state ? { 'candor.operation.state': state } : {}),
+            });
+            if (!env.ok) {
+              span.setAttribute('error.type', env.category);
+              span.setStatus({ code: api.SpanStatusCode.ERROR, message: env.category });
+            }
+          } else {
+            // Never the error's message: it may quote input or a provider's answer.
+            const code = (outcome.error as { code?: unknown } | null)?.code;
+            const type = typeof code === 'string' ? code : 'exception';
+            span.setAttribute('error.type', type);
+            span.setStatus({ code: api.SpanStatusCode.ERROR, message: type });
+          }
+          calls.add(1, {
+            'gen_ai.tool.name': toolName,
+            'candor.operation.state': state ?? 'none',
+          });
+          span.end();
+        },
+      };
+
+      function recordOne(e: StoredEvent): void {
+        switch (e.kind) {
+          case 'operation_opened':
+            trace.identify({
+              operation_id: e.operation_id!,
+              correlation_id: e.correlation_id,
+              action: e.data.action,
+            });
+            return;
+          case 'attempt_started': {
+            const attrs: Attributes = {
+              'candor.operation.id': e.operation_id!,
+              'candor.attempt.number': e.data.number,
+              'candor.attempt.id': e.data.attempt_id,
+            };
+            if (e.data.retry_reason) attrs['candor.retry.reason'] = e.data.retry_reason;
+            if (e.data.retry_decision) attrs['candor.retry.decision'] = e.data.retry_decision;
+            const s = tracer.startSpan(
+              `attempt ${e.data.number} ${toolName}`,
+              { kind: api.SpanKind.CLIENT, attributes: attrs, startTime: e.at },
+              parent,
+            );
+            attempts.set(e.data.attempt_id, s);
+            open = s;
+            return;
+          }
+          case 'attempt_finished': {
+            const s = attempts.get(e.data.attempt_id);
+            if (!s) return;
+            s.setAttributes({
+              'candor.dispatch_state': e.data.dispatch_state,
+              'candor.category': e.data.category,
+              'candor.retry': e.data.retry,
+              'candor.remote_effect': e.data.remote_effect,
+              ...(e.data.response?.status != null
+                ? { 'http.response.status_code': e.data.response.status }
+                : {}),
+            });
+            if (e.data.category !== 'succeeded') {
+              s.setAttribute('error.type', e.data.category);
+              s.setStatus({ code: api.SpanStatusCode.ERROR, message: e.data.category });
+            }
+            if (e.data.remote_effect === 'unknown')
+              unknown.add(1, { 'gen_ai.tool.name': toolName });
+            s.end(e.at);
+            attempts.delete(e.data.attempt_id);
+            if (open === s) open = null;
+            return;
+          }
+          case 'observation_recorded':
+            span.addEvent(
+              'candor.observation',
+              {
+                'candor.observation.source': e.data.source,
+                'candor.observation.matches': e.data.matches,
+                'candor.operation.state': e.data.state_after,
+              },
+              e.at,
+            );
+            return;
+          case 'approval_requested':
+            span.addEvent(
+              'candor.approval.requested',
+              { 'candor.approval.id': e.data.approval_id, 'candor.approval.scope': e.data.scope },
+              e.at,
+            );
+            return;
+          case 'approval_decided':
+            span.addEvent(
+              'candor.approval.decided',
+              {
+                'candor.approval.id': e.data.approval_id,
+                'candor.approval.decision': e.data.decision,
+              },
+              e.at,
+            );
+            return;
+          case 'owner_changed':
+            span.addEvent(
+              'candor.owner_changed',
+              {
+                'candor.owner.from': e.data.from,
+                'candor.owner.to': e.data.to,
+                'candor.owner.reason': e.data.reason,
+              },
+              e.at,
+            );
+            return;
+          case 'operation_resolved':
+            span.addEvent(
+              'candor.operation.resolved',
+              { 'candor.operation.state': e.data.state, 'candor.resolved_by': e.data.by },
+              e.at,
+            );
+            return;
+          default:
+            return;
+        }
+      }
+
+      return trace;
+    },
+  };
+}

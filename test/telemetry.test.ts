@@ -1,0 +1,255 @@
+// OpenTelemetry over real sockets: the engine runs reference actions against the fault-injecting
+// fake with the SDK's in-memory exporter, and with the OTLP/HTTP exporter against a local receiver.
+// Checked: the span tree (one execute_tool span per call, one child per attempt), the attributes,
+// the traceparent the fake received on the wire, and that the canary credential is in no span.
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import * as api from '@opentelemetry/api';
+import {
+  AggregationTemporality,
+  InMemoryMetricExporter,
+  MeterProvider,
+  PeriodicExportingMetricReader,
+} from '@opentelemetry/sdk-metrics';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+  type ReadableSpan,
+} from '@opentelemetry/sdk-trace-base';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { staticCredentials } from '../src/engine/ports.js';
+import { startFakeService, type FakeService } from '../src/fakes/index.js';
+import { openMemoryLedger } from '../src/ledger/memory/store.js';
+import { REFERENCE_AUTHORITY, referenceActions } from '../src/matrix/reference-actions.js';
+import { createRuntime } from '../src/runtime.js';
+import { openTelemetry } from '../src/telemetry/otel.js';
+import { startOtlpTelemetry } from '../src/telemetry/otlp.js';
+import type { Telemetry } from '../src/telemetry/port.js';
+
+const CANARY = 'telemetry-canary-secret-7f3a91';
+let fake: FakeService;
+
+beforeAll(async () => {
+  fake = await startFakeService({ tokens: [{ name: 'gateway', token: CANARY }] });
+});
+afterAll(async () => {
+  await fake.close();
+  // Each runtime owns its connection pools.
+  await Promise.all(opened.map((rt) => rt.close()));
+});
+const opened: Array<{ close(): Promise<void> }> = [];
+
+function runtime(telemetry: Telemetry) {
+  const actions = referenceActions(fake.url);
+  const rt = createRuntime({
+    ledger: openMemoryLedger(),
+    credentials: staticCredentials({
+      [REFERENCE_AUTHORITY]: { authorization: `Bearer ${CANARY}` },
+    }),
+    actions,
+    telemetry,
+    sleep: () => Promise.resolve(),
+  });
+  opened.push(rt);
+  const action = (name: string) => actions.find((a) => a.name === name)!;
+  return { rt, action };
+}
+
+function inMemory() {
+  const spans = new InMemorySpanExporter();
+  const tracerProvider = new BasicTracerProvider({
+    spanProcessors: [new SimpleSpanProcessor(spans)],
+  });
+  const metricsOut = new InMemoryMetricExporter(AggregationTemporality.CUMULATIVE);
+  const reader = new PeriodicExportingMetricReader({
+    exporter: metricsOut,
+    exportIntervalMillis: 3_600_000,
+  });
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  const telemetry = openTelemetry(api, { tracerProvider, meterProvider });
+  const counter = async (
+    name: string,
+  ): Promise<Array<{ attrs: api.Attributes; value: number }>> => {
+    await reader.forceFlush();
+    const found = metricsOut
+      .getMetrics()
+      .at(-1)
+      ?.scopeMetrics.flatMap((s) => s.metrics)
+      .find((m) => m.descriptor.name === name);
+    return (found?.dataPoints ?? []).map((p) => ({
+      attrs: p.attributes,
+      value: p.value as number,
+    }));
+  };
+  return { spans, telemetry, counter };
+}
+
+const parentOf = (s: ReadableSpan): string | undefined => s.parentSpanContext?.spanId;
+const traceparentOf = (s: ReadableSpan): string =>
+  `00-${s.spanContext().traceId}-${s.spanContext().spanId}-01`;
+
+describe('OpenTelemetry: spans that tell attempt 1 from attempt 2', () => {
+  it('rate limited, then called again: attempt 1 and attempt 2 under their calls, each traceparent on the wire', async () => {
+    const { spans, telemetry, counter } = inMemory();
+    const { rt, action } = runtime(telemetry);
+    fake.arm({ call_id: 'tel-429', phase: 'status', status: 429, retry_after: 0 });
+    const input = { service: 'web', version: '1.2.3' };
+    const first = await rt.run(action('create_deployment'), input, { correlationId: 'tel-429' });
+    expect(first).toMatchObject({ category: 'rate_limited', retry: 'after_delay' });
+    const stateAfterFirst = (await rt.status(first.operation_id!))!.view.state;
+    const env = await rt.run(action('create_deployment'), input, {
+      operationId: first.operation_id!,
+    });
+    expect(env).toMatchObject({ ok: true, category: 'succeeded' });
+
+    const all = spans.getFinishedSpans();
+    const calls = all.filter((s) => s.name === 'execute_tool create_deployment');
+    expect(calls).toHaveLength(2);
+    for (const call of calls)
+      expect(call.attributes).toMatchObject({
+        'gen_ai.operation.name': 'execute_tool',
+        'gen_ai.tool.name': 'create_deployment',
+        'gen_ai.tool.call.id': 'tel-429',
+        'candor.operation.id': env.operation_id,
+      });
+    expect(calls[0]!.attributes).toMatchObject({
+      'candor.category': 'rate_limited',
+      'error.type': 'rate_limited',
+    });
+    expect(calls[1]!.attributes).toMatchObject({
+      'candor.category': 'succeeded',
+      'candor.remote_effect': 'applied',
+      'candor.operation.state': 'succeeded',
+    });
+    const attempts = calls.map((call) => {
+      const children = all.filter((s) => parentOf(s) === call.spanContext().spanId);
+      expect(children).toHaveLength(1);
+      expect(children[0]!.spanContext().traceId).toBe(call.spanContext().traceId);
+      return children[0]!;
+    });
+    expect(all).toHaveLength(4);
+    expect(attempts[0]!.attributes).toMatchObject({
+      'candor.operation.id': env.operation_id,
+      'candor.attempt.number': 1,
+      'candor.dispatch_state': 'response_received',
+      'candor.category': 'rate_limited',
+      'candor.retry': 'after_delay',
+      'candor.remote_effect': 'none',
+    });
+    expect(attempts[0]!.attributes['candor.retry.reason']).toBeUndefined();
+    expect(attempts[1]!.attributes).toMatchObject({
+      'candor.operation.id': env.operation_id,
+      'candor.attempt.number': 2,
+      'candor.dispatch_state': 'response_received',
+      'candor.category': 'succeeded',
+      'candor.retry': 'never',
+      'candor.remote_effect': 'applied',
+      'candor.retry.reason': 'rate_limited',
+    });
+    // What the fake received: each attempt's own span as the parent of the server's work.
+    const sent = fake
+      .groundTruth('tel-429')
+      .filter((t) => t.event === 'headers_complete')
+      .map((t) => t.traceparent);
+    expect(sent).toEqual(attempts.map(traceparentOf));
+
+    expect(await counter('candor.operation.calls')).toEqual([
+      {
+        attrs: {
+          'gen_ai.tool.name': 'create_deployment',
+          'candor.operation.state': stateAfterFirst,
+        },
+        value: 1,
+      },
+      {
+        attrs: { 'gen_ai.tool.name': 'create_deployment', 'candor.operation.state': 'succeeded' },
+        value: 1,
+      },
+    ]);
+    expect(JSON.stringify(all.map(dump))).not.toContain(CANARY);
+  });
+
+  it('an unknown outcome and its reconciliation: the lookup is a span event, unknown outcomes are counted', async () => {
+    const { spans, telemetry, counter } = inMemory();
+    const { rt, action } = runtime(telemetry);
+    fake.arm({ call_id: 'tel-rst', phase: 'after_commit', action: 'rst' });
+    const env = await rt.run(
+      action('create_deployment'),
+      { service: 'api', version: '2.0.0' },
+      { correlationId: 'tel-rst' },
+    );
+    expect(env).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const settled = await rt.reconcile(env.operation_id!);
+    expect(settled).toMatchObject({ ok: true, category: 'succeeded' });
+
+    const all = spans.getFinishedSpans();
+    const calls = all.filter((s) => s.name === 'execute_tool create_deployment');
+    expect(calls).toHaveLength(2);
+    const [first, second] = calls;
+    const attempt = all.find((s) => parentOf(s) === first!.spanContext().spanId)!;
+    expect(attempt.attributes).toMatchObject({
+      'candor.attempt.number': 1,
+      'candor.dispatch_state': 'sent_no_response',
+      'candor.category': 'outcome_unknown',
+      'candor.remote_effect': 'unknown',
+    });
+    // The reconciliation sends no attempt: its call span has an observation event, no children.
+    expect(all.filter((s) => parentOf(s) === second!.spanContext().spanId)).toEqual([]);
+    expect(second!.attributes['candor.operation.id']).toBe(env.operation_id);
+    expect(
+      second!.events.map((e) => [e.name, e.attributes?.['candor.observation.source']]),
+    ).toEqual([
+      ['candor.observation', 'lookup'],
+      ['candor.operation.resolved', undefined],
+    ]);
+    expect(await counter('candor.outcome.unknown')).toEqual([
+      { attrs: { 'gen_ai.tool.name': 'create_deployment' }, value: 1 },
+    ]);
+    expect(JSON.stringify(all.map(dump))).not.toContain(CANARY);
+  });
+
+  it('OTLP/HTTP: the spans reach a local receiver, with no canary in what was exported', async () => {
+    const bodies: string[] = [];
+    const receiver: Server = createServer((req, res) => {
+      let body = '';
+      req.on('data', (d: Buffer) => (body += d.toString('utf8')));
+      req.on('end', () => {
+        if (req.url === '/v1/traces') bodies.push(body);
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+      });
+    });
+    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+    try {
+      const port = (receiver.address() as AddressInfo).port;
+      const otlp = await startOtlpTelemetry(`http://127.0.0.1:${port}`);
+      const { rt, action } = runtime(otlp.telemetry);
+      const env = await rt.run(
+        action('create_deployment'),
+        { service: 'otlp', version: '3.0.0' },
+        { correlationId: 'tel-otlp' },
+      );
+      expect(env.ok).toBe(true);
+      await otlp.shutdown();
+      const exported = bodies.join('\n');
+      const names = [...exported.matchAll(/"name":"([^"]+)"/g)].map((m) => m[1]);
+      expect(names).toEqual(
+        expect.arrayContaining(['execute_tool create_deployment', 'attempt 1 create_deployment']),
+      );
+      expect(exported).toContain('"gen_ai.tool.call.id"');
+      expect(exported).toContain(env.operation_id!);
+      const tp = fake
+        .groundTruth('tel-otlp')
+        .find((t) => t.event === 'headers_complete')?.traceparent;
+      expect(tp).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(exported).toContain(tp!.split('-')[1]!); // the trace id the fake saw was exported
+      expect(exported).not.toContain(CANARY);
+    } finally {
+      await new Promise((r) => receiver.close(r));
+    }
+  });
+});
+
+function dump(s: ReadableSpan): unknown {
+  return { name: s.name, attributes: s.attributes, events: s.events, status: s.status };
+}
