@@ -92,6 +92,22 @@ export type { Licence } from '../core/licence.js';
 
 export type ResolvedBy = 'attempt' | 'reconciliation' | 'operator' | 'recovery';
 
+/** What an envelope is made of (`EngineContext.envelopeOf`). */
+export interface EnvelopeParts {
+  action: { name: string; subject: string };
+  view: Pick<OperationView, 'operation_id' | 'correlation_id'>;
+  /** The classification (or the recorded outcome) the envelope reports. */
+  outcome: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> & {
+    /** The deciding rule (a RuleId, or a rule string recorded in the ledger). */
+    rule?: string;
+  };
+  /** What the agent may see of the answer (redacted here); null when there is none. */
+  data: unknown;
+  diagnosticsRef: string | null;
+  /** `retry_declined`: the message says a retry was asked for and not made. */
+  variant?: 'retry_declined' | undefined;
+}
+
 export interface EngineContext {
   /** The options as given (defaults below are resolved once, here). */
   readonly options: EngineOptions;
@@ -128,17 +144,7 @@ export interface EngineContext {
   /** The (redacted) input recorded when the operation was opened. */
   readonly paramsOf: (operationId: string) => Promise<unknown>;
   /** The envelope of a classification (message from core/messages.ts, data redacted). */
-  readonly envelopeOf: (
-    action: { name: string; subject: string },
-    view: Pick<OperationView, 'operation_id' | 'correlation_id'>,
-    c: Pick<Classification, 'category' | 'retry' | 'remote_effect' | 'retry_after_ms'> & {
-      /** The deciding rule (a RuleId, or a rule string recorded in the ledger). */
-      rule?: string;
-    },
-    data: unknown,
-    diagnosticsRef: string | null,
-    variant?: 'retry_declined',
-  ) => Envelope;
+  readonly envelopeOf: (parts: EnvelopeParts) => Envelope;
   /** Records later evidence about an operation (never an attempt). */
   readonly observe: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
@@ -199,7 +205,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return opened?.kind === 'operation_opened' ? opened.data.params : undefined;
     },
 
-    envelopeOf: (action, view, c, data, diagnosticsRef, variant) => {
+    envelopeOf: ({ action, view, outcome: c, data, diagnosticsRef, variant }) => {
       const env: Envelope = {
         ok: c.category === 'succeeded',
         category: c.category,

@@ -105,20 +105,20 @@ export function budgetSpent(
   const lookup = !lookedUp && hasLookup(action);
   const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
   if (last && allNone) {
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
-      null,
-      last.diagnostics_ref,
-    );
+      outcome: { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
+      data: null,
+      diagnosticsRef: last.diagnostics_ref,
+    });
   }
   // Some attempt may have reached the destination: its effect is not known.
-  return envelopeOf(
+  return envelopeOf({
     action,
     view,
-    { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null },
-    null,
-    last?.diagnostics_ref ?? null,
-  );
+    outcome: { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null },
+    data: null,
+    diagnosticsRef: last?.diagnostics_ref ?? null,
+  });
 }

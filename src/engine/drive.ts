@@ -83,24 +83,24 @@ export async function gateRefusal<I, O>(
   if (decision.decision === 'pending') {
     // Nothing sent now; the operation stays open so the same operation_id continues it later.
     const base = classify({ phase: 'not_sent', blocked: 'approval_denied' }, contractOf(action));
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      {
+      outcome: {
         ...base,
         category: 'approval_pending',
         retry: 'after_approval',
         remote_effect: last ? (last.finish?.remote_effect ?? 'unknown') : 'none',
       },
-      { approval_id: decision.approval_id },
-      last?.finish?.diagnostics_ref ?? null,
-    );
+      data: { approval_id: decision.approval_id },
+      diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
+    });
   }
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
     await resolve(view, 'cancelled', category, 'operator', []);
-    return envelopeOf(action, view, c, null, null);
+    return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
   // A refused retry: this attempt was not made, but the earlier one may have taken effect.
   const effect = last.finish?.remote_effect ?? 'unknown';
@@ -110,14 +110,14 @@ export async function gateRefusal<I, O>(
       : contractOf(action).reconciliation
         ? 'reconcile_first'
         : 'escalate';
-  return envelopeOf(
+  return envelopeOf({
     action,
     view,
-    { ...c, remote_effect: effect, retry: retryNext },
-    null,
-    last.finish?.diagnostics_ref ?? null,
-    effect === 'none' ? undefined : 'retry_declined',
-  );
+    outcome: { ...c, remote_effect: effect, retry: retryNext },
+    data: null,
+    diagnosticsRef: last.finish?.diagnostics_ref ?? null,
+    variant: effect === 'none' ? undefined : 'retry_declined',
+  });
 }
 
 export async function drive<I, O>(
@@ -142,10 +142,10 @@ export async function drive<I, O>(
     // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
     if (!lic) {
       const c = last.finish;
-      return envelopeOf(
+      return envelopeOf({
         action,
         view,
-        c
+        outcome: c
           ? {
               category: c.category,
               retry: c.retry === 'allowed' ? 'reconcile_first' : c.retry,
@@ -158,9 +158,9 @@ export async function drive<I, O>(
               remote_effect: 'unknown',
               retry_after_ms: null,
             },
-        null,
-        c?.diagnostics_ref ?? null,
-      );
+        data: null,
+        diagnosticsRef: c?.diagnostics_ref ?? null,
+      });
     }
     retry = lic;
   }
@@ -189,7 +189,13 @@ export async function drive<I, O>(
     if (result.attemptId === null) return notAttempted(ctx, action, view);
     const c = result.classification;
     if (c.category === 'succeeded')
-      return envelopeOf(action, view, c, result.data, result.diagnosticsRef);
+      return envelopeOf({
+        action,
+        view,
+        outcome: c,
+        data: result.data,
+        diagnosticsRef: result.diagnosticsRef,
+      });
     const next = opts.worker ? null : licenceFor(action, c, true);
     const left = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
     if (next && left > 0 && !opts.signal?.aborted) {
@@ -217,7 +223,13 @@ export async function drive<I, O>(
       const now = await load(view.operation_id);
       if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
     }
-    return envelopeOf(action, view, c, null, result.diagnosticsRef);
+    return envelopeOf({
+      action,
+      view,
+      outcome: c,
+      data: null,
+      diagnosticsRef: result.diagnosticsRef,
+    });
   }
 }
 
@@ -264,7 +276,13 @@ export async function licensedAttempt(
     await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
   } else if (c.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
-  return envelopeOf(a, view, c, result.data, result.diagnosticsRef);
+  return envelopeOf({
+    action: a,
+    view,
+    outcome: c,
+    data: result.data,
+    diagnosticsRef: result.diagnosticsRef,
+  });
 }
 
 /**
@@ -296,10 +314,10 @@ function nothingSentNow(
   message: (earlierSent: boolean) => string,
 ): Envelope {
   const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
-  const env = ctx.envelopeOf(
+  const env = ctx.envelopeOf({
     action,
     view,
-    sent
+    outcome: sent
       ? unknownOutcome('escalate')
       : {
           category: 'local_failure',
@@ -307,9 +325,9 @@ function nothingSentNow(
           remote_effect: 'none',
           retry_after_ms: null,
         },
-    null,
-    null,
-  );
+    data: null,
+    diagnosticsRef: null,
+  });
   return { ...env, message: message(sent) };
 }
 

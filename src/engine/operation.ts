@@ -154,40 +154,57 @@ export function envelopeFromView(
   const last = view.attempts.at(-1)?.finish;
   const state = view.state;
   if (state === 'succeeded') {
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
-      null,
-      last?.diagnostics_ref ?? null,
-    );
+      outcome: {
+        category: 'succeeded',
+        retry: 'never',
+        remote_effect: 'applied',
+        retry_after_ms: null,
+      },
+      data: null,
+      diagnosticsRef: last?.diagnostics_ref ?? null,
+    });
   }
   if (state === 'duplicate_effect_confirmed') {
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      {
+      outcome: {
         category: 'duplicate_effect',
         retry: 'escalate',
         remote_effect: 'applied',
         retry_after_ms: null,
       },
-      null,
-      null,
-    );
+      data: null,
+      diagnosticsRef: null,
+    });
   }
   if (last)
-    return envelopeOf(action, view, { ...last, retry_after_ms: null }, null, last.diagnostics_ref);
+    return envelopeOf({
+      action,
+      view,
+      outcome: { ...last, retry_after_ms: null },
+      data: null,
+      diagnosticsRef: last.diagnostics_ref,
+    });
   if (view.attempts.length > 0) {
     // Started, never finished: the bytes may have left.
-    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+    return envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('reconcile_first'),
+      data: null,
+      diagnosticsRef: null,
+    });
   }
   const cat = view.resolution?.category ?? 'local_failure';
-  return envelopeOf(
+  return envelopeOf({
     action,
     view,
-    { category: cat, retry: 'never', remote_effect: 'none', retry_after_ms: null },
-    null,
-    null,
-  );
+    outcome: { category: cat, retry: 'never', remote_effect: 'none', retry_after_ms: null },
+    data: null,
+    diagnosticsRef: null,
+  });
 }

@@ -28,7 +28,13 @@ export async function reconcileMcpOperation(
     return {
       step: 'lookup_failed',
       envelope: {
-        ...envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+        ...envelopeOf({
+          action,
+          view,
+          outcome: unknownOutcome('escalate'),
+          data: null,
+          diagnosticsRef: null,
+        }),
         message: `The lookup was not sent (its arguments could not be built); whether ${action.subject} was applied is still unknown and a person must decide.`,
       },
     };
@@ -60,7 +66,13 @@ export async function reconcileMcpOperation(
   if (matches === null) {
     return {
       step: 'lookup_failed',
-      envelope: envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null),
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: unknownOutcome('reconcile_first'),
+        data: null,
+        diagnosticsRef: null,
+      }),
     };
   }
   const refs = matches.map((m) => m.ref);
@@ -84,35 +96,46 @@ export async function reconcileMcpOperation(
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
     return {
       step: 'found',
-      envelope: envelopeOf(
+      envelope: envelopeOf({
         action,
         view,
-        { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
-        ctx.redactor.redactValue(matches[0]!.record),
-        null,
-      ),
+        outcome: {
+          category: 'succeeded',
+          retry: 'never',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: ctx.redactor.redactValue(matches[0]!.record),
+        diagnosticsRef: null,
+      }),
     };
   }
   if (refs.length >= 2) {
     await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
     return {
       step: 'duplicates',
-      envelope: envelopeOf(
+      envelope: envelopeOf({
         action,
         view,
-        {
+        outcome: {
           category: 'duplicate_effect',
           retry: 'escalate',
           remote_effect: 'applied',
           retry_after_ms: null,
         },
-        { remote_refs: refs },
-        null,
-      ),
+        data: { remote_refs: refs },
+        diagnosticsRef: null,
+      }),
     };
   }
   return {
     step: 'absent',
-    envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+    envelope: envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('escalate'),
+      data: null,
+      diagnosticsRef: null,
+    }),
   };
 }

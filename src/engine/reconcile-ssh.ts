@@ -94,13 +94,13 @@ function escalate(
   code: string,
   reason: string,
 ): Envelope {
-  return ctx.envelopeOf(
+  return ctx.envelopeOf({
     action,
     view,
-    unknownOutcome('escalate'),
-    { escalation: { code, reason } },
-    null,
-  );
+    outcome: unknownOutcome('escalate'),
+    data: { escalation: { code, reason } },
+    diagnosticsRef: null,
+  });
 }
 
 const NOT_REACHED_LICENCE = {
@@ -136,7 +136,13 @@ async function convergenceCheck(
   if (!r.ok) {
     if (r.refusal)
       return escalate(ctx, action, view, r.refusal, `the wrapper refused the check (${r.refusal})`);
-    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+    return envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('reconcile_first'),
+      data: null,
+      diagnosticsRef: null,
+    });
   }
   const converged = r.check_status === 0;
   const rerun = !converged && provenNotReached(view);
@@ -155,13 +161,18 @@ async function convergenceCheck(
   });
   if (converged) {
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', []);
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
-      { exit_status: 0, stdout: '' },
-      null,
-    );
+      outcome: {
+        category: 'succeeded',
+        retry: 'never',
+        remote_effect: 'applied',
+        retry_after_ms: null,
+      },
+      data: { exit_status: 0, stdout: '' },
+      diagnosticsRef: null,
+    });
   }
   if (rerun)
     return licensedAttempt(
@@ -209,7 +220,13 @@ export async function reconcileSshOperation(
         `the wrapper refused to read the marker (${found.refusal}); a person must fix the marker directory`,
       );
     }
-    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+    return envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('reconcile_first'),
+      data: null,
+      diagnosticsRef: null,
+    });
   }
   const m = found.marker;
   const checked = `ssh ${decl.host_ref} marker ${view.operation_id}`;
@@ -270,16 +287,23 @@ export async function reconcileSshOperation(
   if (m.state === 'completed') {
     if (stateAfter !== 'unknown') await resolve(view, stateAfter, c.category, 'reconciliation', []);
     // The marker is the final word: a completed run that failed is for a person, not another lookup.
-    return envelopeOf(
+    return envelopeOf({
       action,
       view,
-      c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
-      c.category === 'succeeded' ? { exit_status: m.exit_status, stdout: found.stdout } : null,
-      null,
-    );
+      outcome: c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
+      data:
+        c.category === 'succeeded' ? { exit_status: m.exit_status, stdout: found.stdout } : null,
+      diagnosticsRef: null,
+    });
   }
   if (m.state === 'started' && m.process === 'alive')
-    return envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null);
+    return envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('reconcile_first'),
+      data: null,
+      diagnosticsRef: null,
+    });
   return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
 }
 

@@ -60,7 +60,13 @@ function notLookedUp(
   category: 'gate_locked' | 'outcome_unknown',
   why: string,
 ): Envelope {
-  const env = ctx.envelopeOf(action, view, unknownOutcome('escalate'), null, null);
+  const env = ctx.envelopeOf({
+    action,
+    view,
+    outcome: unknownOutcome('escalate'),
+    data: null,
+    diagnosticsRef: null,
+  });
   return {
     ...env,
     category,
@@ -78,18 +84,18 @@ export async function reconcileView(
   const dest = action.destination;
   if (!maybeSent(view)) {
     const last = view.attempts.at(-1)?.finish;
-    const env = envelopeOf(
+    const env = envelopeOf({
       action,
       view,
-      {
+      outcome: {
         category: last?.category ?? 'local_failure',
         retry: 'allowed',
         remote_effect: 'none',
         retry_after_ms: null,
       },
-      null,
-      last?.diagnostics_ref ?? null,
-    );
+      data: null,
+      diagnosticsRef: last?.diagnostics_ref ?? null,
+    });
     return {
       step: 'nothing_sent',
       envelope: {
@@ -101,7 +107,13 @@ export async function reconcileView(
   if (dest.kind !== 'ssh' && !dest.reconciliation) {
     return {
       step: 'no_lookup',
-      envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: unknownOutcome('escalate'),
+        data: null,
+        diagnosticsRef: null,
+      }),
     };
   }
   if (await lockedGate(ctx)) {
@@ -190,7 +202,13 @@ export async function reconcileView(
     // The lookup itself failed: nothing learned, state unchanged.
     return {
       step: 'lookup_failed',
-      envelope: envelopeOf(action, view, unknownOutcome('reconcile_first'), null, null),
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: unknownOutcome('reconcile_first'),
+        data: null,
+        diagnosticsRef: null,
+      }),
     };
   }
   const refs = matches.map((m) => m.ref);
@@ -221,31 +239,36 @@ export async function reconcileView(
     await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
     return {
       step: 'found',
-      envelope: envelopeOf(
+      envelope: envelopeOf({
         action,
         view,
-        { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null },
-        matches[0]!.record,
-        null,
-      ),
+        outcome: {
+          category: 'succeeded',
+          retry: 'never',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: matches[0]!.record,
+        diagnosticsRef: null,
+      }),
     };
   }
   if (refs.length >= 2) {
     await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
     return {
       step: 'duplicates',
-      envelope: envelopeOf(
+      envelope: envelopeOf({
         action,
         view,
-        {
+        outcome: {
           category: 'duplicate_effect',
           retry: 'escalate',
           remote_effect: 'applied',
           retry_after_ms: null,
         },
-        { remote_refs: refs },
-        null,
-      ),
+        data: { remote_refs: refs },
+        diagnosticsRef: null,
+      }),
     };
   }
   if (keyValid) {
@@ -267,7 +290,13 @@ export async function reconcileView(
   }
   return {
     step: 'absent',
-    envelope: envelopeOf(action, view, unknownOutcome('escalate'), null, null),
+    envelope: envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('escalate'),
+      data: null,
+      diagnosticsRef: null,
+    }),
   };
 }
 

@@ -252,13 +252,18 @@ function containsRedaction(value: unknown): boolean {
 }
 
 function notSentEnvelope(ctx: EngineContext, action: AnyAction, view: OperationView): Envelope {
-  const env = ctx.envelopeOf(
+  const env = ctx.envelopeOf({
     action,
     view,
-    { category: 'local_failure', retry: 'escalate', remote_effect: 'none', retry_after_ms: null },
-    null,
-    null,
-  );
+    outcome: {
+      category: 'local_failure',
+      retry: 'escalate',
+      remote_effect: 'none',
+      retry_after_ms: null,
+    },
+    data: null,
+    diagnosticsRef: null,
+  });
   return {
     ...env,
     message: `Nothing was sent; ${action.subject} was not applied. A person must decide.`,
@@ -266,18 +271,18 @@ function notSentEnvelope(ctx: EngineContext, action: AnyAction, view: OperationV
 }
 
 function unknownEnvelope(ctx: EngineContext, action: AnyAction, view: OperationView): Envelope {
-  return ctx.envelopeOf(
+  return ctx.envelopeOf({
     action,
     view,
-    {
+    outcome: {
       category: 'outcome_unknown',
       retry: 'escalate',
       remote_effect: 'unknown',
       retry_after_ms: null,
     },
-    null,
-    view.attempts.at(-1)?.finish?.diagnostics_ref ?? null,
-  );
+    data: null,
+    diagnosticsRef: view.attempts.at(-1)?.finish?.diagnostics_ref ?? null,
+  });
 }
 
 function lockedEnvelope(
@@ -286,18 +291,18 @@ function lockedEnvelope(
   view: OperationView,
   sent: boolean,
 ): Envelope {
-  const env = ctx.envelopeOf(
+  const env = ctx.envelopeOf({
     action,
     view,
-    {
+    outcome: {
       category: 'gate_locked',
       retry: 'escalate',
       remote_effect: sent ? 'unknown' : 'none',
       retry_after_ms: null,
     },
-    null,
-    null,
-  );
+    data: null,
+    diagnosticsRef: null,
+  });
   return {
     ...env,
     message: sent
