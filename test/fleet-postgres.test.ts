@@ -4,8 +4,8 @@
 // settle it. Afterwards: one chain, `audit verify` INTACT, nothing unresolved, each taken-over
 // operation has exactly one new owner, and the fake's ground truth shows no duplicate effect.
 //
-// FLEET_OPS sets the operations per gateway (default 40 here; the issue's 1,000 each runs with
-// FLEET_OPS=1000, and bench/fleet-append.js measures the append rate of 1 vs 4 gateways).
+// 1,000 faulted operations per gateway (about 25 s here); FLEET_OPS sets fewer or more.
+// bench/fleet-append.js measures the append rate of 1 vs 4 gateways.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -21,7 +21,7 @@ import { postgresSkipReason, startPostgres, type ThrowawayPostgres } from './sup
 
 const skip = postgresSkipReason();
 const TOKEN = 'fleet-canary-token-93c1';
-const OPS = Number(process.env['FLEET_OPS'] ?? 40);
+const OPS = Number(process.env['FLEET_OPS'] ?? 1000);
 const LEASE_MS = 3_000;
 const HUNG = 'gw-1-3'; // gw-1's fourth operation: committed by the fake, reply held back
 const child = fileURLToPath(new URL('./fixtures/fleet/gateway.mjs', import.meta.url));
