@@ -9,7 +9,7 @@ import type { OperationView } from '../ledger/projection.js';
 import type { McpDestination } from './action.js';
 import { dispatch } from './attempt.js';
 import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
-import type { Reconciled } from './reconcile.js';
+import { settleFromLookup, type Reconciled } from './reconcile.js';
 
 export async function reconcileMcpOperation(
   ctx: EngineContext,
@@ -18,7 +18,7 @@ export async function reconcileMcpOperation(
   view: OperationView,
   signal?: AbortSignal,
 ): Promise<Reconciled> {
-  const { clock, ids, observe, paramsOf, resolve, envelopeOf } = ctx;
+  const { clock, ids, observe, paramsOf, envelopeOf } = ctx;
   const lookup = dest.reconciliation!;
   const params = await paramsOf(view.operation_id);
   let args: Record<string, unknown>;
@@ -92,42 +92,9 @@ export async function reconcileMcpOperation(
           : 'no matching effect; the upstream honours no idempotency key, so a retry could duplicate a late effect: a person decides',
     state_after: stateAfter,
   });
-  if (refs.length === 1) {
-    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
-    return {
-      step: 'found',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'succeeded',
-          retry: 'never',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: ctx.redactor.redactValue(matches[0]!.record),
-        diagnosticsRef: null,
-      }),
-    };
-  }
-  if (refs.length >= 2) {
-    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
-    return {
-      step: 'duplicates',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'duplicate_effect',
-          retry: 'escalate',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: { remote_refs: refs },
-        diagnosticsRef: null,
-      }),
-    };
-  }
+  // envelopeOf redacts the record it shows.
+  const settled = await settleFromLookup(ctx, action, view, refs, matches[0]?.record);
+  if (settled) return settled;
   return {
     step: 'absent',
     envelope: envelopeOf({

@@ -80,7 +80,7 @@ export async function reconcileView(
   view: OperationView,
   signal?: AbortSignal,
 ): Promise<Reconciled> {
-  const { options, clock, ids, redactor, observe, load, paramsOf, resolve, envelopeOf } = ctx;
+  const { options, clock, ids, redactor, observe, load, paramsOf, envelopeOf } = ctx;
   const dest = action.destination;
   if (!maybeSent(view)) {
     const last = view.attempts.at(-1)?.finish;
@@ -235,42 +235,8 @@ export async function reconcileView(
     conclusion,
     state_after: stateAfter,
   });
-  if (refs.length === 1) {
-    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
-    return {
-      step: 'found',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'succeeded',
-          retry: 'never',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: matches[0]!.record,
-        diagnosticsRef: null,
-      }),
-    };
-  }
-  if (refs.length >= 2) {
-    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
-    return {
-      step: 'duplicates',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'duplicate_effect',
-          retry: 'escalate',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: { remote_refs: refs },
-        diagnosticsRef: null,
-      }),
-    };
-  }
+  const settled = await settleFromLookup(ctx, action, view, refs, matches[0]?.record);
+  if (settled) return settled;
   if (keyValid) {
     const licence = {
       reason: 'response_lost_after_dispatch',
@@ -301,6 +267,58 @@ export async function reconcileView(
 }
 
 /** The gate's lock, asking nobody; a lock that cannot be read counts as locked. */
+/**
+ * What a lookup that found the effect settles, for every transport: one record → `succeeded`
+ * (its record is the data), several → `duplicate_effect` for a person; none → null (the caller
+ * decides what an absent effect means for its transport).
+ */
+export async function settleFromLookup(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  refs: string[],
+  firstRecord: unknown,
+): Promise<Reconciled | null> {
+  const { resolve, envelopeOf } = ctx;
+  if (refs.length === 1) {
+    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
+    return {
+      step: 'found',
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: {
+          category: 'succeeded',
+          retry: 'never',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: firstRecord,
+        diagnosticsRef: null,
+      }),
+    };
+  }
+  if (refs.length >= 2) {
+    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
+    return {
+      step: 'duplicates',
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: {
+          category: 'duplicate_effect',
+          retry: 'escalate',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: { remote_refs: refs },
+        diagnosticsRef: null,
+      }),
+    };
+  }
+  return null;
+}
+
 export async function lockedGate(ctx: EngineContext): Promise<boolean> {
   if (!ctx.gate.locked) return false;
   try {
