@@ -7,9 +7,9 @@ import { writeFileSync } from 'node:fs';
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { startUpstreams } from '../../config/upstreams.js';
-import { openConfiguredVault } from '../../config/vault-open.js';
 import { probeMarkdown, probeUpstreams } from '../../matrix/mcp-probe.js';
-import { createRedactor } from '../../vault/index.js';
+import { createRedactor } from '../../core/redact.js';
+import { openVaultOrExit } from '../vault.js';
 import { checkOutputPath, Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE = 'usage: candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]';
@@ -42,15 +42,8 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return Exit.usage;
   }
   const redactor = createRedactor();
-  const vaultOpened = await openConfiguredVault(loaded.value, redactor);
-  if (!vaultOpened.ok) {
-    if (vaultOpened.failure.code === 'config') {
-      for (const issue of vaultOpened.failure.issues) io.err(`${formatIssue(issue)}\n`);
-      return Exit.usage;
-    }
-    io.err(`candor probe: ${vaultOpened.failure.message} (vault: in ${file})\n`);
-    return Exit.environment;
-  }
+  const vaultOpened = await openVaultOrExit('probe', loaded.value, redactor, io);
+  if (!vaultOpened.ok) return vaultOpened.exit;
   const vault = vaultOpened.vault;
   const started = await startUpstreams(loaded.value.config, {
     ...(vault ? { vault } : {}),

@@ -9,8 +9,8 @@ import { loadConfig } from '../../config/load.js';
 import { openLedger } from '../../ledger/open.js';
 import type { RecoveryItem, Runtime } from '../../engine/runtime.js';
 import { createRedactor } from '../../core/redact.js';
-import { openConfiguredVault } from '../../config/vault-open.js';
 import { composeRuntime } from '../../config/compose.js';
+import { openVaultOrExit } from '../vault.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
@@ -43,15 +43,8 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   const redactor = createRedactor();
   // The vault as `serve` opens it: `vault:` references are checked at start, credentials
   // resolve, and its lock holds.
-  const vaultOpened = await openConfiguredVault(loaded.value, redactor);
-  if (!vaultOpened.ok) {
-    if (vaultOpened.failure.code === 'config') {
-      for (const issue of vaultOpened.failure.issues) io.err(`${formatIssue(issue)}\n`);
-      return Exit.usage;
-    }
-    io.err(`candor recover: ${vaultOpened.failure.message} (vault: in ${file})\n`);
-    return Exit.environment;
-  }
+  const vaultOpened = await openVaultOrExit('recover', loaded.value, redactor, io);
+  if (!vaultOpened.ok) return vaultOpened.exit;
   const vault = vaultOpened.vault;
   const url = typeof flags.ledger === 'string' ? flags.ledger : config.ledger;
   const opened = await openLedger(url, { mustExist: true });
