@@ -4,6 +4,7 @@
 // the traceparent the fake received on the wire, and that the canary credential is in no span.
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import * as api from '@opentelemetry/api';
 import {
   AggregationTemporality,
@@ -26,6 +27,8 @@ import { createRuntime } from '../src/runtime.js';
 import { openTelemetry } from '../src/telemetry/otel.js';
 import { startOtlpTelemetry } from '../src/telemetry/otlp.js';
 import type { Telemetry } from '../src/telemetry/port.js';
+import { TEST_TOKEN_VAR, testConfigYaml } from './fixtures/mcp/config.js';
+import { connectStdio, tempDir, writeConfig } from './fixtures/mcp/stdio.js';
 
 const CANARY = 'telemetry-canary-secret-7f3a91';
 let fake: FakeService;
@@ -83,6 +86,66 @@ function inMemory() {
     }));
   };
   return { spans, telemetry, counter };
+}
+
+/** A local OTLP/HTTP receiver: the JSON bodies it was sent, by path. */
+async function otlpReceiver(): Promise<{
+  url: string;
+  bodies: (path: '/v1/traces' | '/v1/metrics') => string;
+  close: () => Promise<void>;
+}> {
+  const got: Array<{ path: string; body: string }> = [];
+  const server: Server = createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString('utf8')));
+    req.on('end', () => {
+      got.push({ path: req.url ?? '', body });
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    bodies: (path) =>
+      got
+        .filter((g) => g.path === path)
+        .map((g) => g.body)
+        .join('\n'),
+    close: () => new Promise((r) => server.close(() => r())),
+  };
+}
+
+/** Data points of a counter in OTLP/JSON metrics bodies: [attributes as an object, value]. */
+function otlpCounter(bodies: string, name: string): Array<[Record<string, unknown>, number]> {
+  const points: Array<[Record<string, unknown>, number]> = [];
+  for (const line of bodies.split('\n').filter(Boolean)) {
+    const doc = JSON.parse(line) as {
+      resourceMetrics: Array<{
+        scopeMetrics: Array<{
+          metrics: Array<{
+            name: string;
+            sum?: {
+              dataPoints: Array<{
+                asInt?: number | string;
+                asDouble?: number;
+                attributes: Array<{ key: string; value: Record<string, unknown> }>;
+              }>;
+            };
+          }>;
+        }>;
+      }>;
+    };
+    for (const m of doc.resourceMetrics.flatMap((r) => r.scopeMetrics).flatMap((s) => s.metrics)) {
+      if (m.name !== name) continue;
+      for (const p of m.sum?.dataPoints ?? []) {
+        const attrs = Object.fromEntries(
+          p.attributes.map((a) => [a.key, Object.values(a.value)[0]]),
+        );
+        points.push([attrs, Number(p.asInt ?? p.asDouble)]);
+      }
+    }
+  }
+  return points;
 }
 
 const parentOf = (s: ReadableSpan): string | undefined => s.parentSpanContext?.spanId;
@@ -209,20 +272,10 @@ describe('OpenTelemetry: spans that tell attempt 1 from attempt 2', () => {
     expect(JSON.stringify(all.map(dump))).not.toContain(CANARY);
   });
 
-  it('OTLP/HTTP: the spans reach a local receiver, with no canary in what was exported', async () => {
-    const bodies: string[] = [];
-    const receiver: Server = createServer((req, res) => {
-      let body = '';
-      req.on('data', (d: Buffer) => (body += d.toString('utf8')));
-      req.on('end', () => {
-        if (req.url === '/v1/traces') bodies.push(body);
-        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-      });
-    });
-    await new Promise<void>((r) => receiver.listen(0, '127.0.0.1', r));
+  it('OTLP/HTTP: the spans and the counters reach a local receiver, with no canary in what was exported', async () => {
+    const receiver = await otlpReceiver();
     try {
-      const port = (receiver.address() as AddressInfo).port;
-      const otlp = await startOtlpTelemetry(`http://127.0.0.1:${port}`);
+      const otlp = await startOtlpTelemetry(receiver.url, { metricsIntervalMs: 3_600_000 });
       const { rt, action } = runtime(otlp.telemetry);
       const env = await rt.run(
         action('create_deployment'),
@@ -230,8 +283,17 @@ describe('OpenTelemetry: spans that tell attempt 1 from attempt 2', () => {
         { correlationId: 'tel-otlp' },
       );
       expect(env.ok).toBe(true);
+      fake.arm({ call_id: 'tel-otlp-rst', phase: 'after_commit', action: 'rst' });
+      const lost = await rt.run(
+        action('create_deployment'),
+        { service: 'otlp', version: '3.0.1' },
+        { correlationId: 'tel-otlp-rst' },
+      );
+      expect(lost).toMatchObject({ category: 'outcome_unknown' });
+      // The metrics interval is an hour: what arrives was exported by shutdown.
+      expect(receiver.bodies('/v1/metrics')).toBe('');
       await otlp.shutdown();
-      const exported = bodies.join('\n');
+      const exported = receiver.bodies('/v1/traces');
       const names = [...exported.matchAll(/"name":"([^"]+)"/g)].map((m) => m[1]);
       expect(names).toEqual(
         expect.arrayContaining(['execute_tool create_deployment', 'attempt 1 create_deployment']),
@@ -243,9 +305,68 @@ describe('OpenTelemetry: spans that tell attempt 1 from attempt 2', () => {
         .find((t) => t.event === 'headers_complete')?.traceparent;
       expect(tp).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
       expect(exported).toContain(tp!.split('-')[1]!); // the trace id the fake saw was exported
-      expect(exported).not.toContain(CANARY);
+      const metrics = receiver.bodies('/v1/metrics');
+      const calls = otlpCounter(metrics, 'candor.operation.calls');
+      expect(calls).toHaveLength(2);
+      expect(calls).toEqual(
+        expect.arrayContaining([
+          [{ 'gen_ai.tool.name': 'create_deployment', 'candor.operation.state': 'succeeded' }, 1],
+          [{ 'gen_ai.tool.name': 'create_deployment', 'candor.operation.state': 'unknown' }, 1],
+        ]),
+      );
+      expect(otlpCounter(metrics, 'candor.outcome.unknown')).toEqual([
+        [{ 'gen_ai.tool.name': 'create_deployment' }, 1],
+      ]);
+      expect(exported + metrics).not.toContain(CANARY);
     } finally {
-      await new Promise((r) => receiver.close(r));
+      await receiver.close();
+    }
+  });
+});
+
+describe('telemetry through `candor serve` (telemetry: in candor.yaml, a real MCP client over stdio)', () => {
+  it('a tool call is traced and counted at the configured collector; the fake saw the traceparent', async () => {
+    const receiver = await otlpReceiver();
+    const dir = tempDir('candor-tel-serve-');
+    const yaml =
+      testConfigYaml({ origin: fake.url }) +
+      `telemetry:\n  otlp: ${receiver.url}\n  metrics_interval_ms: 3600000\n`;
+    const config = writeConfig(dir, yaml);
+    const gw = await connectStdio(
+      ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
+      { [TEST_TOKEN_VAR]: CANARY }, // the fake accepts the canary credential
+      dir,
+    );
+    try {
+      const before = fake.groundTruth().length;
+      const r = await gw.client.callTool({
+        name: 'create_record',
+        arguments: { title: 'traced through serve' },
+      });
+      const env = r.structuredContent as { ok: boolean; operation_id: string };
+      expect(env.ok).toBe(true);
+      // Closing stdin ends the gateway, which flushes its spans and a last metrics export.
+      await gw.close();
+      const deadline = Date.now() + 10_000;
+      while (receiver.bodies('/v1/metrics') === '' && Date.now() < deadline)
+        await new Promise((res) => setTimeout(res, 50));
+      const traces = receiver.bodies('/v1/traces');
+      expect(traces).toContain('execute_tool create_record');
+      expect(traces).toContain('attempt 1 create_record');
+      expect(traces).toContain(env.operation_id);
+      const tp = fake
+        .groundTruth()
+        .slice(before)
+        .find((t) => t.event === 'headers_complete')?.traceparent;
+      expect(tp).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+      expect(traces).toContain(tp!.split('-')[1]!);
+      expect(otlpCounter(receiver.bodies('/v1/metrics'), 'candor.operation.calls')).toEqual([
+        [{ 'gen_ai.tool.name': 'create_record', 'candor.operation.state': 'succeeded' }, 1],
+      ]);
+      expect(traces + receiver.bodies('/v1/metrics')).not.toContain(CANARY);
+    } finally {
+      await gw.close().catch(() => undefined);
+      await receiver.close();
     }
   });
 });

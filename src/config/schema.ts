@@ -199,11 +199,13 @@ export const configSchema = z.strictObject({
     .describe('several gateways on one ledger: ownership leases and takeover of dead owners'),
   telemetry: z
     .strictObject({
-      /** OTLP/HTTP collector base URL; spans go to URL/v1/traces. */
+      /** OTLP/HTTP collector base URL; spans go to URL/v1/traces, metrics to URL/v1/metrics. */
       otlp: z.url({ protocol: /^https?$/ }).optional(),
+      /** How often metrics are exported (default 60 s; a last export happens at shutdown). */
+      metrics_interval_ms: z.number().int().min(100).max(86_400_000).optional(),
     })
     .optional()
-    .describe('OpenTelemetry: spans per operation call and attempt'),
+    .describe('OpenTelemetry: spans per operation call and attempt, counters'),
   approvals: z
     .strictObject({
       /**

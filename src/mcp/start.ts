@@ -124,6 +124,9 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     try {
       otlp = await startOtlpTelemetry(config.telemetry.otlp, {
         ...(options.version ? { version: options.version } : {}),
+        ...(config.telemetry.metrics_interval_ms !== undefined
+          ? { metricsIntervalMs: config.telemetry.metrics_interval_ms }
+          : {}),
       });
     } catch (error) {
       await upstreams?.close();
