@@ -97,6 +97,22 @@ function pubBlob(pubLine: string): Buffer {
 export interface SshdOptions {
   /** Extra sshd_config lines (e.g. `SetEnv PATH=…` to take tools away from sessions). */
   extraConfig?: string[];
+  /**
+   * Let the remote shell run the user's interactive start-up (`~/.bashrc`) for commands (default
+   * false). bash runs it for commands arriving over SSH when SHLVL is unset; a person's set-up
+   * (version managers, prompts) is no part of what a test checks and can cost seconds per command,
+   * so sessions get `SHLVL=1` ("not the top-level shell") unless this is true.
+   */
+  userShellInit?: boolean;
+}
+
+/** sshd_config allows one `SetEnv` line (the first wins): SHLVL=1 joins the caller's, if any. */
+function sessionEnvLines(options: SshdOptions): string[] {
+  const extra = options.extraConfig ?? [];
+  if (options.userShellInit === true) return extra;
+  const at = extra.findIndex((l) => /^\s*SetEnv\s/i.test(l));
+  if (at < 0) return [...extra, 'SetEnv SHLVL=1'];
+  return extra.map((l, i) => (i === at ? `${l} SHLVL=1` : l));
 }
 
 export async function startSshd(options: SshdOptions = {}): Promise<SshdFixture> {
@@ -135,7 +151,7 @@ export async function startSshd(options: SshdOptions = {}): Promise<SshdFixture>
       'MaxSessions 50',
       'LogLevel VERBOSE',
       ...(supportsPerSourcePenalties() ? ['PerSourcePenalties no'] : []),
-      ...(options.extraConfig ?? []),
+      ...sessionEnvLines(options),
     ].join('\n');
     writeFileSync(join(dir, 'sshd_config'), `${config}\n`);
     const child = spawn(SSHD_PATH, ['-D', '-e', '-f', join(dir, 'sshd_config')], {

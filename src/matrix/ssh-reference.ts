@@ -131,10 +131,8 @@ function keySecrets(privateKey: Buffer): string[] {
 }
 
 export async function startSshMatrixEnv(): Promise<SshMatrixEnv> {
-  // Bash runs the user's ~/.bashrc for every command that arrives over SSH when it thinks it is the
-  // top-level shell (SHLVL unset). What a person's interactive setup does (version managers, prompts)
-  // is no part of what a row tests, and it can cost seconds per command: SHLVL=1 says "not top level".
-  const sshd = await startSshd({ extraConfig: ['SetEnv SHLVL=1'] });
+  // The fixture keeps the user's ~/.bashrc out of the sessions (SshdOptions.userShellInit).
+  const sshd = await startSshd();
   try {
     // The SSH client loads on first use; loading it now keeps that pause out of every row's time.
     await import('../ssh/transport.js');
