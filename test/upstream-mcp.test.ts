@@ -164,6 +164,55 @@ describe('server-filesystem behind Candor', () => {
   });
 });
 
+describe('candor recover with upstreams', () => {
+  it('settles an unknown proxied write left by a dead gateway through the upstream lookup (exit 0), never a second write', async () => {
+    const dir = tempDir('candor-up-recover-');
+    const yaml = fsConfig(dir, dir, {
+      CANDOR_KILL_TOOL: 'write_file',
+      CANDOR_KILL_ONCE: join(dir, 'killed'),
+      CANDOR_KILL_MODE: 'after',
+    });
+    const gw = await serve(dir, yaml);
+    const path = join(dir, 'left-behind.txt');
+    const e = await call(gw, 'fs_write_file', { path, content: 'once' });
+    expect(e).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    await gw.close();
+    open = [];
+    // The file is there (ground truth); the gateway that wrote it is gone.
+    expect(readFileSync(path, 'utf8')).toBe('once');
+    const r = spawnSync(
+      NODE,
+      [
+        join(ROOT, 'bin', 'candor.js'),
+        'recover',
+        '--config',
+        join(dir, 'candor.yaml'),
+        '--ledger',
+        `sqlite:${join(dir, 'ledger.db')}`,
+      ],
+      { cwd: dir, encoding: 'utf8', env: { PATH: process.env['PATH'] ?? '' } },
+    );
+    expect(r.stderr).not.toContain('Error:');
+    expect(r.stdout).toContain(`${e.operation_id}  fs_write_file  found by lookup`);
+    expect(r.status).toBe(0);
+    const ledger = await openLedger(`sqlite:${join(dir, 'ledger.db')}`);
+    if (!ledger.ok) throw new Error('ledger');
+    const events = await ledger.value.query({ operation_id: e.operation_id! });
+    await ledger.value.close();
+    expect(events.map((ev) => ev.kind)).toEqual([
+      'operation_opened',
+      'attempt_started',
+      'attempt_finished',
+      'owner_changed', // the dead gateway's lease lapsed when it ended: recover takes it over
+      'observation_recorded',
+      'operation_resolved',
+    ]);
+    expect(events.at(-1)).toMatchObject({ data: { state: 'succeeded' } });
+    // One attempt only, and the file holds what the one write wrote.
+    expect(readFileSync(path, 'utf8')).toBe('once');
+  });
+});
+
 const calls = (log: string): string[] =>
   existsSync(log) ? readFileSync(log, 'utf8').split('\n').filter(Boolean) : [];
 

@@ -34,7 +34,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   recover: {
     usage: 'candor recover [--config FILE] [--ledger URL] [--json]',
     summary:
-      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup (SSH: through the remote marker), retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
+      'after a crash, work through every unresolved operation (vault and gate as serve opens them): found by lookup (SSH: through the remote marker; proxied MCP tools: through their upstream, which it starts), retried under the key, first attempt made, or needs a person (why); exit 1 while any stays unresolved',
     load: () => import('./commands/recover.js'),
   },
   matrix: {

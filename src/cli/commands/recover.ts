@@ -1,7 +1,8 @@
 // candor recover --config FILE [--ledger URL] [--json]: work through every unresolved operation
 // after a crash or restart — look it up, retry it under an honoured idempotency key, make the first
 // attempt of one that never sent anything, or mark it for a person — and say for each what was
-// really done (SSH operations of `ssh.actions` are looked up through their remote markers). Never
+// really done (SSH operations of `ssh.actions` are looked up through their remote markers, proxied
+// MCP tools of `upstreams:` through their configured lookup tools, so the upstreams are started). Never
 // mints a new operation id. Opens the vault as `serve` does. Exit 1 while any
 // operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
@@ -10,6 +11,7 @@ import { openLedger } from '../../ledger/open.js';
 import type { RecoveryItem, Runtime } from '../../engine/runtime.js';
 import { createRedactor } from '../../core/redact.js';
 import { composeRuntime } from '../../config/compose.js';
+import type { StartedUpstreams } from '../../config/upstreams.js';
 import { openVaultOrExit } from '../vault.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
@@ -53,6 +55,24 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return Exit.environment;
   }
   const ledger = opened.value;
+  // Operations of proxied MCP tools are looked up (and retried) through their upstreams; the MCP
+  // client is loaded only when `upstreams:` names one.
+  let upstreams: StartedUpstreams | undefined;
+  if (Object.keys(config.upstreams ?? {}).length > 0) {
+    const { startUpstreams } = await import('../../config/upstreams.js');
+    const started = await startUpstreams(config, {
+      ...(vault ? { vault } : {}),
+      onSecret: (s) => void redactor.addSecret(s),
+      log: (line) => io.err(`${redactor.redactString(line)}\n`),
+    });
+    if (!started.ok) {
+      vault?.close();
+      await ledger.close();
+      io.err(`candor recover: ${loaded.value.file}: ${started.message}\n`);
+      return Exit.environment;
+    }
+    upstreams = started.value;
+  }
   let runtime: Runtime | undefined;
   try {
     // The composition root `serve` uses, without the MCP server around it.
@@ -63,6 +83,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       env: process.env,
       redactor,
       ...(vault ? { vault } : {}),
+      ...(upstreams ? { upstreams } : {}),
     }));
     const items = await runtime.recover();
     await runtime.endSession('recovery finished');
@@ -83,5 +104,6 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   } finally {
     await ledger.close();
     await runtime?.close();
+    await upstreams?.close();
   }
 }
