@@ -4,14 +4,20 @@
 // what a shared, noisy machine cannot inflate much; wall-clock rates it can.
 //
 //   node bench/support/engine-cpu.js [--ledger memory|sqlite] [--actions N] [--concurrency C]
-//                                    [--class create|read] [--rounds R]
+//                                    [--class create|read] [--rounds R] [--only runtime|raw]
+//                                    [--transport http|canned] [--dist DIR]
 //
+// `--transport canned` answers from memory (no socket: the engine and the ledger alone); `--dist`
+// measures another build (e.g. an earlier commit built with `tsc --outDir DIR`) for a before/after
+// on the same machine minutes apart. With the memory ledger it also reports the CPU spent inside
+// the ledger's calls (its sealing and hashing), which is the ledger's share, not the engine's.
 // Run it under `node --cpu-prof` to see where the runtime's share goes (bench/README.md).
 // Imports the built package from dist/ (run `npm run build` first).
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const { values: opts } = parseArgs({
@@ -26,13 +32,18 @@ const { values: opts } = parseArgs({
     only: { type: 'string' },
     // `canned`: an HTTP transport that answers from memory (no socket): the engine alone.
     transport: { type: 'string', default: 'http' },
+    // Another build to measure (e.g. the previous commit built into a directory): before/after.
+    dist: { type: 'string' },
   },
 });
 const N = Number(opts.actions);
 const C = Number(opts.concurrency);
 const ROUNDS = Number(opts.rounds);
 
-const dist = new URL('../../dist/', import.meta.url);
+const dist =
+  typeof opts.dist === 'string'
+    ? pathToFileURL(`${opts.dist.replace(/\/$/, '')}/`)
+    : new URL('../../dist/', import.meta.url);
 const { createRuntime } = await import(new URL('runtime.js', dist).href);
 const { defineAction } = await import(new URL('engine/action.js', dist).href);
 const { staticCredentials } = await import(new URL('engine/ports.js', dist).href);
@@ -73,6 +84,21 @@ const url = opts.ledger === 'sqlite' ? `sqlite:${join(dir, 'ledger.db')}` : 'mem
 const opened = await openLedger(url, { durability: 'process' });
 if (!opened.ok) throw new Error(opened.failure.message);
 const ledger = opened.value;
+// Time spent synchronously inside the ledger's methods (all of a memory ledger's work; for SQLite
+// only what runs before its group commit yields): the engine's share is the rest.
+let inLedgerUs = 0;
+for (const m of ['append', 'query', 'read']) {
+  const f = ledger[m].bind(ledger);
+  ledger[m] = (...args) => {
+    const t = process.cpuUsage();
+    try {
+      return f(...args);
+    } finally {
+      const u = process.cpuUsage(t);
+      inLedgerUs += u.user + u.system;
+    }
+  };
+}
 const action = defineAction({
   name: 'create_thing',
   class: opts.class,
@@ -161,6 +187,7 @@ async function cpuPer(fn, count) {
     while (left-- > 0) await fn();
   };
   const t0 = performance.now();
+  const ledgerBefore = inLedgerUs;
   const before = process.cpuUsage();
   await Promise.all(Array.from({ length: C }, worker));
   const used = process.cpuUsage(before);
@@ -168,7 +195,9 @@ async function cpuPer(fn, count) {
   // Less the one connection the count request itself opens.
   return {
     cpu: (used.user + used.system) / count,
+    sys: used.system / count,
     wall,
+    ledger: (inLedgerUs - ledgerBefore) / count,
     conns: ((await connections()) - conns - 1) / count,
   };
 }
@@ -176,7 +205,7 @@ async function cpuPer(fn, count) {
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 try {
   const sides = { runtime: opts.only !== 'raw', raw: opts.only !== 'runtime' };
-  const none = { cpu: NaN, wall: NaN };
+  const none = { cpu: NaN, sys: NaN, wall: NaN, ledger: NaN, conns: NaN };
   if (sides.runtime) await cpuPer(viaRuntime, Math.min(N, 500));
   if (sides.raw) await cpuPer(raw, Math.min(N, 500));
   const rt = [];
@@ -191,14 +220,18 @@ try {
     `engine-cpu: ${opts.class} action, ${opts.ledger} ledger, ${N} actions x ${ROUNDS} rounds, ${C} in flight (median round)`,
   );
   console.log(
-    `  runtime.run  ${cpuRt.toFixed(0).padStart(6)} us CPU/action  ${median(rt.map((x) => x.wall))
+    `  runtime.run  ${cpuRt.toFixed(0).padStart(6)} us CPU/action (${median(rt.map((x) => x.sys)).toFixed(0)} system)  ${median(
+      rt.map((x) => x.wall),
+    )
       .toFixed(0)
       .padStart(
         6,
-      )} us wall/action  ${median(rt.map((x) => x.conns)).toFixed(2)} connections/action`,
+      )} us wall/action  ${median(rt.map((x) => x.conns)).toFixed(2)} connections/action  (of the CPU, in ledger calls: ${median(rt.map((x) => x.ledger)).toFixed(0)} us)`,
   );
   console.log(
-    `  raw undici   ${cpuRaw.toFixed(0).padStart(6)} us CPU/request ${median(rw.map((x) => x.wall))
+    `  raw undici   ${cpuRaw.toFixed(0).padStart(6)} us CPU/request (${median(rw.map((x) => x.sys)).toFixed(0)} system) ${median(
+      rw.map((x) => x.wall),
+    )
       .toFixed(0)
       .padStart(6)} us wall/request`,
   );
