@@ -1,6 +1,7 @@
 // Sortable prefixed ids: `<prefix>_<26 Crockford base32 chars>` = 48-bit millisecond time + 80 random
 // bits (ULID layout). Ids minted by one factory in the same millisecond stay strictly increasing.
-import { systemClock, systemRandom, type Clock, type Random } from './time.js';
+import { randomBytes } from 'node:crypto';
+import { systemClock, type Clock, type Random } from './time.js';
 
 export const IdPrefix = {
   operation: 'op',
@@ -28,10 +29,30 @@ export interface IdFactory {
   mint(prefix: IdPrefix): string;
 }
 
-export function createIdFactory(
-  clock: Clock = systemClock,
-  random: Random = systemRandom,
-): IdFactory {
+/**
+ * The ids' random bits, drawn from the system's generator 4 KiB at a time: one call into the
+ * generator per id cost more than the rest of the id. Ids are unique, not secret; keys and
+ * nonces keep taking `systemRandom` directly.
+ */
+const idRandom: Random = (() => {
+  const POOL = 4096;
+  let pool = randomBytes(POOL);
+  let at = 0;
+  return {
+    bytes: (n) => {
+      if (n > POOL) return new Uint8Array(randomBytes(n));
+      if (at + n > POOL) {
+        pool = randomBytes(POOL);
+        at = 0;
+      }
+      const out = new Uint8Array(pool.subarray(at, at + n));
+      at += n;
+      return out;
+    },
+  };
+})();
+
+export function createIdFactory(clock: Clock = systemClock, random: Random = idRandom): IdFactory {
   let lastTime = -1;
   let lastRandom: number[] = [];
   return {
@@ -74,13 +95,19 @@ function encodeTime(ms: number): string {
   return out;
 }
 
+/** 80 bits (10 bytes) as 16 base32 characters: two 40-bit halves, 8 characters each. */
 function encodeRandom(bytes: number[]): string {
-  let bits = 0n;
-  for (const b of bytes) bits = (bits << 8n) | BigInt(b);
+  return encode40(bytes, 0) + encode40(bytes, 5);
+}
+
+function encode40(bytes: number[], at: number): string {
+  // 40 bits fit a double exactly (below 2^53).
+  let v = 0;
+  for (let i = at; i < at + 5; i++) v = v * 256 + (bytes[i] ?? 0);
   let out = '';
-  for (let i = 0; i < 16; i++) {
-    out = ALPHABET[Number(bits & 31n)]! + out;
-    bits >>= 5n;
+  for (let i = 0; i < 8; i++) {
+    out = ALPHABET[v % 32]! + out;
+    v = Math.floor(v / 32);
   }
   return out;
 }

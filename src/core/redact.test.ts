@@ -59,6 +59,20 @@ describe('createRedactor: known secrets', () => {
     expect(t.redactString('xabcdx')).toBe(`x${REDACTED}x`);
   });
 
+  it('finds the piece of a secret left at a cut past look-alike candidates, and hex in any case', () => {
+    const t = createRedactor(['abababababababab-tail9', 'zz-0123456789-qq']);
+    // The text's first 8 characters occur at several places of the secret; one piece fits.
+    expect(t.redactString('ababababab-tail9 rest')).toBe(`${REDACTED} rest`);
+    // The secret's first 8 characters occur twice near the end; only the last run is a piece.
+    expect(t.redactString('keep zz-01234 then zz-0123456789')).toBe(
+      `keep zz-01234 then ${REDACTED}`,
+    );
+    const hex = Buffer.from('zz-0123456789-qq').toString('hex');
+    expect(t.redactString(`a${hex.toUpperCase()}b and ${hex.slice(0, 12).toUpperCase()}`)).toBe(
+      `a${REDACTED}b and ${REDACTED}`,
+    );
+  });
+
   it('addSecret takes effect for later calls', () => {
     const t = createRedactor();
     expect(t.redactString('tok-9f8e7d6c')).toBe('tok-9f8e7d6c');

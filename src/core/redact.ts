@@ -81,6 +81,11 @@ interface ShapeRule {
   group: number;
   /** Optional extra check on the captured span. */
   accept?: (match: RegExpExecArray) => boolean;
+  /**
+   * A text every match must contain (the pattern's literal part; lower-case for a caseless
+   * pattern, then looked up in the lower-cased text): a text without it is not searched at all.
+   */
+  needs: string;
 }
 
 const SHAPES: readonly ShapeRule[] = [
@@ -88,6 +93,7 @@ const SHAPES: readonly ShapeRule[] = [
     pattern:
       /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|$)/dg,
     group: 0,
+    needs: '-----BEGIN ',
   },
   {
     pattern: new RegExp(
@@ -95,23 +101,30 @@ const SHAPES: readonly ShapeRule[] = [
       'dgi',
     ),
     group: 2,
+    needs: ':',
   },
   {
     pattern: new RegExp(String.raw`"(${fieldAlternation})"[ \t]*:[ \t]*"((?:[^"\\]|\\.)*)"`, 'dgi'),
     group: 2,
+    needs: '"',
   },
-  { pattern: /\bBearer[ \t]+([A-Za-z0-9\-._~+/]{16,}=*)/dgi, group: 1 },
-  { pattern: /\beyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/dg, group: 0 },
-  { pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/dg, group: 0 },
-  { pattern: /\bsk-[A-Za-z0-9_-]{16,}/dg, group: 0 },
-  { pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/dg, group: 0 },
-  { pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/dg, group: 0 },
+  { pattern: /\bBearer[ \t]+([A-Za-z0-9\-._~+/]{16,}=*)/dgi, group: 1, needs: 'bearer' },
+  { pattern: /\beyJ[A-Za-z0-9_-]+\.eyJ[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*/dg, group: 0, needs: 'eyJ' },
+  {
+    pattern: /\b(?:gh[pousr]_[A-Za-z0-9]{20,}|github_pat_[A-Za-z0-9_]{20,})/dg,
+    group: 0,
+    needs: '_',
+  },
+  { pattern: /\bsk-[A-Za-z0-9_-]{16,}/dg, group: 0, needs: 'sk-' },
+  { pattern: /\bxox[abposr]-[A-Za-z0-9-]{10,}/dg, group: 0, needs: 'xox' },
+  { pattern: /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/dg, group: 0, needs: 'IA' },
   {
     pattern:
       /(?<=^|[?&;#\s"'{(,])((?:access_|refresh_|id_|api_|auth_|client_|private_|session_|x-api-)?(?:token|key|secret|password|passwd|pwd|apikey|signature|sig))=([^&\s"'#<>[\]\\]+)/dgi,
     group: 2,
     // Password-like values are hidden at any length; keys and tokens from 8 characters on.
     accept: (m) => /pass|pwd|secret/i.test(m[1] ?? '') || (m[2] ?? '').length >= 8,
+    needs: '=',
   },
 ];
 
@@ -123,21 +136,43 @@ export const MIN_CUT_FRAGMENT = 8;
 /** How many levels of escaping the decoded view undoes (JSON inside JSON inside a URL). */
 const MAX_DECODE_LEVELS = 3;
 
+/**
+ * Clean strings (ones redaction leaves as they are) remembered per redactor, so the header names,
+ * keys and values that recur in every record are searched once. Only short strings, and at most
+ * this many before the memory starts over; a new secret forgets them all.
+ */
+const CLEAN_CACHE_MAX = 4096;
+const CLEAN_CACHE_MAX_LENGTH = 256;
+
 export function createRedactor(secrets: Iterable<string> = []): Redactor {
   const exact = new Set<string>();
-  const caseless = new Map<string, RegExp>();
+  /**
+   * Forms matched ignoring ASCII case, by form. An ASCII form (all of them, as secretForms makes
+   * them) is looked up in the text with its ASCII letters lower-cased, which finds exactly the
+   * matches of a case-insensitive RegExp of the form (that never matches a non-ASCII character
+   * against an ASCII one); any other form keeps its RegExp.
+   */
+  const caseless = new Map<string, { lower: string } | { re: RegExp }>();
   const added = new Set<string>();
   /** Forms long enough to leave a MIN_CUT_FRAGMENT piece at a cut; caseless ones lower-cased. */
   const cutForms: { form: string; fold: boolean }[] = [];
+  const clean = new Set<string>();
 
   const addSecret = (secret: string): boolean => {
     if (secret.length < MIN_SECRET_LENGTH || REDACTED.includes(secret)) return false;
     if (added.has(secret)) return true;
     added.add(secret);
+    clean.clear();
     const forms = secretForms(secret, REDACTED);
     for (const form of forms.exact) exact.add(form);
     for (const form of forms.caseless) {
-      if (!caseless.has(form)) caseless.set(form, new RegExp(escapeRegExp(form), 'gi'));
+      if (!caseless.has(form))
+        caseless.set(
+          form,
+          ASCII.test(form)
+            ? { lower: asciiLower(form) }
+            : { re: new RegExp(escapeRegExp(form), 'gi') },
+        );
     }
     for (const form of forms.exact) {
       if (form.length > MIN_CUT_FRAGMENT) cutForms.push({ form, fold: false });
@@ -148,8 +183,8 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
     return true;
   };
 
-  const secretSpans = (text: string, spans: [number, number][]): void => {
-    encodedSpans(text, spans);
+  const secretSpans = (text: string, spans: [number, number][], folded: string | null): void => {
+    encodedSpans(text, spans, folded);
     cutSpans(text, spans);
     // Escaped forms: search the decoded views and map each hit back to the original text.
     let view: DecodedView | null = { text, start: null, end: null };
@@ -157,38 +192,67 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
       view = decodeView(view);
       if (view === null) break;
       const found: [number, number][] = [];
-      encodedSpans(view.text, found);
+      encodedSpans(view.text, found, null);
       for (const [a, b] of found) spans.push([view.start![a]!, view.end![b - 1]!]);
     }
   };
 
-  /** A prefix of a secret form ending the text, or a suffix of one starting it. */
+  /**
+   * A prefix of a secret form ending the text, or a suffix of one starting it: the longest of
+   * MIN_CUT_FRAGMENT or more characters. Such a piece holds the form's first (or the text's
+   * first) MIN_CUT_FRAGMENT characters, so only where those occur is a piece compared.
+   */
   const cutSpans = (text: string, spans: [number, number][]): void => {
-    if (text.length < MIN_CUT_FRAGMENT) return;
-    const lower = text.toLowerCase();
+    if (text.length < MIN_CUT_FRAGMENT || cutForms.length === 0) return;
+    let lower: string | null = null;
     let head = 0;
     let tail = 0;
     for (const { form, fold } of cutForms) {
-      const t = fold ? lower : text;
+      const t = fold ? (lower ??= text.toLowerCase()) : text;
       const longest = Math.min(form.length - 1, t.length);
-      for (let n = longest; n >= MIN_CUT_FRAGMENT && n > tail; n--) {
-        if (t.endsWith(form.slice(0, n))) tail = n;
+      if (longest < MIN_CUT_FRAGMENT) continue;
+      // Tail: t ends with form[0, n) — form's first characters at p = t.length - n.
+      const lastP = t.length - Math.max(MIN_CUT_FRAGMENT, tail + 1);
+      const formHead = form.slice(0, MIN_CUT_FRAGMENT);
+      for (let p = t.indexOf(formHead, t.length - longest); p >= 0 && p <= lastP;) {
+        if (form.startsWith(t.slice(p))) {
+          tail = t.length - p;
+          break;
+        }
+        p = t.indexOf(formHead, p + 1);
       }
-      for (let n = longest; n >= MIN_CUT_FRAGMENT && n > head; n--) {
-        if (t.startsWith(form.slice(form.length - n))) head = n;
+      // Head: t starts with form[q, form.length) — t's first characters at q in the form.
+      const lastQ = form.length - Math.max(MIN_CUT_FRAGMENT, head + 1);
+      const textHead = t.slice(0, MIN_CUT_FRAGMENT);
+      for (let q = form.indexOf(textHead, form.length - longest); q >= 0 && q <= lastQ;) {
+        if (t.startsWith(form.slice(q))) {
+          head = form.length - q;
+          break;
+        }
+        q = form.indexOf(textHead, q + 1);
       }
     }
     if (head > 0) spans.push([0, head]);
     if (tail > 0) spans.push([text.length - tail, text.length]);
   };
 
-  const encodedSpans = (text: string, spans: [number, number][]): void => {
+  /** `folded`: the text with its ASCII letters lower-cased, when the caller has it already. */
+  const encodedSpans = (text: string, spans: [number, number][], folded: string | null): void => {
     for (const form of exact) {
       for (let i = text.indexOf(form); i >= 0; i = text.indexOf(form, i + 1)) {
         spans.push([i, i + form.length]);
       }
     }
-    for (const re of caseless.values()) {
+    if (caseless.size === 0) return;
+    const f = folded ?? asciiLower(text);
+    for (const c of caseless.values()) {
+      if ('lower' in c) {
+        for (let i = f.indexOf(c.lower); i >= 0; i = f.indexOf(c.lower, i + 1)) {
+          spans.push([i, i + c.lower.length]);
+        }
+        continue;
+      }
+      const re = c.re;
       re.lastIndex = 0;
       for (let m = re.exec(text); m !== null; m = re.exec(text)) {
         spans.push([m.index, m.index + m[0].length]);
@@ -199,8 +263,12 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
 
   const redactOnce = (text: string): string => {
     const spans: [number, number][] = [];
-    secretSpans(text, spans);
-    for (const rule of SHAPES) shapeSpans(rule, text, spans);
+    const folded = asciiLower(text);
+    secretSpans(text, spans, folded);
+    for (const rule of SHAPES) {
+      if ((rule.pattern.ignoreCase ? folded : text).includes(rule.needs))
+        shapeSpans(rule, text, spans);
+    }
     if (spans.length === 0) return text;
     spans.sort((a, b) => a[0] - b[0] || b[1] - a[1]);
     let out = '';
@@ -222,11 +290,16 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
   };
 
   const redactString = (text: string): string => {
+    if (clean.has(text)) return text;
     let current = text;
     for (let round = 0; round < MAX_ROUNDS; round++) {
       const next = redactOnce(current);
-      if (next === current) return current;
+      if (next === current) break;
       current = next;
+    }
+    if (current === text && text.length <= CLEAN_CACHE_MAX_LENGTH) {
+      if (clean.size >= CLEAN_CACHE_MAX) clean.clear();
+      clean.add(text);
     }
     return current;
   };
@@ -273,7 +346,7 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
     addSecret,
     containsSecret: (text) => {
       const spans: [number, number][] = [];
-      secretSpans(text, spans);
+      secretSpans(text, spans, null);
       return spans.length > 0;
     },
   };
@@ -409,6 +482,14 @@ function uniqueKey(key: string, used: Set<string>): string {
   for (let n = 2; used.has(candidate); n++) candidate = `${key}#${n}`;
   used.add(candidate);
   return candidate;
+}
+
+// eslint-disable-next-line no-control-regex
+const ASCII = /^[\x00-\x7f]*$/;
+
+/** The text with A–Z lower-cased and nothing else changed (same length, same positions). */
+function asciiLower(text: string): string {
+  return /[A-Z]/.test(text) ? text.replace(/[A-Z]+/g, (run) => run.toLowerCase()) : text;
 }
 
 function escapeRegExp(s: string): string {

@@ -9,6 +9,7 @@ import { contractOf, type EngineAction } from './action.js';
 import { attempt } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } from './context.js';
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
+import { openGate } from './ports.js';
 import { prepare, type PreparedAttempt } from './request.js';
 
 /** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
@@ -41,6 +42,8 @@ export async function gateRefusal<I, O>(
   const last = view.attempts.at(-1);
   const prepared = preparedNow ?? tryPrepare(ctx, action, input, view);
   if (!prepared) return notAttempted(ctx, action, view);
+  // The open gate approves everything and reads nothing: no card is rendered for it.
+  if (gate === openGate) return null;
   const dest = action.destination;
   const decision = await gate.check({
     session_id: view.session_id ?? '',
