@@ -227,8 +227,9 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * The owners the batches' takeovers speak about, read under the append lock (one more round
-   * trip, only when a batch holds an `owner_changed`); null when none does.
+   * The owners the batches' takeovers and attempts speak about, read under the append lock (one
+   * more round trip, only when a batch takes an operation over or starts an attempt of one it does
+   * not open); null when none does.
    */
   async #ownerBook(
     client: pg.PoolClient,
@@ -240,7 +241,7 @@ class PostgresLedgerStore implements LedgerStore {
       `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
          AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq;
        SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
-         FROM ledger_leases WHERE owner IN (${owners.map(lit).join(', ')})`,
+         FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
     )) as unknown as [
       pg.QueryResult<{ operation_id: string; bytes: Buffer }>,
       pg.QueryResult<LeaseRow>,
