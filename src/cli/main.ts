@@ -27,8 +27,9 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   ops: {
     usage:
-      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json]',
-    summary: 'list operations by state, or show one: intent, every attempt and observation',
+      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json] | ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]',
+    summary:
+      'list operations by state, or show one: intent, every attempt and observation; follow prints new events as any gateway commits them (PostgreSQL: LISTEN/NOTIFY; SQLite: polled)',
     load: () => import('./commands/ops.js'),
   },
   recover: {

@@ -34,8 +34,17 @@ export interface LeaseRow {
 export interface OwnerLeases {
   /** Renews (or takes) `owner`'s lease until `expiresAt`; `at` is the heartbeat's own time. */
   heartbeat(owner: string, at: number, expiresAt: number): Promise<void>;
-  /** Ends `owner`'s lease at `at` (a clean shutdown: its operations may be taken over at once). */
+  /**
+   * Ends `owner`'s lease at `at` (a clean shutdown: its operations may be taken over at once).
+   * Stores with `watchReleases` tell the other gateways when it commits.
+   */
   release(owner: string, at: number): Promise<void>;
+  /**
+   * Calls `onRelease` with the owner soon after any gateway (in any process) ended its lease, so
+   * a fleet's sweep takes its operations over at once instead of at its next timer (PostgreSQL
+   * LISTEN/NOTIFY). Resolves to a function that stops watching. Stores that cannot tell lack it.
+   */
+  watchReleases?(onRelease: (owner: string) => void): Promise<() => Promise<void>>;
   /** The owners' leases (missing owners have none). */
   leases(owners: readonly string[]): Promise<LeaseRow[]>;
 }
