@@ -15,7 +15,7 @@ import {
   type OperationView,
 } from '../../ledger/projection.js';
 import type { LedgerStore } from '../../ledger/store.js';
-import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, untilStopped, type CommandIo } from '../io.js';
 import { DEFAULT_POLL_MS, follow, FOLLOW_HELP, FOLLOW_USAGE } from './ops-follow.js';
 
 const USAGE = `usage: candor ops list [--state S,...] [--ledger URL] [--json] | candor ops show OP_ID [--ledger URL] [--json] | ${FOLLOW_USAGE}`;
@@ -70,9 +70,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     return withLedger(url, io, async (store) => {
       // Ctrl-C (or a service manager's SIGTERM) ends following cleanly: exit 0.
       const stop = new AbortController();
-      const onSignal = (): void => stop.abort();
-      process.once('SIGINT', onSignal);
-      process.once('SIGTERM', onSignal);
+      void untilStopped(stop.signal).then(() => stop.abort());
       try {
         return await follow(
           store,
@@ -81,8 +79,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
           stop.signal,
         );
       } finally {
-        process.off('SIGINT', onSignal);
-        process.off('SIGTERM', onSignal);
+        stop.abort();
       }
     });
   }
