@@ -22,7 +22,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
     summary:
-      'MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
+      "MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins); fleet: in candor.yaml shares a PostgreSQL ledger with other gateways (ownership leases, takeover of lapsed owners, fencing of stalled ones; a clean stop releases the lease and wakes the others' sweeps)",
     load: () => import('./commands/serve.js'),
   },
   ops: {
