@@ -125,7 +125,9 @@ describe.skipIf(skip !== undefined)('candor serve fleets on PostgreSQL', () => {
         expect(fake.resources.all('records').filter((r) => r['title'] === 'released')).toHaveLength(
           1,
         );
-        // The pass that did it was the one the release woke (B's timer is an hour away).
+        // The pass that did it was the one the release woke (B's timer is an hour away). It logs
+        // once the pass is over, just after its last record.
+        await until('B to report the pass', () => b.stderr().includes('took over'));
         expect(b.stderr()).toContain(
           `candor serve: ${ownerA} released its lease: took over 1 operation(s) of lapsed gateways; 1 settled, 0 need a person`,
         );
@@ -183,6 +185,7 @@ describe.skipIf(skip !== undefined)('candor serve fleets on PostgreSQL', () => {
           { from: deadOwner, reason: 'lease_expired', by: 'sweep' },
         ]);
         expect(projectOperation(after)).toMatchObject({ state: 'succeeded' });
+        await until('C to report the pass', () => c!.stderr().includes('took over'));
         expect(c.stderr()).toContain(
           'candor serve: took over 1 operation(s) of lapsed gateways; 1 settled, 0 need a person',
         );
@@ -214,12 +217,12 @@ describe.skipIf(skip !== undefined)('candor serve fleets on PostgreSQL', () => {
         child.stdout.on('data', (d: Buffer) => (out += d.toString()));
         child.stderr.on('data', (d: Buffer) => (err += d.toString()));
         const exited = new Promise<number | null>((r) => child.on('exit', (code) => r(code)));
-        await until('the follower to listen', () => err.includes('following'));
+        await until('the follower to listen', () => err.includes('Ctrl-C stops\n'));
         expect(err).toBe(
           'candor ops: following the postgres ledger from #2 (LISTEN/NOTIFY); Ctrl-C stops\n',
         );
         await writer.append([opened('op_after', { correlation: 'follow-pg' })]);
-        await until('the append to show up', () => out.includes('op_after'));
+        await until('the append to show up', () => /op_after.*\n/.test(out));
         expect(out).toMatch(
           /^#2 \S+ operation_opened op_after create_deployment \(create\), owner gw-1\n$/,
         );
