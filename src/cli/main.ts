@@ -30,6 +30,13 @@ const COMMANDS: Record<string, CommandEntry> = {
       'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json] | ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]',
     summary:
       'list operations by state, or show one: intent, every attempt and observation; follow prints new events as any gateway commits them (PostgreSQL: LISTEN/NOTIFY; SQLite: polled)',
+    details: [
+      'ops follow prints each new ledger event as it is committed, by any gateway on the ledger, one line each:',
+      '#SEQ TIME KIND OPERATION SUMMARY (--json: the event as one JSON line). Ctrl-C (SIGINT/SIGTERM) stops, exit 0.',
+      '  --from SEQ    start at this sequence number (1: the whole ledger); default: only new events',
+      '  --poll-ms N   SQLite: how often to look for new events (default 1000); PostgreSQL needs no polling:',
+      '                it listens (LISTEN/NOTIFY) and re-reads every 30 s as a safety net',
+    ].join('\n'),
     load: () => import('./commands/ops.js'),
   },
   recover: {
