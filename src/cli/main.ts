@@ -22,13 +22,21 @@ const COMMANDS: Record<string, CommandEntry> = {
   serve: {
     usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
     summary:
-      'MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins)',
+      "MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins); fleet: in candor.yaml shares a PostgreSQL ledger with other gateways (ownership leases, takeover of lapsed owners, fencing of stalled ones; a clean stop releases the lease and wakes the others' sweeps)",
     load: () => import('./commands/serve.js'),
   },
   ops: {
     usage:
-      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json]',
-    summary: 'list operations by state, or show one: intent, every attempt and observation',
+      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json] | ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]',
+    summary:
+      'list operations by state, or show one: intent, every attempt and observation; follow prints new events as any gateway commits them (PostgreSQL: LISTEN/NOTIFY; SQLite: polled)',
+    details: [
+      'ops follow prints each new ledger event as it is committed, by any gateway on the ledger, one line each:',
+      '#SEQ TIME KIND OPERATION SUMMARY (--json: the event as one JSON line). Ctrl-C (SIGINT/SIGTERM) stops, exit 0.',
+      '  --from SEQ    start at this sequence number (1: the whole ledger); default: only new events',
+      '  --poll-ms N   SQLite: how often to look for new events (default 1000); PostgreSQL needs no polling:',
+      '                it listens (LISTEN/NOTIFY) and re-reads every 30 s as a safety net',
+    ].join('\n'),
     load: () => import('./commands/ops.js'),
   },
   recover: {

@@ -192,7 +192,7 @@ export const configSchema = z.strictObject({
       lease_ms: z.number().int().min(1_000).max(3_600_000).default(30_000),
       /** At start, settle the operations of gateways whose lease has lapsed. */
       recover_on_start: z.boolean().default(true),
-      /** Then every N ms (0: never). */
+      /** Then every N ms (0: never); on PostgreSQL also at once when another gateway releases its lease. */
       sweep_every_ms: z.number().int().min(0).default(60_000),
     })
     .optional()

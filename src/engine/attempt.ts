@@ -8,6 +8,7 @@ import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
 import type { Diagnostics, Dispatched, Prepared, Transport } from '../core/transport.js';
 import type { RecordedDiagnostics } from '../ledger/events.js';
+import { LedgerError } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
 import { sealPayloadBound } from '../ledger/seal.js';
 import { EXCERPT_WINDOW, redactedExcerpt } from '../core/redact.js';
@@ -26,6 +27,11 @@ export interface AttemptResult {
   attemptId: string | null;
   /** The operation was resolved together with this attempt. */
   resolved: boolean;
+  /**
+   * Set when the store refused the attempt because another gateway took the operation over
+   * (fencing, src/ledger/lease.ts): nothing was recorded or sent. Says who owns it now.
+   */
+  ownerLost?: string;
 }
 
 export interface AttemptOptions {
@@ -67,7 +73,15 @@ export async function attempt<I, O>(
     // since is caught here, before anything is recorded or sent.
     return { ...notMade, classification: { ...REQUEST_UNBUILDABLE, rule: 'request_changed' } };
   }
-  const attemptId = await writeAhead(ctx, action, view, prepared, opts);
+  let attemptId: string;
+  try {
+    attemptId = await writeAhead(ctx, action, view, prepared, opts);
+  } catch (error) {
+    // Fenced: this runtime lost the operation to another gateway while it stalled.
+    if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT')
+      return { ...notMade, ownerLost: error.message };
+    throw error;
+  }
   // The attempt is on record (durably): only now may bytes leave.
   const started = ctx.clock.now();
   const outcome = await dispatchAndClassify(ctx, action, view, prepared, attemptId, opts.run);

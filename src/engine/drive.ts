@@ -189,7 +189,10 @@ export async function drive<I, O>(
       settledBy: 'attempt',
       prepared,
     });
-    if (result.attemptId === null) return notAttempted(ctx, action, view);
+    if (result.attemptId === null)
+      return result.ownerLost !== undefined
+        ? ownerLost(ctx, action, view, result.ownerLost)
+        : notAttempted(ctx, action, view);
     const c = result.classification;
     if (c.category === 'succeeded')
       return envelopeOf({
@@ -273,7 +276,10 @@ export async function licensedAttempt(
     settledBy: by,
     prepared,
   });
-  if (result.attemptId === null) return notAttempted(ctx, a, view);
+  if (result.attemptId === null)
+    return result.ownerLost !== undefined
+      ? ownerLost(ctx, a, view, result.ownerLost)
+      : notAttempted(ctx, a, view);
   const c = result.classification;
   if (c.category === 'succeeded' && !result.resolved) {
     await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
@@ -303,6 +309,25 @@ function notAttempted(
     view,
     (sent) =>
       `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
+  );
+}
+
+/**
+ * The store refused the attempt (fencing): another gateway took the operation over while this one
+ * stalled, so nothing was sent from here. The new owner settles it; this caller must not call again.
+ */
+function ownerLost(
+  ctx: EngineContext,
+  action: AnyAction | EngineAction<never, never>,
+  view: OperationView,
+  why: string,
+): Envelope {
+  return nothingSentNow(
+    ctx,
+    action,
+    view,
+    (sent) =>
+      `This gateway no longer owns the operation (${why}), so nothing was sent from here; ${sent ? `whether an earlier attempt applied ${action.subject} is unknown, and ` : ''}its new owner settles it: ask operation_status rather than calling again.`,
   );
 }
 

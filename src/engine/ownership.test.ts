@@ -178,4 +178,76 @@ describe('ownership leases between gateways', () => {
     // Each operation was looked up once, by its one new owner.
     expect(b.sent.length + c.sent.length).toBe(ops.length);
   });
+
+  it('fences a stalled owner: after a takeover its retry is refused by the store and nothing is sent', async () => {
+    const ledger = openMemoryLedger();
+    let now = T0;
+    const clock = { now: () => now };
+    // gw-a: its first connect is refused (nothing sent), so it may retry; before the retry it
+    // stalls (a GC pause, a paused VM) in its backoff sleep, longer than its lease.
+    const aSent: string[] = [];
+    let stall!: () => void;
+    const stalled = new Promise<void>((r) => (stall = r));
+    let wake!: () => void;
+    const woken = new Promise<void>((r) => (wake = r));
+    const a = createEngine({
+      ledger,
+      owner: 'gw-a',
+      clock,
+      lease: { ttl_ms: LEASE },
+      actions: [createDeployment],
+      credentials: staticCredentials({ 'vault:deploy': { authorization: 'Bearer t' } }),
+      sleep: () => {
+        stall();
+        return woken;
+      },
+      transports: {
+        http: {
+          kind: 'http',
+          dispatch(p: HttpPrepared): Promise<Dispatched> {
+            aSent.push(`${p.method} ${p.path}`);
+            return Promise.resolve({
+              evidence: { phase: 'not_sent', local_error: 'connect_refused' },
+              data: null,
+              diagnostics: {},
+              phases: { started_at: 1, finished_at: 2 },
+            });
+          },
+        },
+      },
+    });
+    const b = gateway(ledger, 'gw-b', clock);
+    const call = a.run(createDeployment, { service: 'api' });
+    await stalled;
+    expect(aSent).toEqual(['POST /v1/deployments']);
+    const [op] = await ledger.unresolved();
+
+    now = T0 + LEASE; // gw-a's lease has lapsed while it stalls: gw-b takes the operation over
+    const items = await b.runtime.recover();
+    expect(items).toMatchObject([{ operation_id: op }]);
+    expect(await ownerEvents(ledger, op!)).toMatchObject([{ from: 'gw-a', to: 'gw-b' }]);
+
+    wake(); // gw-a resumes and goes on with its retry
+    const env = await call;
+    // What the agent sees: nothing sent from here; gw-b's own attempt (its answer lost) may have
+    // applied it, so the effect is unknown, and the new owner settles it.
+    expect(env).toMatchObject({
+      ok: false,
+      operation_id: op,
+      category: 'outcome_unknown',
+      retry: 'escalate',
+      remote_effect: 'unknown',
+    });
+    expect(env.message).toMatch(
+      /no longer owns the operation \(operation op_\S+ was taken over by gw-b/,
+    );
+    // gw-a sent nothing after the takeover, and the ledger holds no attempt of its after it.
+    expect(aSent).toEqual(['POST /v1/deployments']);
+    const events = await ledger.query({ operation_id: op! });
+    const takeover = events.findIndex((e) => e.kind === 'owner_changed');
+    const workers = (from: number, to?: number) =>
+      events.slice(from, to).flatMap((e) => (e.kind === 'attempt_started' ? [e.data.worker] : []));
+    expect(workers(0, takeover)).toEqual(['gw-a']);
+    expect(workers(takeover)).toEqual(['gw-b']);
+  });
 });

@@ -234,7 +234,8 @@ export function createEngine(options: EngineOptions): Runtime {
     },
 
     async endSession(reason = 'finished') {
-      if (!session) return;
+      // A lease taken by a takeover alone (no session yet) is released too.
+      if (!session) return keeper.stop();
       const sid = await session;
       await append([
         {

@@ -9,6 +9,12 @@
 // holds no live lease at the event's time. Of two gateways racing for one operation, the first
 // append wins and the second is refused with OWNER_CONFLICT; a live owner is never displaced.
 //
+// Fencing: an owner that stalled past its lease (a paused process, a GC pause, a partition) may
+// wake up after another gateway took its operation over. The same transaction refuses its next
+// `attempt_started` (the one event that licenses a dispatch) with OWNER_CONFLICT when its `worker`
+// is a former owner of the operation, so the stalled gateway never sends. A delegated worker (a
+// name that never owned the operation) is not fenced here: its owner's word is all it has.
+//
 // Lease times come from the gateways' clocks (the event's `at` is compared with the lease's
 // `expires_at`): keep the hosts' clocks in sync (NTP) and the lease far longer than their skew.
 import type { NewEvent, StoredEvent } from './events.js';
@@ -28,8 +34,17 @@ export interface LeaseRow {
 export interface OwnerLeases {
   /** Renews (or takes) `owner`'s lease until `expiresAt`; `at` is the heartbeat's own time. */
   heartbeat(owner: string, at: number, expiresAt: number): Promise<void>;
-  /** Ends `owner`'s lease at `at` (a clean shutdown: its operations may be taken over at once). */
+  /**
+   * Ends `owner`'s lease at `at` (a clean shutdown: its operations may be taken over at once).
+   * Stores with `watchReleases` tell the other gateways when it commits.
+   */
   release(owner: string, at: number): Promise<void>;
+  /**
+   * Calls `onRelease` with the owner soon after any gateway (in any process) ended its lease, so
+   * a fleet's sweep takes its operations over at once instead of at its next timer (PostgreSQL
+   * LISTEN/NOTIFY). Resolves to a function that stops watching. Stores that cannot tell lack it.
+   */
+  watchReleases?(onRelease: (owner: string) => void): Promise<() => Promise<void>>;
   /** The owners' leases (missing owners have none). */
   leases(owners: readonly string[]): Promise<LeaseRow[]>;
 }
@@ -48,54 +63,74 @@ export interface OwnerBook {
   admit(events: readonly NewEvent[]): LedgerError | null;
 }
 
-/** What a store must look up (inside its write transaction) before admitting a batch. */
+/**
+ * What a store must look up (inside its write transaction) before admitting a batch: the owners of
+ * operations taken over or attempted (unless the batches open them), and the leases of the owners
+ * being displaced. Most first attempts are written with their opening and need no lookup.
+ */
 export function ownerChangesIn(batches: readonly (readonly NewEvent[])[]): {
   operations: string[];
   owners: string[];
 } {
   const operations = new Set<string>();
+  const opened = new Set<string>();
   const owners = new Set<string>();
   for (const b of batches)
-    for (const e of b)
-      if (e.kind === 'owner_changed' && e.operation_id !== null) {
-        operations.add(e.operation_id);
+    for (const e of b) {
+      if (e.operation_id === null) continue;
+      if (e.kind === 'operation_opened') opened.add(e.operation_id);
+      else if (e.kind === 'owner_changed') {
+        if (!opened.has(e.operation_id)) operations.add(e.operation_id);
         owners.add(e.data.from);
-      }
+      } else if (e.kind === 'attempt_started' && !opened.has(e.operation_id))
+        operations.add(e.operation_id);
+    }
   return { operations: [...operations], owners: [...owners] };
 }
 
-/** The owner recorded by an operation's events (opened, then every takeover). */
-export function ownerFrom(events: readonly StoredEvent[]): string | null {
+/** Who owns an operation, and who owned it before (every `from` of its takeovers). */
+export interface Ownership {
+  owner: string | null;
+  former: readonly string[];
+}
+
+/** The ownership recorded by an operation's events (opened, then every takeover). */
+export function ownerFrom(events: readonly StoredEvent[]): Ownership {
   let owner: string | null = null;
+  const former: string[] = [];
   for (const e of events) {
     if (e.kind === 'operation_opened') owner = e.data.owner;
-    else if (e.kind === 'owner_changed') owner = e.data.to;
+    else if (e.kind === 'owner_changed') {
+      former.push(e.data.from);
+      owner = e.data.to;
+    }
   }
-  return owner;
+  return { owner, former };
 }
 
 export function createOwnerBook(
-  ownerOf: (operationId: string) => string | null,
+  ownerOf: (operationId: string) => Ownership,
   leaseOf: (owner: string) => LeaseRow | undefined,
 ): OwnerBook {
-  const owners = new Map<string, string | null>();
-  const current = (id: string): string | null => {
-    if (!owners.has(id)) owners.set(id, ownerOf(id));
-    return owners.get(id) ?? null;
+  const owners = new Map<string, Ownership>();
+  const current = (id: string): Ownership => {
+    let o = owners.get(id);
+    if (!o) owners.set(id, (o = ownerOf(id)));
+    return o;
   };
   return {
     admit(events) {
-      const changes = new Map<string, string>();
+      const changes = new Map<string, Ownership>();
       for (const e of events) {
         if (e.operation_id === null) continue;
         if (e.kind === 'operation_opened') {
-          changes.set(e.operation_id, e.data.owner);
+          changes.set(e.operation_id, { owner: e.data.owner, former: [] });
         } else if (e.kind === 'owner_changed') {
           const now = changes.get(e.operation_id) ?? current(e.operation_id);
-          if (now !== e.data.from) {
+          if (now.owner !== e.data.from) {
             return new LedgerError(
               'OWNER_CONFLICT',
-              `operation ${e.operation_id} is owned by ${now ?? 'nobody'}, not ${e.data.from}: another gateway took it over first`,
+              `operation ${e.operation_id} is owned by ${now.owner ?? 'nobody'}, not ${e.data.from}: another gateway took it over first`,
             );
           }
           const lease = leaseOf(e.data.from);
@@ -105,10 +140,20 @@ export function createOwnerBook(
               `operation ${e.operation_id} is owned by ${e.data.from}, whose lease is live until ${new Date(lease!.expires_at).toISOString()}`,
             );
           }
-          changes.set(e.operation_id, e.data.to);
+          changes.set(e.operation_id, { owner: e.data.to, former: [...now.former, e.data.from] });
+        } else if (e.kind === 'attempt_started') {
+          // Fencing: a former owner may no longer start attempts (see the top of this file).
+          const now = changes.get(e.operation_id) ?? current(e.operation_id);
+          const worker = e.data.worker;
+          if (worker !== now.owner && now.former.includes(worker)) {
+            return new LedgerError(
+              'OWNER_CONFLICT',
+              `operation ${e.operation_id} was taken over by ${now.owner ?? 'nobody'}; ${worker} no longer owns it and may not start an attempt`,
+            );
+          }
         }
       }
-      for (const [id, owner] of changes) owners.set(id, owner);
+      for (const [id, o] of changes) owners.set(id, o);
       return null;
     },
   };

@@ -13,7 +13,8 @@ export const LedgerErrorCode = {
   CLOSED: 'CLOSED',
   /**
    * An `owner_changed` was refused: its `from` is no longer the owner (another gateway took the
-   * operation over first) or still holds a live lease. Not a fault of the ledger.
+   * operation over first) or still holds a live lease; or an `attempt_started` was refused because
+   * its worker is a former owner of the operation (fencing, lease.ts). Not a fault of the ledger.
    */
   OWNER_CONFLICT: 'OWNER_CONFLICT',
 } as const;

@@ -32,7 +32,8 @@ export interface LedgerStore extends OperationListing {
   unresolved(): Promise<string[]>;
   /**
    * Ownership leases (src/ledger/lease.ts). A store that has them admits an `owner_changed` only
-   * while its `from` is the owner and holds no live lease; one without them refuses none.
+   * while its `from` is the owner and holds no live lease, and refuses an `attempt_started` by a
+   * former owner (fencing); one without them refuses none.
    */
   readonly leases?: OwnerLeases;
   /**

@@ -164,12 +164,15 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     };
   }
   const { gateway, runtime, approvals } = composed;
-  // Fleets: settle the operations of gateways whose lease has lapsed, at start and periodically.
+  // Fleets: settle the operations of gateways whose lease has lapsed, at start, periodically and
+  // as soon as another gateway releases its lease (PostgreSQL).
+  const releases = ledger.leases?.watchReleases?.bind(ledger.leases);
   const sweep = config.fleet
     ? startFleetSweep(runtime, {
         onStart: config.fleet.recover_on_start,
         everyMs: config.fleet.sweep_every_ms,
         log,
+        ...(releases ? { watchReleases: releases } : {}),
       })
     : null;
 

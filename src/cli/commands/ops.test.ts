@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { finished, observed, opened, started } from '../../ledger/contract.case.js';
 import type { NewEvent } from '../../ledger/events.js';
 import { openSqliteLedger } from '../../ledger/sqlite/store.js';
+import { follow } from './ops-follow.js';
 import { run } from './ops.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'candor-ops-'));
@@ -167,3 +168,75 @@ describe('candor ops errors', () => {
     expect(r.err).toMatch(/^candor ops: cannot open ledger \(NOT_FOUND\)/);
   });
 });
+
+describe('candor ops follow', () => {
+  it('prints what another connection appends, polling SQLite, and stops cleanly when told', async () => {
+    const store = openSqliteLedger(join(dir, 'ledger.db'));
+    const reader = openSqliteLedger(join(dir, 'ledger.db'));
+    let out = '';
+    let err = '';
+    const io = { out: (s: string) => void (out += s), err: (s: string) => void (err += s) };
+    const stop = new AbortController();
+    const following = follow(
+      reader,
+      { pollMs: 10, json: false, ledgerKind: 'sqlite' },
+      io,
+      stop.signal,
+    );
+    await until(() => err.includes('following'));
+    // Only new events: nothing of what the ledger held before.
+    expect(err).toMatch(
+      /^candor ops: following the sqlite ledger from #\d+ \(polling every 10 ms\)/,
+    );
+    await store.append([
+      opened('op_follow', { correlation: 'follow-1' }),
+      started('op_follow', 'att_f'),
+    ]);
+    await until(() => out.includes('attempt_started'));
+    expect(out.split('\n').filter(Boolean)).toEqual([
+      expect.stringMatching(
+        /^#\d+ \S+ operation_opened op_follow create_deployment \(create\), owner gw-1$/,
+      ),
+      expect.stringMatching(/^#\d+ \S+ attempt_started op_follow attempt 1 by w-1$/),
+    ]);
+    expect(out).not.toContain('op_dedup');
+    stop.abort();
+    expect(await following).toBe(0);
+    await store.close();
+    await reader.close();
+  });
+
+  it('--from 1 replays the whole ledger as JSON lines; --help explains; misuse exits 2', async () => {
+    const stop = new AbortController();
+    let out = '';
+    const reader = openSqliteLedger(join(dir, 'ledger.db'));
+    const following = follow(
+      reader,
+      { from: 1, pollMs: 10, json: true, ledgerKind: 'sqlite' },
+      { out: (s) => void (out += s), err: () => undefined },
+      stop.signal,
+    );
+    await until(() => out.includes('op_rec'));
+    stop.abort();
+    expect(await following).toBe(0);
+    await reader.close();
+    const first = JSON.parse(out.split('\n')[0]!) as { seq: number; operation_id: string };
+    expect(first).toMatchObject({ seq: 1, operation_id: 'op_dedup' });
+
+    const help = await cli('follow', '--help');
+    expect(help.code).toBe(0);
+    expect(help.out).toContain('LISTEN/NOTIFY');
+    expect(help.out).toContain(
+      '--poll-ms N   SQLite: how often to look for new events (default 1000)',
+    );
+    const bad = await cli('follow', '--poll-ms', '0', '--ledger', ledger);
+    expect(bad).toMatchObject({ code: 2, out: '' });
+    expect(bad.err).toBe('candor ops: --poll-ms needs a positive whole number, not "0"\n');
+    expect((await cli('list', '--from', '3', '--ledger', ledger)).code).toBe(2);
+  });
+});
+
+async function until(check: () => boolean): Promise<void> {
+  // Waits for output without a deadline of its own: the test's timeout bounds it.
+  while (!check()) await new Promise((r) => setTimeout(r, 5));
+}

@@ -1,10 +1,11 @@
 // candor ops list [--state S,...] [--ledger URL] [--json]
 // candor ops show OP_ID [--ledger URL] [--json]
+// candor ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]   (ops-follow.ts)
 // Read-only views of the ledger for investigators. `show` puts the state and intent on top, then
 // every attempt and observation, and a verdict line that separates "retried under a licence and
 // the target deduplicated" from "sent twice and got lucky".
 import { OperationState, valuesOf } from '../../core/vocabulary.js';
-import { openLedger, DEFAULT_LEDGER_URL } from '../../ledger/open.js';
+import { openLedger, parseLedgerUrl, DEFAULT_LEDGER_URL } from '../../ledger/open.js';
 import {
   deliveryVerdict,
   projectOperation,
@@ -14,10 +15,10 @@ import {
   type OperationView,
 } from '../../ledger/projection.js';
 import type { LedgerStore } from '../../ledger/store.js';
-import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
+import { Exit, parseFlags, CliUsageError, untilStopped, type CommandIo } from '../io.js';
+import { DEFAULT_POLL_MS, follow, FOLLOW_HELP, FOLLOW_USAGE } from './ops-follow.js';
 
-const USAGE =
-  'usage: candor ops list [--state S,...] [--ledger URL] [--json] | candor ops show OP_ID [--ledger URL] [--json]';
+const USAGE = `usage: candor ops list [--state S,...] [--ledger URL] [--json] | candor ops show OP_ID [--ledger URL] [--json] | ${FOLLOW_USAGE}`;
 const PAGE = 5_000;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
@@ -36,12 +37,16 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     ledger: 'string',
     json: 'boolean',
     help: 'boolean',
+    from: 'string',
+    'poll-ms': 'string',
   });
+  const [sub, ...rest] = positional;
   if (flags.help === true) {
-    io.out(`${USAGE}\n`);
+    io.out(sub === 'follow' ? FOLLOW_HELP : `${USAGE}\n${FOLLOW_HELP}`);
     return Exit.ok;
   }
-  const [sub, ...rest] = positional;
+  if (sub !== 'follow' && (flags.from !== undefined || flags['poll-ms'] !== undefined))
+    throw new CliUsageError('--from and --poll-ms apply to ops follow only');
   const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
   const json = flags.json === true;
   if (sub === 'list') {
@@ -55,7 +60,38 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     const id = rest[0]!;
     return withLedger(url, io, (store) => show(store, id, json, io));
   }
+  if (sub === 'follow') {
+    if (rest.length > 0) throw new CliUsageError(`unexpected argument ${rest[0]}; ${USAGE}`);
+    if (flags.state !== undefined) throw new CliUsageError('--state applies to ops list only');
+    const from = positiveInt('from', flags.from);
+    const pollMs = positiveInt('poll-ms', flags['poll-ms']) ?? DEFAULT_POLL_MS;
+    const parsed = parseLedgerUrl(url);
+    const ledgerKind = parsed.ok ? parsed.value.kind : 'unknown';
+    return withLedger(url, io, async (store) => {
+      // Ctrl-C (or a service manager's SIGTERM) ends following cleanly: exit 0.
+      const stop = new AbortController();
+      void untilStopped(stop.signal).then(() => stop.abort());
+      try {
+        return await follow(
+          store,
+          { ...(from !== undefined ? { from } : {}), pollMs, json, ledgerKind },
+          io,
+          stop.signal,
+        );
+      } finally {
+        stop.abort();
+      }
+    });
+  }
   throw new CliUsageError(sub === undefined ? USAGE : `unknown subcommand "${sub}"; ${USAGE}`);
+}
+
+function positiveInt(flag: string, raw: string | boolean | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = typeof raw === 'string' && /^[1-9][0-9]{0,9}$/.test(raw) ? Number(raw) : NaN;
+  if (!Number.isSafeInteger(n))
+    throw new CliUsageError(`--${flag} needs a positive whole number, not ${JSON.stringify(raw)}`);
+  return n;
 }
 
 function parseStates(raw: string | boolean | undefined): Set<OperationState> | null {

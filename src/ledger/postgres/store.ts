@@ -128,6 +128,8 @@ class PostgresLedgerStore implements LedgerStore {
   readonly #lockKey: string;
   /** LISTEN/NOTIFY channel of this schema's ledger (schema names are checked identifiers). */
   readonly #channel: string;
+  /** Channel on which a released lease is announced (payload: the owner). */
+  readonly #leaseChannel: string;
   readonly #url: string;
   readonly #watchers = new Set<pg.Client>();
   #closed = false;
@@ -136,6 +138,7 @@ class PostgresLedgerStore implements LedgerStore {
     this.#pool = pool;
     this.#url = url;
     this.#channel = `candor_ledger_${schema}`;
+    this.#leaseChannel = `candor_leases_${schema}`;
     this.#lockKey = BigInt.asIntN(
       64,
       BigInt(`0x${sha256Hex(`candor-ledger-append:${schema}`).slice(0, 16)}`),
@@ -227,8 +230,9 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * The owners the batches' takeovers speak about, read under the append lock (one more round
-   * trip, only when a batch holds an `owner_changed`); null when none does.
+   * The owners the batches' takeovers and attempts speak about, read under the append lock (one
+   * more round trip, only when a batch takes an operation over or starts an attempt of one it does
+   * not open); null when none does.
    */
   async #ownerBook(
     client: pg.PoolClient,
@@ -240,7 +244,7 @@ class PostgresLedgerStore implements LedgerStore {
       `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
          AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq;
        SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
-         FROM ledger_leases WHERE owner IN (${owners.map(lit).join(', ')})`,
+         FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
     )) as unknown as [
       pg.QueryResult<{ operation_id: string; bytes: Buffer }>,
       pg.QueryResult<LeaseRow>,
@@ -270,11 +274,15 @@ class PostgresLedgerStore implements LedgerStore {
     },
     release: async (owner, at) => {
       this.#live();
+      // Other gateways' sweeps (watchReleases) hear of it when, and only if, it commits.
       await this.#pool.query(
-        'UPDATE ledger_leases SET expires_at = least(expires_at, $1) WHERE owner = $2',
-        [at, owner],
+        `WITH released AS (
+           UPDATE ledger_leases SET expires_at = least(expires_at, $1) WHERE owner = $2 RETURNING owner
+         ) SELECT pg_notify($3, owner) FROM released`,
+        [at, owner, this.#leaseChannel],
       );
     },
+    watchReleases: (onRelease) => this.#listen(this.#leaseChannel, (payload) => onRelease(payload)),
     leases: async (owners) => {
       this.#live();
       const res = await this.#pool.query<LeaseRow>(
@@ -290,16 +298,20 @@ class PostgresLedgerStore implements LedgerStore {
     if (this.#closed) throw new LedgerError('CLOSED', 'ledger: store is closed');
   }
 
-  async watch(onAppend: () => void): Promise<() => Promise<void>> {
+  watch(onAppend: () => void): Promise<() => Promise<void>> {
+    return this.#listen(this.#channel, () => onAppend());
+  }
+
+  async #listen(channel: string, on: (payload: string) => void): Promise<() => Promise<void>> {
     this.#live();
     // A connection of its own (a pooled one would be handed to other queries).
     const client = new pg.Client({ connectionString: this.#url });
     client.on('error', () => undefined);
     client.on('notification', (n) => {
-      if (n.channel === this.#channel) onAppend();
+      if (n.channel === channel) on(n.payload ?? '');
     });
     await client.connect();
-    await client.query(`LISTEN ${this.#channel}`);
+    await client.query(`LISTEN ${channel}`);
     this.#watchers.add(client);
     return async () => {
       if (!this.#watchers.delete(client)) return;
