@@ -24,7 +24,7 @@ import {
   type SqlRunner,
 } from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
-import { parseRecord, sealRecord } from '../record.js';
+import { decodeSealed, parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import { listingRows, listingRowsSql, listingWriteSql } from './listing.js';
 import { migratePostgres, validSchemaName } from './schema.js';
@@ -193,7 +193,7 @@ class PostgresLedgerStore implements LedgerStore {
           seq = s;
           prev = p;
           rows.push(...sealed);
-          results.push(sealed.map((r) => decode(r.bytes, r.record.hash)));
+          results.push(sealed.map((r) => decodeSealed(r.text, r.record.hash)));
         } catch (err) {
           results.push(err instanceof Error ? err : new Error(String(err)));
         }
@@ -386,13 +386,6 @@ class PostgresLedgerStore implements LedgerStore {
     const res = await this.#pool.query<BytesRow>(sql, params);
     return res.rows.map((r) => parseRecord(r.bytes));
   }
-}
-
-function decode(bytes: Buffer, hash: string): StoredEvent {
-  return {
-    ...(JSON.parse(bytes.toString('utf8')) as Omit<StoredEvent, 'hash'>),
-    hash,
-  } as StoredEvent;
 }
 
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
