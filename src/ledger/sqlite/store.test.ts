@@ -170,7 +170,7 @@ describe('sqlite ledger file', () => {
       await a.append([opened('op_1')]);
       // `a` remembers op_1's listing row and the head; `b` moves both.
       await b.append([started('op_1', 'att_1')]);
-      await b.append([finished('op_1', 'att_1', 'failed', 'never', 'not_applied')]);
+      await b.append([finished('op_1', 'att_1', 'confirmed_failure', 'never', 'none')]);
       await a.append([started('op_1', 'att_2', 2)]);
       const all = await a.read();
       expect(all.map((e) => e.seq)).toEqual([1, 2, 3, 4]);
