@@ -131,6 +131,11 @@ interface LastCommit {
   head: Head;
   /** Listing rows by operation (undefined: no row when it was read). */
   known: Map<string, OperationRow | undefined>;
+  /**
+   * No other writer appended between this store's previous commit and this one: only then does
+   * the next append speculate (with several busy writers a guess would mostly cost a round trip).
+   */
+  alone: boolean;
 }
 
 /** Listing rows remembered between appends (the most recently used operations). */
@@ -184,7 +189,7 @@ class PostgresLedgerStore implements LedgerStore {
       const last = this.#last;
       this.#last = null;
       let done: Sealed | null = null;
-      if (last && ownerChangesIn(batches).operations.length === 0) {
+      if (last?.alone && ownerChangesIn(batches).operations.length === 0) {
         done = await this.#speculate(client, batches, touched, last);
       }
       if (!done) {
@@ -212,10 +217,13 @@ class PostgresLedgerStore implements LedgerStore {
         const alone = last !== null && last.head.seq === head.seq && last.head.hash === head.hash;
         done = this.#seal(batches, head, known, await this.#ownerBook(client, batches));
         await client.query(`${done.sql}COMMIT`);
-        if (alone) this.#last = { head: done.head, known: mergeKnown(last.known, done.written) };
-        else this.#last = { head: done.head, known: mergeKnown(known, done.written) };
+        this.#last = {
+          head: done.head,
+          known: mergeKnown(alone ? last.known : known, done.written),
+          alone,
+        };
       } else {
-        this.#last = { head: done.head, known: mergeKnown(last!.known, done.written) };
+        this.#last = { head: done.head, known: mergeKnown(last!.known, done.written), alone: true };
       }
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
