@@ -132,10 +132,11 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
       // A third store, alone since its first commit, continues an operation it never read.
       const c = await openPostgresLedger(url(), { schema: 'two_writers' });
       await c.append([opened('op_9')]);
+      await c.append([started('op_9', 'att_9')]); // found no other writer: the next one guesses
       await c.append([started('op_3', 'att_4', 2)]);
       await c.close();
       const all = await a.read();
-      expect(all.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(all.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
       for (let i = 1; i < all.length; i++) expect(all[i]!.prev_hash).toBe(all[i - 1]!.hash);
       const rows = (await b.operations({ order: 'opened' })).rows;
       expect(rows.find((r) => r.operation_id === 'op_1')).toMatchObject({
@@ -145,7 +146,7 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
       expect(rows.find((r) => r.operation_id === 'op_3')).toMatchObject({
         attempts: 2,
         first_seq: 6,
-        last_seq: 9,
+        last_seq: 10,
       });
     } finally {
       await a.close();
