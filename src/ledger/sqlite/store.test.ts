@@ -130,7 +130,7 @@ describe('sqlite ledger file', () => {
     db.exec(`CREATE TABLE unresolved_operations (operation_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
       INSERT INTO unresolved_operations VALUES ('op_1', 'open');
       INSERT OR IGNORE INTO ledger_tags VALUES ('s:ses_a', 'op_1'), ('s:ses_a', 'op_2');
-      DELETE FROM schema_version WHERE version > 3;`);
+      DROP INDEX ledger_operations_unresolved; DELETE FROM schema_version WHERE version > 3;`);
     db.close();
     const again = openSqliteLedger(path, { mustExist: true });
     try {

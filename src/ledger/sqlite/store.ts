@@ -22,7 +22,7 @@ import {
 import { errorText, LedgerError, settle } from '../ledger-error.js';
 import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
 import { listingFacetsSql, listOperationsSql, type SqlRunner } from '../listing-sql.js';
-import { operationTags, UNRESOLVED_STATES } from '../projection.js';
+import { operationTags } from '../projection.js';
 import { decodeSealed, parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import { sqliteListingWriter, type SqliteListingWriter } from './listing.js';
@@ -235,12 +235,13 @@ class SqliteLedgerStore implements LedgerStore {
            (SELECT operation_id FROM ledger_tags WHERE tag = 'k:' || ?)
          ORDER BY seq`,
       ),
-      // The listing row holds each operation's projected state (ledger_operations_state index).
+      // The listing row holds each operation's projected state; this WHERE is the partial index
+      // ledger_operations_unresolved's own (schema 4), which answers alone, in order (the planner
+      // would take the listing's state index and sort).
       unresolved: db
         .prepare(
-          `SELECT operation_id FROM ledger_operations
-           WHERE state IN (${[...UNRESOLVED_STATES].map((s) => `'${s}'`).join(', ')})
-           ORDER BY operation_id`,
+          `SELECT operation_id FROM ledger_operations INDEXED BY ledger_operations_unresolved
+           WHERE state IN ('open', 'unknown') ORDER BY operation_id`,
         )
         .pluck(),
       lease: db.prepare(
