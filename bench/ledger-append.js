@@ -1,15 +1,21 @@
 // Ledger append benchmark. Prints, from one run, events/s of the ledger stores (memory, SQLite in
-// both durability modes, PostgreSQL with 1 and 4 writers) next to a raw-driver baseline measured
-// in the same run (plain single-row inserts with the same durability), and the time of
-// unresolved() over a ledger of 1,000,000 operations. Machines here are noisy: ledger and baseline
-// alternate over several rounds and the median of each is reported.
+// both durability modes, PostgreSQL with 1 and 4 writers in one process, and with 1 and 4
+// gateways: separate processes, each its own store, one ledger) next to a raw-driver baseline
+// measured in the same run (plain single-row inserts with the same durability, by as many clients
+// or processes), the CPU time per append of this process, and the time of unresolved() over a
+// ledger of 1,000,000 operations. Machines here are noisy: ledger and baseline alternate over
+// several rounds and the median of each is reported.
 //
 //   node bench/ledger-append.js [--seconds S] [--rounds R] [--ops N] [--skip-postgres]
+//                               [--only-postgres]
 //
 // Imports the built package from dist/ (run `npm run build` first).
+import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
 const dist = new URL('../dist/ledger/', import.meta.url);
@@ -31,19 +37,27 @@ const { values: opts } = parseArgs({
     ops: { type: 'string', default: '1000000' },
     'skip-postgres': { type: 'boolean', default: false },
     'only-postgres': { type: 'boolean', default: false },
+    // A gateway process of the fleet rows (spawned by this file): `ledger` or `raw`.
+    gateway: { type: 'string' },
+    url: { type: 'string' },
+    schema: { type: 'string' },
+    id: { type: 'string', default: 'BENCH' },
   },
+  // bench/run.js passes every benchmark the same arguments.
+  strict: false,
 });
 const SECONDS = Number(opts.seconds);
 const ROUNDS = Number(opts.rounds);
 const OPS = Number(opts.ops);
 const dir = mkdtempSync(join(tmpdir(), 'candor-bench-'));
 let seq = 0; // event counter for event()
+const ID = String(opts.id); // keeps the operations of several gateway processes apart
 
 /** Realistic events: each operation is opened, has one attempt started, and finished. */
 function event() {
   const n = seq++;
-  const op = `op_01JBENCH${String(Math.floor(n / 3)).padStart(16, '0')}`;
-  const att = `att_01JBENCH${String(Math.floor(n / 3)).padStart(16, '0')}`;
+  const op = `op_01J${ID}${String(Math.floor(n / 3)).padStart(16, '0')}`;
+  const att = `att_01J${ID}${String(Math.floor(n / 3)).padStart(16, '0')}`;
   const base = {
     at: 1767225600000 + n,
     session_id: 'ses_01JBENCH00000000000000000',
@@ -119,11 +133,16 @@ function event() {
   };
 }
 
-/** Runs `step` (one write) for SECONDS with `writers` concurrent loops; returns writes/s. */
+/**
+ * Runs `step` (one write) for SECONDS with `writers` concurrent loops; returns writes/s and this
+ * process's CPU time (user + system) per write in µs: unlike wall time, barely moved by the other
+ * work on a shared machine.
+ */
 async function rate(step, writers = 1) {
   const until = performance.now() + SECONDS * 1000;
   let count = 0;
   const start = performance.now();
+  const cpu = process.cpuUsage();
   await Promise.all(
     Array.from({ length: writers }, async (_, w) => {
       while (performance.now() < until) {
@@ -132,30 +151,56 @@ async function rate(step, writers = 1) {
       }
     }),
   );
-  return count / ((performance.now() - start) / 1000);
+  const used = process.cpuUsage(cpu);
+  return {
+    rate: count / ((performance.now() - start) / 1000),
+    cpu: (used.user + used.system) / Math.max(1, count),
+  };
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Alternates ledger and baseline for ROUNDS rounds; returns the medians. */
 async function compare(ledgerStep, rawStep, writers = 1) {
+  return alternate(
+    () => rate(ledgerStep, writers),
+    () => rate(rawStep, writers),
+  );
+}
+
+async function alternate(ledgerRun, rawRun) {
   const l = [];
   const r = [];
   for (let i = 0; i < ROUNDS; i++) {
-    l.push(await rate(ledgerStep, writers));
-    r.push(await rate(rawStep, writers));
+    l.push(await ledgerRun());
+    r.push(await rawRun());
   }
-  return { ledger: median(l), raw: median(r) };
+  const cpu = (xs) =>
+    xs.some((x) => x.cpu === undefined) ? undefined : median(xs.map((x) => x.cpu));
+  return {
+    ledger: median(l.map((x) => x.rate)),
+    raw: median(r.map((x) => x.rate)),
+    ledgerCpu: cpu(l),
+    rawCpu: cpu(r),
+  };
 }
 
 const rows = [];
-function report(name, { ledger, raw }, target) {
+function report(name, { ledger, raw, ledgerCpu, rawCpu }, target) {
   const ratio = ledger / raw;
   const verdict =
     target === undefined
       ? ''
       : `target >= ${target.toFixed(2)}: ${ratio >= target ? 'met' : 'not met'}`;
-  rows.push([name, ledger.toFixed(0), raw.toFixed(0), ratio.toFixed(2), verdict]);
+  const us = (x) => (x === undefined ? '-' : x.toFixed(0));
+  rows.push([
+    name,
+    ledger.toFixed(0),
+    raw.toFixed(0),
+    ratio.toFixed(2),
+    `${us(ledgerCpu)} / ${us(rawCpu)}`,
+    verdict,
+  ]);
   console.error(`  measured ${name}`);
 }
 
@@ -241,10 +286,91 @@ async function postgres() {
       );
       await Promise.all([...stores.map((s) => s.close()), ...clients.map((c) => c.end())]);
     }
+    // Gateways: separate processes (their own event loop, pool and CPU time), one ledger, against
+    // as many processes inserting raw rows. Each appends one event at a time.
+    for (const gateways of [1, 4]) {
+      const schema = `bench_gw_${gateways}`;
+      const table = `raw_gw_${gateways}`;
+      await (await openPostgresLedger(server.url, { schema })).close(); // migrated before timing
+      const admin = new pg.Client({ connectionString: server.url });
+      await admin.connect();
+      await admin.query(`CREATE TABLE ${table} (seq bigserial PRIMARY KEY, bytes bytea NOT NULL)`);
+      await admin.end();
+      let round = 0;
+      const result = await alternate(
+        () => fleet(server.url, 'ledger', schema, gateways, round++),
+        () => fleet(server.url, 'raw', table, gateways, round++),
+      );
+      report(
+        `postgres, ${gateways} gateway${gateways > 1 ? 's' : ''}`,
+        result,
+        gateways === 4 ? 0.5 : undefined,
+      );
+    }
     return null;
   } finally {
     await server.stop();
   }
+}
+
+/**
+ * Runs `n` gateway processes (`kind` ledger or raw) together for SECONDS, started at once after
+ * each has connected and warmed up; returns their summed writes/s and mean CPU µs per write.
+ */
+async function fleet(url, kind, target, n, round) {
+  const self = fileURLToPath(import.meta.url);
+  const children = Array.from({ length: n }, (_, g) =>
+    spawn(
+      process.execPath,
+      [self, '--gateway', kind, '--url', url, '--schema', target, '--id', `G${round}X${g}`].concat([
+        '--seconds',
+        String(SECONDS),
+      ]),
+      { stdio: ['pipe', 'pipe', 'inherit'] },
+    ),
+  );
+  const exited = children.map((c) => new Promise((resolve) => c.on('exit', resolve)));
+  const lines = children.map((c) => createInterface({ input: c.stdout })[Symbol.asyncIterator]());
+  const next = async (l) => {
+    const r = await l.next();
+    if (r.done) throw new Error(`bench: a ${kind} gateway process exited early`);
+    return r.value;
+  };
+  for (const l of lines) await next(l); // 'ready'
+  for (const c of children) c.stdin.write('go\n');
+  const results = [];
+  for (const l of lines) results.push(JSON.parse(await next(l)));
+  await Promise.all(exited);
+  return {
+    rate: results.reduce((a, r) => a + r.rate, 0),
+    cpu: results.reduce((a, r) => a + r.cpu, 0) / results.length,
+  };
+}
+
+/** One gateway process of `fleet`: connects, warms up, says ready, runs on `go`, reports. */
+async function gatewayChild() {
+  let step;
+  let close;
+  if (opts.gateway === 'ledger') {
+    const store = await openPostgresLedger(opts.url, { schema: opts.schema, poolSize: 1 });
+    step = () => store.append([event()]);
+    close = () => store.close();
+  } else {
+    const client = new pg.Client({ connectionString: opts.url });
+    await client.connect();
+    const sql = `INSERT INTO ${opts.schema} (bytes) VALUES ($1)`;
+    step = () => client.query(sql, [Buffer.from(JSON.stringify(event()))]);
+    close = () => client.end();
+  }
+  for (let i = 0; i < 50; i++) await step();
+  const input = createInterface({ input: process.stdin });
+  const go = new Promise((resolve) => input.once('line', resolve));
+  process.stdout.write('ready\n');
+  await go;
+  const result = await rate(step);
+  input.close();
+  await close();
+  process.stdout.write(`${JSON.stringify(result)}\n`);
 }
 
 /** Builds a ledger of OPS operations (1% left unresolved) through append() in large batches. */
@@ -305,6 +431,12 @@ async function unresolvedQuery() {
   return { ms: median(times), count: ids.length, buildSeconds };
 }
 
+if (opts.gateway !== undefined) {
+  rmSync(dir, { recursive: true, force: true });
+  await gatewayChild();
+  process.exit(0);
+}
+
 try {
   console.error(`ledger append benchmark: ${ROUNDS} rounds × ${SECONDS}s per side, medians`);
   if (!opts['only-postgres']) await sqlite();
@@ -312,13 +444,17 @@ try {
   console.error(`  building a ledger of ${OPS.toLocaleString('en')} operations…`);
   const u = opts['only-postgres'] ? null : await unresolvedQuery();
 
-  const header = ['store', 'ledger ev/s', 'raw ev/s', 'ratio', 'target'];
+  const header = ['store', 'ledger ev/s', 'raw ev/s', 'ratio', 'cpu µs/ev ledger / raw', 'target'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i].length)));
   console.log(
     '\nledger append: events/s, ledger vs raw-driver baseline (same durability, same run)',
   );
   for (const r of [header, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  '));
   if (pgNote) console.log(`postgres: ${pgNote} — target >= 0.50 for 4 writers: not measured`);
+  if (u)
+    console.log(
+      '(cpu µs/ev: of the appending process — PostgreSQL rows: the client side only; gateways: mean of the processes)',
+    );
   if (u)
     console.log(
       `\nunresolved() over ${OPS.toLocaleString('en')} operations (${u.count.toLocaleString('en')} unresolved): ` +

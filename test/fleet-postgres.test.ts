@@ -5,7 +5,7 @@
 // operation has exactly one new owner, and the fake's ground truth shows no duplicate effect.
 //
 // 1,000 faulted operations per gateway (about 25 s here); FLEET_OPS sets fewer or more.
-// bench/fleet-append.js measures the append rate of 1 vs 4 gateways.
+// bench/ledger-append.js measures the append rate of 1 vs 4 gateways against raw inserts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';

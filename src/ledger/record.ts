@@ -1,50 +1,79 @@
 // The stored form of an event: the exact bytes that are hashed into the chain and the Merkle tree.
 // Every adapter stores these bytes verbatim and recomputes nothing from parsed fields, so that
 // verification works on the bytes alone.
+import { hash } from 'node:crypto';
 import { canonicalJson } from '../core/canonical.js';
-import { sha256Hex } from '../core/fingerprint.js';
 import { EVENT_VERSION, type NewEvent, type StoredEvent } from './events.js';
+
+/** The canonical JSON text of a record (what `recordBytes` encodes as UTF-8). */
+function recordText(event: NewEvent, seq: number, prevHash: string): string {
+  return canonicalJson({
+    at: event.at,
+    correlation_id: event.correlation_id,
+    data: event.data,
+    kind: event.kind,
+    operation_id: event.operation_id,
+    prev_hash: prevHash,
+    seq,
+    session_id: event.session_id,
+    v: EVENT_VERSION,
+  });
+}
 
 /** Canonical JSON bytes of a record: `{at,correlation_id,data,kind,operation_id,prev_hash,seq,session_id,v}`. */
 export function recordBytes(event: NewEvent, seq: number, prevHash: string): Buffer {
-  return Buffer.from(
-    canonicalJson({
-      at: event.at,
-      correlation_id: event.correlation_id,
-      data: event.data,
-      kind: event.kind,
-      operation_id: event.operation_id,
-      prev_hash: prevHash,
-      seq,
-      session_id: event.session_id,
-      v: EVENT_VERSION,
-    }),
-    'utf8',
-  );
+  return Buffer.from(recordText(event, seq, prevHash), 'utf8');
 }
 
-/** Seals an event into its stored form after `prevHash`; returns the record and its bytes. */
-export function sealRecord(
-  event: NewEvent,
-  seq: number,
-  prevHash: string,
-): { record: StoredEvent; bytes: Buffer } {
-  const bytes = recordBytes(event, seq, prevHash);
-  const hash = sha256Hex(bytes);
+/** A record as sealed by a writer: its fields, its stored bytes and the text they encode. */
+export interface SealedRecord {
+  record: StoredEvent;
+  bytes: Buffer;
+  /** `bytes` as a string (decoded once, by the writer that encoded them). */
+  text: string;
+}
+
+/**
+ * Seals an event into its stored form after `prevHash`: one canonical encoding and one SHA-256
+ * per record (the hash is taken over the same UTF-8 bytes that are stored).
+ */
+export function sealRecord(event: NewEvent, seq: number, prevHash: string): SealedRecord {
+  const text = recordText(event, seq, prevHash);
+  const bytes = Buffer.from(text, 'utf8');
   return {
-    record: { ...event, seq, v: EVENT_VERSION, prev_hash: prevHash, hash },
+    record: { ...event, seq, v: EVENT_VERSION, prev_hash: prevHash, hash: sha256(bytes) },
     bytes,
+    text,
   };
+}
+
+/** SHA-256 of the bytes, lowercase hex (one-shot: no Hash object per record). */
+function sha256(bytes: Uint8Array): string {
+  return hash('sha256', bytes, 'hex');
+}
+
+/** The UTF-8 text of stored bytes, without copying a Buffer first. */
+function utf8(bytes: Uint8Array): string {
+  return (
+    Buffer.isBuffer(bytes) ? bytes : Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength)
+  ).toString('utf8');
 }
 
 /** Parses stored bytes back into a record (the hash is recomputed from the bytes). */
 export function parseRecord(bytes: Uint8Array): StoredEvent {
-  const obj = JSON.parse(Buffer.from(bytes).toString('utf8')) as Omit<StoredEvent, 'hash'>;
-  return { ...obj, hash: sha256Hex(bytes) } as StoredEvent;
+  return decodeSealed(bytes, sha256(bytes));
 }
 
-/** Decodes stored bytes whose hash the writer computed when it sealed them (one hash per record). */
-export function decodeSealed(bytes: Uint8Array, hash: string): StoredEvent {
-  const obj = JSON.parse(Buffer.from(bytes).toString('utf8')) as Omit<StoredEvent, 'hash'>;
-  return { ...obj, hash } as StoredEvent;
+/**
+ * Decodes stored bytes (or their text) whose hash the writer computed when it sealed them (one
+ * hash per record). The parsed object is fresh, so `hash` is added to it in place: it comes last,
+ * as it would with a spread.
+ */
+export function decodeSealed(bytes: Uint8Array | string, hash: string): StoredEvent {
+  const obj = JSON.parse(typeof bytes === 'string' ? bytes : utf8(bytes)) as Record<
+    string,
+    unknown
+  >;
+  obj.hash = hash;
+  return obj as unknown as StoredEvent;
 }

@@ -81,7 +81,7 @@ export function openMemoryLedger(): LedgerStore {
         }
         listing.apply(sealed.map((s) => s.record));
         // Returned records are parsed from the stored bytes: no aliasing of the caller's objects.
-        return sealed.map((s) => decodeSealed(s.bytes, s.record.hash));
+        return sealed.map((s) => decodeSealed(s.text, s.record.hash));
       }),
     read: (from = 1, limit = Number.MAX_SAFE_INTEGER) =>
       settle(() => {

@@ -69,8 +69,11 @@ const MUTABLE = ROW_COLUMNS.split(', ').filter((c) => c !== 'operation_id' && c 
 export function listingWriteSql(
   records: readonly StoredEvent[],
   known: ReadonlyMap<string, OperationRow>,
+  /** Receives the rows as written. */
+  written?: OperationRow[],
 ): string {
   const c = foldListing(records, (id) => known.get(id));
+  written?.push(...c.rows);
   const parts: string[] = [];
   if (c.rows.length > 0) {
     parts.push(

@@ -115,4 +115,42 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
       await again.close();
     }
   });
+
+  it('seals before reading only while it is the only writer: another writer is re-read', async () => {
+    const a = await openPostgresLedger(url(), { schema: 'two_writers' });
+    const b = await openPostgresLedger(url(), { schema: 'two_writers' });
+    try {
+      await a.append([opened('op_1')]);
+      await a.append([started('op_1', 'att_1')]); // sealed after what `a` remembers
+      // `b` moves the head and op_1's listing row; `a` must notice both under the lock.
+      await b.append([finished('op_1', 'att_1', 'confirmed_failure', 'never', 'none')]);
+      await a.append([started('op_1', 'att_2', 2)]);
+      await a.append([opened('op_2')]);
+      // An operation `a` has not seen, already in the ledger: not taken for a new one.
+      await b.append([opened('op_3')]);
+      await a.append([started('op_3', 'att_3')]);
+      // A third store, alone since its first commit, continues an operation it never read.
+      const c = await openPostgresLedger(url(), { schema: 'two_writers' });
+      await c.append([opened('op_9')]);
+      await c.append([started('op_9', 'att_9')]); // found no other writer: the next one guesses
+      await c.append([started('op_3', 'att_4', 2)]);
+      await c.close();
+      const all = await a.read();
+      expect(all.map((e) => e.seq)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      for (let i = 1; i < all.length; i++) expect(all[i]!.prev_hash).toBe(all[i - 1]!.hash);
+      const rows = (await b.operations({ order: 'opened' })).rows;
+      expect(rows.find((r) => r.operation_id === 'op_1')).toMatchObject({
+        attempts: 2,
+        last_seq: 4,
+      });
+      expect(rows.find((r) => r.operation_id === 'op_3')).toMatchObject({
+        attempts: 2,
+        first_seq: 6,
+        last_seq: 10,
+      });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
 });

@@ -24,7 +24,7 @@ import {
   type SqlRunner,
 } from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
-import { parseRecord, sealRecord } from '../record.js';
+import { decodeSealed, parseRecord, sealRecord, type SealedRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import { listingRows, listingRowsSql, listingWriteSql } from './listing.js';
 import { migratePostgres, validSchemaName } from './schema.js';
@@ -121,6 +121,35 @@ interface HeadRow {
   hash: string;
 }
 
+interface Head {
+  seq: number;
+  hash: string;
+}
+
+/** What this store's last commit left: the head it wrote and listing rows it read or wrote. */
+interface LastCommit {
+  head: Head;
+  /** Listing rows by operation (undefined: no row when it was read). */
+  known: Map<string, OperationRow | undefined>;
+  /**
+   * No other writer appended between this store's previous commit and this one: only then does
+   * the next append speculate (with several busy writers a guess would mostly cost a round trip).
+   */
+  alone: boolean;
+}
+
+/** Listing rows remembered between appends (the most recently used operations). */
+const KNOWN_ROWS = 2048;
+
+/** Batches sealed after a head, with the SQL writing them. */
+interface Sealed {
+  results: (StoredEvent[] | Error)[];
+  head: Head;
+  stored: number;
+  sql: string;
+  written: OperationRow[];
+}
+
 class PostgresLedgerStore implements LedgerStore {
   readonly #pool: pg.Pool;
   readonly #group;
@@ -132,6 +161,11 @@ class PostgresLedgerStore implements LedgerStore {
   readonly #leaseChannel: string;
   readonly #url: string;
   readonly #watchers = new Set<pg.Client>();
+  /**
+   * Set after a commit, cleared by any failure: lets the next append seal before reading (one
+   * round trip), checked by a guard under the lock (#speculate).
+   */
+  #last: LastCommit | null = null;
   #closed = false;
 
   constructor(pool: pg.Pool, schema: string, url: string) {
@@ -155,60 +189,46 @@ class PostgresLedgerStore implements LedgerStore {
     const client = await this.#pool.connect();
     let failed: Error | undefined;
     try {
-      // One round trip takes the append lock, then reads the head and the touched states under it
-      // (each statement after the lock sees every commit made before the lock was granted).
-      const replies = (await client.query(
-        [
-          'BEGIN',
-          // Commit without waiting for the WAL flush while the lock is held (see below).
-          'SET LOCAL synchronous_commit = off',
-          `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
-          'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
-          // The listing row holds every operation's state: it serves both projections.
-          listingRowsSql(touched),
-        ].join('; '),
-      )) as unknown as pg.QueryResult[];
-      // The last two replies are the head and the rows (earlier ones: BEGIN, SET, lock).
-      const head = replies.at(-2) as pg.QueryResult<HeadRow>;
-      const known = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
-      let seq = Number(head.rows[0]?.seq ?? 0);
-      let prev = head.rows[0]?.hash ?? GENESIS_HASH;
-      const book = await this.#ownerBook(client, batches);
-      const results: (StoredEvent[] | Error)[] = [];
-      const rows: { record: StoredEvent; bytes: Buffer }[] = [];
-      for (const events of batches) {
-        // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
-        // here, under the append lock: of two racing gateways exactly one is written.
-        const refused = book?.admit(events);
-        if (refused) {
-          results.push(refused);
-          continue;
-        }
-        // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
-        try {
-          let s = seq;
-          let p = prev;
-          const sealed = events.map((e) => {
-            const r = sealRecord(e, ++s, p);
-            p = r.record.hash;
-            return r;
-          });
-          seq = s;
-          prev = p;
-          rows.push(...sealed);
-          results.push(sealed.map((r) => decode(r.bytes, r.record.hash)));
-        } catch (err) {
-          results.push(err instanceof Error ? err : new Error(String(err)));
-        }
+      const last = this.#last;
+      this.#last = null;
+      let done: Sealed | null = null;
+      if (last?.alone && ownerChangesIn(batches).operations.length === 0) {
+        done = await this.#speculate(client, batches, touched, last);
       }
-      // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-      // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
-      const notify =
-        rows.length > 0
-          ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); `
-          : '';
-      await client.query(`${rows.length > 0 ? writeSql(rows, known) : ''}${notify}COMMIT`);
-      if (rows.length > 0) {
+      if (!done) {
+        // One round trip takes the append lock, then reads the head and the touched states under
+        // it (each statement after the lock sees every commit made before the lock was granted).
+        const replies = (await client.query(
+          [
+            'BEGIN',
+            // Commit without waiting for the WAL flush while the lock is held (see below).
+            'SET LOCAL synchronous_commit = off',
+            `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
+            'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
+            // The listing row holds every operation's state: it serves both projections.
+            listingRowsSql(touched),
+          ].join('; '),
+        )) as unknown as pg.QueryResult[];
+        // The last two replies are the head and the rows (earlier ones: BEGIN, SET, lock).
+        const headRow = (replies.at(-2) as pg.QueryResult<HeadRow>).rows[0];
+        const head = { seq: Number(headRow?.seq ?? 0), hash: headRow?.hash ?? GENESIS_HASH };
+        const rows = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
+        const known = new Map<string, OperationRow | undefined>(
+          touched.map((id) => [id, rows.get(id)]),
+        );
+        // Nobody else appended since this store's last commit: the next append may speculate.
+        const alone = last !== null && last.head.seq === head.seq && last.head.hash === head.hash;
+        done = this.#seal(batches, head, known, await this.#ownerBook(client, batches));
+        await client.query(`${done.sql}COMMIT`);
+        this.#last = {
+          head: done.head,
+          known: mergeKnown(alone ? last.known : known, done.written),
+          alone,
+        };
+      } else {
+        this.#last = { head: done.head, known: mergeKnown(last!.known, done.written), alone: true };
+      }
+      if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
         // is released, lets concurrent writers share WAL flushes (the server's group commit) instead
@@ -217,8 +237,9 @@ class PostgresLedgerStore implements LedgerStore {
         // sequential).
         await client.query('SELECT txid_current()');
       }
-      return results;
+      return done.results;
     } catch (err) {
+      this.#last = null;
       failed = err instanceof Error ? err : new Error(String(err));
       throw err;
     } finally {
@@ -227,6 +248,96 @@ class PostgresLedgerStore implements LedgerStore {
       // wait out another query timeout.
       client.release(failed);
     }
+  }
+
+  /**
+   * One round trip instead of two while this store is the ledger's only writer: the batches are
+   * sealed after the head and listing rows its last commit left, and sent with the lock, a guard
+   * and COMMIT in one message. The guard (under the lock) fails the transaction unless the head
+   * is still that commit's and no operation assumed new has a listing row; then the transaction
+   * is rolled back and null returned (the caller takes the locked read path).
+   */
+  async #speculate(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
+    touched: readonly string[],
+    last: LastCommit,
+  ): Promise<Sealed | null> {
+    const assumedNew = touched.filter((id) => last.known.get(id) === undefined);
+    const done = this.#seal(batches, last.head, last.known, null);
+    const guard =
+      `SELECT 1 / (CASE WHEN (SELECT seq FROM ledger_events ORDER BY seq DESC LIMIT 1) ` +
+      `${last.head.seq === 0 ? 'IS NULL' : `= ${last.head.seq}`}` +
+      (last.head.seq === 0
+        ? ''
+        : ` AND (SELECT hash FROM ledger_events WHERE seq = ${last.head.seq}) = ${lit(last.head.hash)}`) +
+      (assumedNew.length > 0
+        ? ` AND NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`
+        : '') +
+      ' THEN 1 ELSE 0 END)';
+    try {
+      await client.query(
+        `BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_advisory_xact_lock(${this.#lockKey}); ${guard}; ${done.sql}COMMIT`,
+      );
+      return done;
+    } catch (err) {
+      // division_by_zero: the guard refused (another writer appended); anything else is real.
+      if ((err as { code?: unknown }).code !== '22012') throw err;
+      await client.query('ROLLBACK');
+      return null;
+    }
+  }
+
+  /** Seals the batches after `head` and builds the SQL writing them (without COMMIT). */
+  #seal(
+    batches: readonly (readonly NewEvent[])[],
+    head: Head,
+    known: ReadonlyMap<string, OperationRow | undefined>,
+    book: OwnerBook | null,
+  ): Sealed {
+    let seq = head.seq;
+    let prev = head.hash;
+    const results: (StoredEvent[] | Error)[] = [];
+    const rows: SealedRecord[] = [];
+    for (const events of batches) {
+      // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
+      // here, under the append lock: of two racing gateways exactly one is written.
+      const refused = book?.admit(events);
+      if (refused) {
+        results.push(refused);
+        continue;
+      }
+      // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
+      try {
+        let s = seq;
+        let p = prev;
+        const sealed = events.map((e) => {
+          const r = sealRecord(e, ++s, p);
+          p = r.record.hash;
+          return r;
+        });
+        seq = s;
+        prev = p;
+        rows.push(...sealed);
+        results.push(sealed.map((r) => decodeSealed(r.text, r.record.hash)));
+      } catch (err) {
+        results.push(err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+    const present = new Map<string, OperationRow>();
+    for (const [id, r] of known) if (r) present.set(id, r);
+    // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
+    // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
+    const notify =
+      rows.length > 0 ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); ` : '';
+    const write = rows.length > 0 ? writeSql(rows, present) : { sql: '', written: [] };
+    return {
+      results,
+      head: { seq, hash: prev },
+      stored: rows.length,
+      sql: `${write.sql}${notify}`,
+      written: write.written,
+    };
   }
 
   /**
@@ -400,13 +511,6 @@ class PostgresLedgerStore implements LedgerStore {
   }
 }
 
-function decode(bytes: Buffer, hash: string): StoredEvent {
-  return {
-    ...(JSON.parse(bytes.toString('utf8')) as Omit<StoredEvent, 'hash'>),
-    hash,
-  } as StoredEvent;
-}
-
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
 
 /**
@@ -417,7 +521,7 @@ const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLitera
 function writeSql(
   rows: readonly { record: StoredEvent; bytes: Buffer }[],
   known: ReadonlyMap<string, OperationRow>,
-): string {
+): { sql: string; written: OperationRow[] } {
   const values = rows.map(
     ({ record: r, bytes }) =>
       `(${r.seq}, '${r.hash}', '\\x${bytes.toString('hex')}'::bytea, ${lit(r.kind)}, ${lit(
@@ -455,10 +559,25 @@ function writeSql(
       `DELETE FROM unresolved_operations WHERE operation_id IN (${settled.map((c) => lit(c.operation_id)).join(', ')});`,
     );
   }
+  const written: OperationRow[] = [];
   const listing = listingWriteSql(
     rows.map((r) => r.record),
     known,
+    written,
   );
   if (listing) parts.push(listing);
-  return parts.join(' ');
+  return { sql: `${parts.join(' ')} `, written };
+}
+
+/** `known` with the rows a commit wrote, most recent last, at most KNOWN_ROWS of them. */
+function mergeKnown(
+  known: Map<string, OperationRow | undefined>,
+  written: readonly OperationRow[],
+): Map<string, OperationRow | undefined> {
+  for (const r of written) {
+    known.delete(r.operation_id);
+    known.set(r.operation_id, r);
+  }
+  while (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
+  return known;
 }

@@ -53,8 +53,14 @@ export const SQLITE_LISTING_SCHEMA = `
 export interface SqliteListingWriter {
   /** The stored row (before the current batch). */
   get(operationId: string): OperationRow | undefined;
-  /** Writes the listing changes of `records`; `lookup` defaults to `get`. */
-  apply(records: readonly StoredEvent[], lookup?: (id: string) => OperationRow | undefined): void;
+  /**
+   * Writes the listing changes of `records`; `lookup` defaults to `get`. Returns the rows as
+   * written (fresh objects, one per operation the records touch).
+   */
+  apply(
+    records: readonly StoredEvent[],
+    lookup?: (id: string) => OperationRow | undefined,
+  ): readonly OperationRow[];
 }
 
 export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWriter {
@@ -159,6 +165,7 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
       for (const s of c.sessions)
         st.session.run(s.session_id, s.first_seq, s.first_at, s.agent, s.operations);
       for (const { ref, operation_id } of c.refs) st.tag.run(`r:${ref}`, operation_id);
+      return c.rows;
     },
   };
 }
