@@ -191,7 +191,10 @@ describe('bundle format', () => {
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data));
       for (const chunkSize of [7, 64, 1000, 1 << 20]) {
-        expect(await verifyBundleFile(path, { chunkSize }), `${name} @${chunkSize}`).toEqual(mem);
+        for (const parallel of [false, true]) {
+          const label = `${name} @${chunkSize}${parallel ? ' on two threads' : ''}`;
+          expect(await verifyBundleFile(path, { chunkSize, parallel }), label).toEqual(mem);
+        }
       }
     }
   });

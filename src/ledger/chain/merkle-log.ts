@@ -16,8 +16,13 @@ function node(left: string, right: string): string {
 
 /** A growable array of 32-byte hashes in one buffer (no per-hash objects for the GC to track). */
 class HashArray {
-  #buf = Buffer.allocUnsafe(32 * 1024);
-  length = 0;
+  #buf: Buffer<ArrayBufferLike>;
+  length: number;
+
+  constructor(buf: Buffer<ArrayBufferLike> = Buffer.allocUnsafe(32 * 1024), length = 0) {
+    this.#buf = buf;
+    this.length = length;
+  }
 
   push(h: string): void {
     if ((this.length + 1) * 32 > this.#buf.length) {
@@ -42,6 +47,28 @@ export class MerkleLog {
 
   get size(): number {
     return this.#levels[0]!.length;
+  }
+
+  /**
+   * A log over levels hashed elsewhere (the verifier's hashing thread): `levels[h]` holds the
+   * roots of the perfect subtrees of 2^h leaves, 32 bytes each, in order; level h must hold
+   * floor(size / 2^h) of them. The compact range is read back from the levels.
+   */
+  static fromLevels(levels: readonly { bytes: Buffer<ArrayBufferLike>; length: number }[]): MerkleLog {
+    const log = new MerkleLog();
+    const size = levels[0]?.length ?? 0;
+    for (let h = 0; h < levels.length || size >= 2 ** h; h++) {
+      const l = levels[h];
+      const want = Math.floor(size / 2 ** h);
+      if ((l?.length ?? 0) !== want || (l && l.bytes.length < l.length * 32)) {
+        throw new RangeError(`MerkleLog.fromLevels: level ${h} must hold ${want} hashes`);
+      }
+      if (want > 0 && l) log.#levels[h] = new HashArray(l.bytes, l.length);
+    }
+    for (let h = log.#levels.length - 1; h >= 0; h--) {
+      if (Math.floor(size / 2 ** h) % 2 === 1) log.#stack.push(log.#levels[h]!.get(Math.floor(size / 2 ** h) - 1));
+    }
+    return log;
   }
 
   push(leaf: Uint8Array): void {
