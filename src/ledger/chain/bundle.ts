@@ -360,8 +360,7 @@ export async function verifyBundleFile(
   const fh = await open(path, 'r');
   try {
     const parallel =
-      opts.parallel ??
-      (availableParallelism() > 1 && (await fh.stat()).size >= PARALLEL_MIN_BYTES);
+      opts.parallel ?? (availableParallelism() > 1 && (await fh.stat()).size >= PARALLEL_MIN_BYTES);
     if (parallel) {
       try {
         return await verifyStream(fh, opts, new LeafWorker());

@@ -8,8 +8,8 @@
 //
 // The worker's code is a string evaluated by `node:worker_threads` (so it runs the same from
 // `dist/` and under the test runner) and needs only node:crypto. Its level building is the
-// `MerkleLog.pushLatin1` rule: level h + 1 gains H(0x01 || a || b) whenever level h holds an even
-// number of hashes; `verify.test.ts` and `bundle.test.ts` compare both threads' results.
+// `MerkleLog.pushLatin1` rule (level h + 1 gains H(0x01 || a || b) of the last two hashes whenever
+// level h holds an even number of them); `verify.test.ts` and `bundle.test.ts` compare both threads' results.
 import { Worker } from 'node:worker_threads';
 import { MerkleLog } from './merkle-log.js';
 
@@ -27,14 +27,17 @@ function append(h, s) {
     if (buf) buf.copy(next, 0, 0, len * 32);
     levels[h] = buf = next;
   }
-  buf.write(s, len * 32, 32, 'latin1');
+  const at = len * 32;
+  for (let j = 0; j < 32; j++) buf[at + j] = s.charCodeAt(j);
   lengths[h] = len + 1;
 }
 function pushLeaf(leaf) {
   append(0, leaf);
   for (let h = 0; lengths[h] % 2 === 0; h++) {
+    const b = levels[h];
+    const from = (lengths[h] - 2) * 32;
     scratch[0] = 1;
-    levels[h].copy(scratch, 1, (lengths[h] - 2) * 32, lengths[h] * 32);
+    for (let j = 0; j < 64; j++) scratch[1 + j] = b[from + j];
     append(h + 1, hash('sha256', scratch, 'binary'));
   }
 }
@@ -92,7 +95,9 @@ export class LeafWorker {
       }
     });
     const fail = (e: Error): void => {
-      this.#failure ??= new LeafWorkerError(`the hashing thread failed: ${e.message}`, { cause: e });
+      this.#failure ??= new LeafWorkerError(`the hashing thread failed: ${e.message}`, {
+        cause: e,
+      });
       for (const resolve of this.#pending.values()) resolve();
       this.#pending.clear();
       this.#onFailure?.(this.#failure);

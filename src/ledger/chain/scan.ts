@@ -86,13 +86,22 @@ interface Fields {
 function readFields(b: Buffer, start: number, end: number): Fields | null {
   const seqAt = lastIndexOf(b, SEQ, end - 1, start, end);
   const prevAt = seqAt - 65;
-  if (seqAt > start && b[seqAt - 1] === 0x22 && matchesAt(b, PREV, prevAt - PREV.length, start, end)) {
+  if (
+    seqAt > start &&
+    b[seqAt - 1] === 0x22 &&
+    matchesAt(b, PREV, prevAt - PREV.length, start, end)
+  ) {
     let i = seqAt + SEQ.length;
     const first = i;
     let v = 0;
     while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39 && i - first < 16) v = v * 10 + b[i++]! - 0x30;
     const digits = i - first;
-    if (digits > 0 && !(b[first] === 0x30 && digits > 1) && i < end && (b[i] === 0x2c || b[i] === 0x7d)) {
+    if (
+      digits > 0 &&
+      !(b[first] === 0x30 && digits > 1) &&
+      i < end &&
+      (b[i] === 0x2c || b[i] === 0x7d)
+    ) {
       const op = lastIndexOf(b, OPID, prevAt - PREV.length, start, end);
       const checkpoint =
         op > start && matchesAt(b, KIND_CHECKPOINT, op - KIND_CHECKPOINT.length, start, end);
