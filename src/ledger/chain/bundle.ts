@@ -11,6 +11,7 @@
 // auditor anchors none (and the report says `claimed`); its witness keys never raise the witnessed
 // size. Signature lines from keys nobody listed are ignored, as the signed-note spec requires, and
 // reported.
+import { hash } from 'node:crypto';
 import { open, readFile, type FileHandle } from 'node:fs/promises';
 import { availableParallelism } from 'node:os';
 import { canonicalJson } from '../../core/canonical.js';
@@ -335,6 +336,8 @@ const MAX_LINE_BYTES = 64 << 20;
 const PARALLEL_MIN_BYTES = 8 << 20;
 /** Chunks between the reading thread and the hashing thread: memory is about SLOTS × chunk size. */
 const SLOTS = 4;
+/** Chunks the worker may have pending before this thread hashes the next chunk's leaves itself. */
+const STEAL_BACKLOG = 2;
 /** One spare byte before each chunk's data, where a leaf hash's 0x00 prefix is written. */
 const PREFIX = 1;
 
@@ -418,11 +421,30 @@ async function verifyStream(
         }
       : (b, s, e) => scanner.pushRange(b, s, e, b === buf),
   );
-  /** Hands the chunk's records to the worker, then does their chain side on this thread. */
+  /**
+   * Hands the chunk's records to the worker, then does their chain side on this thread. When the
+   * worker is behind (a busy machine, or still starting), this thread hashes the chunk's leaves
+   * too and leaves only the tree to the worker, so a starved worker never makes this thread wait.
+   */
   const flush = (): Promise<void> | undefined => {
     let done: Promise<void> | undefined;
     if (worker && ranges.length > 0) {
-      done = worker.post(ring[idx]!.shared!, Int32Array.from(ranges), leaves.splice(0));
+      if (worker.backlog >= STEAL_BACKLOG) {
+        const all: string[] = [];
+        for (let i = 0, o = 0; i < ranges.length; i += 2) {
+          const s = ranges[i]!;
+          if (s < 0) {
+            all.push(leaves[o++]!);
+          } else {
+            buf[s - 1] = 0;
+            all.push(hash('sha256', buf.subarray(s - 1, ranges[i + 1]), 'binary'));
+          }
+        }
+        leaves.length = 0;
+        done = worker.post(ring[idx]!.shared!, null, all);
+      } else {
+        done = worker.post(ring[idx]!.shared!, Int32Array.from(ranges), leaves.splice(0));
+      }
       let o = 0;
       for (let i = 0; i < ranges.length; i += 2) {
         const s = ranges[i]!;

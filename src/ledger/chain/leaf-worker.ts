@@ -11,31 +11,30 @@
 // `MerkleLog.pushLatin1` rule (level h + 1 gains H(0x01 || a || b) of the last two hashes whenever
 // level h holds an even number of them); `verify.test.ts` and `bundle.test.ts` compare both threads' results.
 import { Worker } from 'node:worker_threads';
-import { MerkleLog } from './merkle-log.js';
+import { HASHES_PER_BLOCK, MerkleLog } from './merkle-log.js';
 
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { hash } = require('node:crypto');
+const PER_BLOCK = ${HASHES_PER_BLOCK};
 const levels = [];
 const lengths = [];
 const scratch = Buffer.allocUnsafe(65);
 function append(h, s) {
-  let buf = levels[h];
-  const len = lengths[h] ?? 0;
-  if (!buf || (len + 1) * 32 > buf.length) {
-    const next = Buffer.allocUnsafeSlow(Math.max(32 * 1024, (buf ? buf.length : 0) * 2));
-    if (buf) buf.copy(next, 0, 0, len * 32);
-    levels[h] = buf = next;
-  }
-  const at = len * 32;
-  for (let j = 0; j < 32; j++) buf[at + j] = s.charCodeAt(j);
-  lengths[h] = len + 1;
+  const blocks = (levels[h] ??= []);
+  const i = lengths[h] ?? 0;
+  let b = blocks[Math.floor(i / PER_BLOCK)];
+  if (!b) blocks.push((b = new Uint8Array(32 * PER_BLOCK)));
+  const at = (i % PER_BLOCK) * 32;
+  for (let j = 0; j < 32; j++) b[at + j] = s.charCodeAt(j);
+  lengths[h] = i + 1;
 }
 function pushLeaf(leaf) {
   append(0, leaf);
   for (let h = 0; lengths[h] % 2 === 0; h++) {
-    const b = levels[h];
-    const from = (lengths[h] - 2) * 32;
+    const i = lengths[h] - 2;
+    const b = levels[h][Math.floor(i / PER_BLOCK)];
+    const from = (i % PER_BLOCK) * 32;
     scratch[0] = 1;
     for (let j = 0; j < 64; j++) scratch[1 + j] = b[from + j];
     append(h + 1, hash('sha256', scratch, 'binary'));
@@ -43,12 +42,17 @@ function pushLeaf(leaf) {
 }
 parentPort.on('message', (m) => {
   if (m.end) {
-    const out = levels.map((b, h) => ({ bytes: b.buffer, length: lengths[h] }));
-    parentPort.postMessage({ levels: out }, out.map((l) => l.bytes));
+    const out = levels.map((blocks, h) => ({ blocks, length: lengths[h] }));
+    parentPort.postMessage({ levels: out }, levels.flat().map((b) => b.buffer));
+    return;
+  }
+  const r = m.ranges;
+  if (r === null) {
+    for (const leaf of m.leaves) pushLeaf(leaf);
+    parentPort.postMessage({ done: m.id });
     return;
   }
   const data = Buffer.from(m.data);
-  const r = m.ranges;
   let li = 0;
   for (let i = 0; i < r.length; i += 2) {
     const s = r[i];
@@ -69,7 +73,7 @@ export class LeafWorkerError extends Error {
 }
 
 interface Levels {
-  levels: { bytes: ArrayBuffer; length: number }[];
+  levels: { blocks: Uint8Array[]; length: number }[];
 }
 
 /**
@@ -106,12 +110,18 @@ export class LeafWorker {
     this.#worker.on('exit', (code) => fail(new Error(`it exited with code ${code}`)));
   }
 
+  /** Chunks posted that the worker has not finished. */
+  get backlog(): number {
+    return this.#pending.size;
+  }
+
   /**
    * Hashes the records at `ranges` (pairs start, end) of `data`; a pair whose start is -1 takes
    * the next precomputed leaf hash from `leaves` (32 latin1 characters: records the main thread
-   * had to decode or copy). Byte `start - 1` of each range is overwritten.
+   * had to decode or copy). Byte `start - 1` of each range is overwritten. With `ranges` null,
+   * every leaf of the chunk is in `leaves` and only the tree is left to the worker.
    */
-  post(data: SharedArrayBuffer, ranges: Int32Array, leaves: string[]): Promise<void> {
+  post(data: SharedArrayBuffer, ranges: Int32Array | null, leaves: string[]): Promise<void> {
     if (this.#failure) return Promise.resolve();
     const id = this.#nextId++;
     const done = new Promise<void>((resolve) => this.#pending.set(id, resolve));
@@ -128,9 +138,7 @@ export class LeafWorker {
         this.#onFailure = reject;
         this.#worker.postMessage({ end: true });
       });
-      return MerkleLog.fromLevels(
-        got.levels.map((l) => ({ bytes: Buffer.from(l.bytes), length: l.length })),
-      );
+      return MerkleLog.fromLevels(got.levels);
     } finally {
       await this.close();
     }

@@ -14,40 +14,45 @@ function node(left: string, right: string): string {
   return hash('sha256', scratch, 'binary');
 }
 
+/** Hashes per block of a level: 128 KiB blocks, an even count so a sibling pair never straddles. */
+export const HASHES_PER_BLOCK = 4096;
+const BLOCK_SHIFT = 12;
+
 /**
- * A growable array of 32-byte hashes in one buffer (no per-hash objects for the GC to track).
- * Hashes come and go as 32-character latin1 strings (what `crypto.hash` returns cheapest); the
- * hot paths copy bytes in JS loops, which cost less than a native call per hash.
+ * A growable array of 32-byte hashes in fixed blocks (no per-hash objects for the GC to track,
+ * and growing never copies). Hashes come and go as 32-character latin1 strings (what
+ * `crypto.hash` returns cheapest); the hot paths copy bytes in JS loops, which cost less than a
+ * native call per hash.
  */
 class HashArray {
-  #buf: Buffer<ArrayBufferLike>;
+  readonly #blocks: Uint8Array[];
   length: number;
 
-  constructor(buf: Buffer<ArrayBufferLike> = Buffer.allocUnsafe(32 * 1024), length = 0) {
-    this.#buf = buf;
+  constructor(blocks: Uint8Array[] = [], length = 0) {
+    this.#blocks = blocks;
     this.length = length;
   }
 
   push(h: string): void {
-    if ((this.length + 1) * 32 > this.#buf.length) {
-      const next = Buffer.allocUnsafe(this.#buf.length * 2);
-      this.#buf.copy(next, 0, 0, this.length * 32);
-      this.#buf = next;
-    }
-    const b = this.#buf;
-    const at = this.length * 32;
+    const i = this.length;
+    let b = this.#blocks[i >> BLOCK_SHIFT];
+    if (!b) this.#blocks.push((b = new Uint8Array(32 * HASHES_PER_BLOCK)));
+    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
     for (let j = 0; j < 32; j++) b[at + j] = h.charCodeAt(j);
-    this.length++;
+    this.length = i + 1;
   }
 
   get(i: number): string {
-    return this.#buf.toString('latin1', i * 32, i * 32 + 32);
+    const b = this.#blocks[i >> BLOCK_SHIFT]!;
+    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    return Buffer.from(b.buffer, b.byteOffset + at, 32).toString('latin1');
   }
 
-  /** H(0x01 || h[length-2] || h[length-1]): the parent of the last two hashes. */
+  /** H(0x01 || h[length-2] || h[length-1]): the parent of the last two hashes (length is even). */
   parentOfLastPair(): string {
-    const b = this.#buf;
-    const from = (this.length - 2) * 32;
+    const i = this.length - 2;
+    const b = this.#blocks[i >> BLOCK_SHIFT]!;
+    const from = (i & (HASHES_PER_BLOCK - 1)) * 32;
     scratch[0] = 1;
     for (let j = 0; j < 64; j++) scratch[1 + j] = b[from + j]!;
     return hash('sha256', scratch, 'binary');
@@ -67,21 +72,23 @@ export class MerkleLog {
 
   /**
    * A log over levels hashed elsewhere (the verifier's hashing thread): `levels[h]` holds the
-   * roots of the perfect subtrees of 2^h leaves, 32 bytes each, in order; level h must hold
-   * floor(size / 2^h) of them.
+   * roots of the perfect subtrees of 2^h leaves, 32 bytes each, in order, in blocks of
+   * `HASHES_PER_BLOCK`; level h must hold floor(size / 2^h) of them.
    */
-  static fromLevels(
-    levels: readonly { bytes: Buffer<ArrayBufferLike>; length: number }[],
-  ): MerkleLog {
+  static fromLevels(levels: readonly { blocks: Uint8Array[]; length: number }[]): MerkleLog {
     const log = new MerkleLog();
     const size = levels[0]?.length ?? 0;
     for (let h = 0; h < levels.length || size >= 2 ** h; h++) {
       const l = levels[h];
       const want = Math.floor(size / 2 ** h);
-      if ((l?.length ?? 0) !== want || (l && l.bytes.length < l.length * 32)) {
+      const fits =
+        !l ||
+        (l.blocks.length === Math.ceil(l.length / HASHES_PER_BLOCK) &&
+          l.blocks.every((b) => b.length === 32 * HASHES_PER_BLOCK));
+      if ((l?.length ?? 0) !== want || !fits) {
         throw new RangeError(`MerkleLog.fromLevels: level ${h} must hold ${want} hashes`);
       }
-      if (want > 0 && l) log.#levels[h] = new HashArray(l.bytes, l.length);
+      if (want > 0 && l) log.#levels[h] = new HashArray([...l.blocks], l.length);
     }
     return log;
   }
