@@ -511,7 +511,7 @@ async function verifyStream(
     }
     if (have > PREFIX) reader.line(buf, PREFIX, have);
     reader.end(have > PREFIX);
-    flush();
+    await flush();
     const scan = scanner.finish(worker ? await worker.finish() : undefined);
     return judge(
       scan,
