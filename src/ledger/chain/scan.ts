@@ -31,8 +31,6 @@ export interface ScanResult {
 }
 
 const PREV = Buffer.from('"prev_hash":"');
-const SEQ = Buffer.from(',"seq":');
-const OPID = Buffer.from(',"operation_id":');
 const KIND_CHECKPOINT = Buffer.from('"kind":"checkpoint"');
 const HEX = Buffer.from('0123456789abcdef');
 /** The chain hash before record 1, as 32 latin1 characters (GENESIS_HASH is its hex form). */
@@ -41,15 +39,35 @@ const GENESIS_LATIN1 = '\0'.repeat(32);
 const asBuffer = (u: Uint8Array): Buffer =>
   Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
-/** Backward search of `pat` in `b[lo, …]`, starting at `from`: the fields sit near the end. */
-function lastIndexOf(b: Buffer, pat: Buffer, from: number, lo: number, end: number): number {
-  const p0 = pat[0];
-  const len = pat.length;
-  for (let i = Math.min(from, end - len); i >= lo; i--) {
-    if (b[i] !== p0) continue;
-    let j = 1;
-    while (j < len && b[i + j] === pat[j]) j++;
+interface Pattern {
+  bytes: Buffer;
+  /** Backward Horspool shifts: the smallest k >= 1 with bytes[k] === c, else the length. */
+  shift: Uint8Array;
+}
+
+function pattern(text: string): Pattern {
+  const bytes = Buffer.from(text);
+  const shift = new Uint8Array(256).fill(bytes.length);
+  for (let k = bytes.length - 1; k >= 1; k--) shift[bytes[k]!] = k;
+  return { bytes, shift };
+}
+
+const SEQ = pattern(',"seq":');
+const OPID = pattern(',"operation_id":');
+
+/**
+ * Last occurrence of `pat` starting in `b[lo, from]` and ending by `end` (mirrored Horspool: the
+ * fields sit a few dozen bytes from the end, and most bytes let the search skip a pattern length).
+ */
+function lastIndexOf(b: Buffer, pat: Pattern, from: number, lo: number, end: number): number {
+  const p = pat.bytes;
+  const len = p.length;
+  const shift = pat.shift;
+  for (let i = Math.min(from, end - len); i >= lo;) {
+    let j = 0;
+    while (j < len && b[i + j] === p[j]) j++;
     if (j === len) return i;
+    i -= shift[b[i]!]!;
   }
   return -1;
 }
@@ -91,7 +109,7 @@ function readFields(b: Buffer, start: number, end: number): Fields | null {
     b[seqAt - 1] === 0x22 &&
     matchesAt(b, PREV, prevAt - PREV.length, start, end)
   ) {
-    let i = seqAt + SEQ.length;
+    let i = seqAt + SEQ.bytes.length;
     const first = i;
     let v = 0;
     while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39 && i - first < 16) v = v * 10 + b[i++]! - 0x30;
