@@ -6,10 +6,13 @@
 // or the chunk's first byte), which the main thread no longer reads once it has split the chunk.
 // At the end the worker transfers the tree's levels (32 bytes per hash) back: `MerkleLog.fromLevels`.
 //
+// When the worker falls behind, the main thread sends a chunk's leaf hashes instead of its ranges
+// and the worker only builds the tree from them (see `flush` in bundle.ts).
+//
 // The worker's code is a string evaluated by `node:worker_threads` (so it runs the same from
 // `dist/` and under the test runner) and needs only node:crypto. Its level building is the
 // `MerkleLog.pushLatin1` rule (level h + 1 gains H(0x01 || a || b) of the last two hashes whenever
-// level h holds an even number of them); `verify.test.ts` and `bundle.test.ts` compare both threads' results.
+// level h holds an even number of them); `bundle.test.ts` compares both paths' reports.
 import { Worker } from 'node:worker_threads';
 import { HASHES_PER_BLOCK, MerkleLog } from './merkle-log.js';
 
