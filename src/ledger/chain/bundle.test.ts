@@ -191,7 +191,10 @@ describe('bundle format', () => {
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data));
       for (const chunkSize of [7, 64, 1000, 1 << 20]) {
-        expect(await verifyBundleFile(path, { chunkSize }), `${name} @${chunkSize}`).toEqual(mem);
+        for (const parallel of [false, true]) {
+          const label = `${name} @${chunkSize}${parallel ? ' on two threads' : ''}`;
+          expect(await verifyBundleFile(path, { chunkSize, parallel }), label).toEqual(mem);
+        }
       }
     }
   });
@@ -226,6 +229,95 @@ describe('bundle format', () => {
     expect(runs).toBe(1200);
     // The record codes dominate: most bytes of a bundle are record bytes.
     expect(codes.get('MODIFIED') ?? 0).toBeGreaterThan(400);
+  });
+});
+
+describe('file verification on one thread and on two', () => {
+  /** Seals events 1..n, with `edit(i)` replacing event i where it returns one (then re-chained). */
+  const sealed = (n: number, edit: (i: number) => NewEvent | undefined = () => undefined) => {
+    const out: Buffer[] = [];
+    let prev = GENESIS_HASH;
+    for (let seq = 1; seq <= n; seq++) {
+      const { record, bytes } = sealRecord(edit(seq) ?? event(seq), seq, prev);
+      prev = record.hash;
+      out.push(bytes);
+    }
+    return out;
+  };
+  const n = 40;
+  const recs = sealed(n);
+  const cp = (r: readonly Buffer[], size = r.length): string =>
+    checkpointFor(r.slice(0, size), log);
+  const rechained = sealed(n, (i) =>
+    i === 17 ? { ...event(17), correlation_id: 'case-x' } : undefined,
+  );
+  const edited = recs.map((r, i) =>
+    i === 9 ? Buffer.from(r.toString('utf8').replace('"case-10"', '"case-Y"')) : r,
+  );
+  const bundle = (records: readonly Buffer[], checkpoints: string[]): Buffer =>
+    encodeBundle({ origin: log.name, logKey: LOG.verifierKey, records, checkpoints });
+  const torn = [...recs.slice(0, n - 1), recs[n - 1]!.subarray(0, 40)];
+  const cases: [string, Buffer, { trusted?: string }, string, number | null][] = [
+    ['intact', bundle(recs, [cp(recs, 20), cp(recs)]), {}, 'INTACT', null],
+    ['MODIFIED', bundle(edited, [cp(recs)]), {}, 'MODIFIED', 10],
+    ['DELETED', bundle([...recs.slice(0, 12), ...recs.slice(13)], []), {}, 'DELETED', 13],
+    [
+      'INSERTED',
+      bundle([...recs.slice(0, 30), recs[25]!, ...recs.slice(30)], []),
+      {},
+      'INSERTED',
+      26,
+    ],
+    [
+      'REORDERED',
+      bundle([...recs.slice(0, 5), recs[6]!, recs[5]!, ...recs.slice(7)], []),
+      {},
+      'REORDERED',
+      6,
+    ],
+    ['ROOT_MISMATCH', bundle(rechained, [cp(recs, 10), cp(recs)]), {}, 'ROOT_MISMATCH', 11],
+    ['TRUNCATED', bundle(recs.slice(0, 30), [cp(recs)]), {}, 'TRUNCATED', 31],
+    ['ROLLBACK', bundle(recs.slice(0, 30), []), { trusted: cp(recs) }, 'ROLLBACK', 31],
+    ['FORK', bundle(recs, [cp(recs), cp(rechained)]), {}, 'FORK', 1],
+    [
+      'BAD_CHECKPOINT',
+      bundle(recs, [cp(recs).replace(`\n${n}\n`, `\n${n - 1}\n`)]),
+      {},
+      'BAD_CHECKPOINT',
+      null,
+    ],
+    ['TORN_TAIL', bundle(torn, []), {}, 'TORN_TAIL', n],
+  ];
+
+  it('every verdict and first bad seq is the same on both paths, at any chunk size', async () => {
+    for (const [name, data, opts, code, firstBad] of cases) {
+      const path = join(dir, `paths-${name}.jsonl`);
+      writeFileSync(path, data);
+      const mem = verifyBundle(parseBundle(data), opts);
+      expect(mem, name).toMatchObject({ code, first_bad_seq: firstBad });
+      // Small chunks put a few records in each and cycle the worker's shared chunks many times.
+      for (const chunkSize of [300, 4096, 1 << 20]) {
+        const one = await verifyBundleFile(path, { ...opts, chunkSize, parallel: false });
+        const two = await verifyBundleFile(path, { ...opts, chunkSize, parallel: true });
+        expect(one, `${name} @${chunkSize}`).toEqual(mem);
+        expect(two, `${name} @${chunkSize} on two threads`).toEqual(mem);
+      }
+    }
+  });
+
+  it('roots at every size agree between the two paths (checkpoints at each size)', async () => {
+    const path = join(dir, 'paths-every-size.jsonl');
+    const all = Array.from({ length: n }, (_, i) => cp(recs, i + 1));
+    writeFileSync(path, bundle(recs, all));
+    const two = await verifyBundleFile(path, { chunkSize: 500, parallel: true });
+    expect(two).toMatchObject({ code: 'INTACT', checkpoints: n, size: n });
+    expect(two.root).toBe(rootOf(recs.map(leafHash)).toString('hex'));
+    // One record's leaf changed: each checkpoint from its size on must be the one that fails.
+    const bad = bundle(rechained, all);
+    writeFileSync(path, bad);
+    const r = await verifyBundleFile(path, { chunkSize: 500, parallel: true });
+    expect(r).toMatchObject({ code: 'ROOT_MISMATCH', first_bad_seq: 17 });
+    expect(r).toEqual(await verifyBundleFile(path, { parallel: false }));
   });
 });
 

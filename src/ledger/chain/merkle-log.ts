@@ -14,51 +14,99 @@ function node(left: string, right: string): string {
   return hash('sha256', scratch, 'binary');
 }
 
-/** A growable array of 32-byte hashes in one buffer (no per-hash objects for the GC to track). */
+/** Hashes per block of a level: 128 KiB blocks, an even count so a sibling pair never straddles. */
+export const HASHES_PER_BLOCK = 4096;
+const BLOCK_SHIFT = 12;
+
+/**
+ * A growable array of 32-byte hashes in fixed blocks (no per-hash objects for the GC to track,
+ * and growing never copies). Hashes come and go as 32-character latin1 strings (what
+ * `crypto.hash` returns cheapest); the hot paths copy bytes in JS loops, which cost less than a
+ * native call per hash.
+ */
 class HashArray {
-  #buf = Buffer.allocUnsafe(32 * 1024);
-  length = 0;
+  readonly #blocks: Uint8Array[];
+  length: number;
+
+  constructor(blocks: Uint8Array[] = [], length = 0) {
+    this.#blocks = blocks;
+    this.length = length;
+  }
 
   push(h: string): void {
-    if ((this.length + 1) * 32 > this.#buf.length) {
-      const next = Buffer.allocUnsafe(this.#buf.length * 2);
-      this.#buf.copy(next, 0, 0, this.length * 32);
-      this.#buf = next;
-    }
-    this.#buf.write(h, this.length * 32, 32, 'latin1');
-    this.length++;
+    const i = this.length;
+    let b = this.#blocks[i >> BLOCK_SHIFT];
+    if (!b) this.#blocks.push((b = new Uint8Array(32 * HASHES_PER_BLOCK)));
+    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    for (let j = 0; j < 32; j++) b[at + j] = h.charCodeAt(j);
+    this.length = i + 1;
   }
 
   get(i: number): string {
-    return this.#buf.toString('latin1', i * 32, i * 32 + 32);
+    const b = this.#blocks[i >> BLOCK_SHIFT]!;
+    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    return Buffer.from(b.buffer, b.byteOffset + at, 32).toString('latin1');
+  }
+
+  /** H(0x01 || h[length-2] || h[length-1]): the parent of the last two hashes (length is even). */
+  parentOfLastPair(): string {
+    const i = this.length - 2;
+    const b = this.#blocks[i >> BLOCK_SHIFT]!;
+    const from = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    scratch[0] = 1;
+    for (let j = 0; j < 64; j++) scratch[1 + j] = b[from + j]!;
+    return hash('sha256', scratch, 'binary');
   }
 }
 
 export class MerkleLog {
-  /** levels[h][i] = root of the perfect subtree of 2^h leaves starting at leaf i * 2^h. */
+  /**
+   * levels[h][i] = root of the perfect subtree of 2^h leaves starting at leaf i * 2^h; level h
+   * holds floor(size / 2^h) hashes, so the compact range of any size is read from the levels.
+   */
   #levels: HashArray[] = [new HashArray()];
-  /** The compact range of the current size (roots of the maximal perfect subtrees). */
-  #stack: string[] = [];
 
   get size(): number {
     return this.#levels[0]!.length;
+  }
+
+  /**
+   * A log over levels hashed elsewhere (the verifier's hashing thread): `levels[h]` holds the
+   * roots of the perfect subtrees of 2^h leaves, 32 bytes each, in order, in blocks of
+   * `HASHES_PER_BLOCK`; level h must hold floor(size / 2^h) of them.
+   */
+  static fromLevels(levels: readonly { blocks: Uint8Array[]; length: number }[]): MerkleLog {
+    const log = new MerkleLog();
+    const size = levels[0]?.length ?? 0;
+    for (let h = 0; h < levels.length || size >= 2 ** h; h++) {
+      const l = levels[h];
+      const want = Math.floor(size / 2 ** h);
+      const fits =
+        !l ||
+        (l.blocks.length === Math.ceil(l.length / HASHES_PER_BLOCK) &&
+          l.blocks.every((b) => b.length === 32 * HASHES_PER_BLOCK));
+      if ((l?.length ?? 0) !== want || !fits) {
+        throw new RangeError(`MerkleLog.fromLevels: level ${h} must hold ${want} hashes`);
+      }
+      if (want > 0 && l) log.#levels[h] = new HashArray([...l.blocks], l.length);
+    }
+    return log;
   }
 
   push(leaf: Uint8Array): void {
     this.pushLatin1(Buffer.from(leaf.buffer, leaf.byteOffset, leaf.byteLength).toString('latin1'));
   }
 
-  /** Appends a leaf hash given as a 32-character latin1 string. */
+  /**
+   * Appends a leaf hash given as a 32-character latin1 string. Each level that now holds an even
+   * number of hashes completes a perfect subtree one level up (binary addition's carries).
+   */
   pushLatin1(leaf: string): void {
-    let n = this.size;
-    this.#levels[0]!.push(leaf);
-    let h = leaf;
-    for (let level = 1; n & 1; level++) {
-      h = node(this.#stack.pop()!, h);
-      (this.#levels[level] ??= new HashArray()).push(h);
-      n = Math.floor(n / 2);
+    const levels = this.#levels;
+    levels[0]!.push(leaf);
+    for (let h = 0; (levels[h]!.length & 1) === 0; h++) {
+      (levels[h + 1] ??= new HashArray()).push(levels[h]!.parentOfLastPair());
     }
-    this.#stack.push(h);
   }
 
   /** MTH(D[start:end]) by the RFC 9162 recursion, reading stored perfect subtrees. */
@@ -78,11 +126,6 @@ export class MerkleLog {
     if (!(size >= 0 && size <= this.size))
       throw new RangeError(`root: size ${size} exceeds ${this.size}`);
     if (size === 0) return emptyRoot();
-    if (size === this.size) {
-      let acc = this.#stack[this.#stack.length - 1]!;
-      for (let i = this.#stack.length - 2; i >= 0; i--) acc = node(this.#stack[i]!, acc);
-      return Buffer.from(acc, 'latin1');
-    }
     return Buffer.from(this.#range(0, size), 'latin1');
   }
 

@@ -5,7 +5,6 @@
 // contain an unescaped `,"seq":`, so the last occurrence is the top-level one. A byte change that
 // fools this shortcut still changes the record's hash, which the next link or the tree catches.
 import { hash } from 'node:crypto';
-import { GENESIS_HASH } from '../events.js';
 import { MerkleLog } from './merkle-log.js';
 
 export interface EmbeddedCheckpoint {
@@ -32,31 +31,61 @@ export interface ScanResult {
 }
 
 const PREV = Buffer.from('"prev_hash":"');
-const SEQ = Buffer.from(',"seq":');
-const OPID = Buffer.from(',"operation_id":');
 const KIND_CHECKPOINT = Buffer.from('"kind":"checkpoint"');
+const HEX = Buffer.from('0123456789abcdef');
+/** The chain hash before record 1, as 32 latin1 characters (GENESIS_HASH is its hex form). */
+const GENESIS_LATIN1 = '\0'.repeat(32);
 
 const asBuffer = (u: Uint8Array): Buffer =>
   Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
 
-/** Backward search in JS: the fields sit a few dozen bytes from the end, so this stops early. */
-function lastIndexOf(b: Buffer, pat: Buffer, from: number): number {
-  const p0 = pat[0];
-  const len = pat.length;
-  for (let i = Math.min(from, b.length - len); i >= 0; i--) {
-    if (b[i] !== p0) continue;
-    let j = 1;
-    while (j < len && b[i + j] === pat[j]) j++;
+interface Pattern {
+  bytes: Buffer;
+  /** Backward Horspool shifts: the smallest k >= 1 with bytes[k] === c, else the length. */
+  shift: Uint8Array;
+}
+
+function pattern(text: string): Pattern {
+  const bytes = Buffer.from(text);
+  const shift = new Uint8Array(256).fill(bytes.length);
+  for (let k = bytes.length - 1; k >= 1; k--) shift[bytes[k]!] = k;
+  return { bytes, shift };
+}
+
+const SEQ = pattern(',"seq":');
+const OPID = pattern(',"operation_id":');
+
+/**
+ * Last occurrence of `pat` starting in `b[lo, from]` and ending by `end` (mirrored Horspool: the
+ * fields sit a few dozen bytes from the end, and most bytes let the search skip a pattern length).
+ */
+function lastIndexOf(b: Buffer, pat: Pattern, from: number, lo: number, end: number): number {
+  const p = pat.bytes;
+  const len = p.length;
+  const shift = pat.shift;
+  for (let i = Math.min(from, end - len); i >= lo;) {
+    let j = 0;
+    while (j < len && b[i + j] === p[j]) j++;
     if (j === len) return i;
+    i -= shift[b[i]!]!;
   }
   return -1;
 }
 
-const matchesAt = (b: Buffer, pat: Buffer, at: number): boolean => {
-  if (at < 0 || at + pat.length > b.length) return false;
+const matchesAt = (b: Buffer, pat: Buffer, at: number, lo: number, end: number): boolean => {
+  if (at < lo || at + pat.length > end) return false;
   for (let j = 0; j < pat.length; j++) if (b[at + j] !== pat[j]) return false;
   return true;
 };
+
+/** Whether the 64 hex digits at `b[at]` are exactly the lowercase hex of `h` (32 latin1 chars). */
+function hexMatches(b: Buffer, at: number, h: string): boolean {
+  for (let j = 0; j < 32; j++) {
+    const c = h.charCodeAt(j);
+    if (b[at + 2 * j] !== HEX[c >> 4] || b[at + 2 * j + 1] !== HEX[c & 15]) return false;
+  }
+  return true;
+}
 
 interface Fields {
   seq: number;
@@ -67,28 +96,38 @@ interface Fields {
 }
 
 /**
- * Locates seq and prev_hash in canonical bytes: `…,"operation_id":…,"prev_hash":"<64 hex>","seq":N,…`
- * (canonical key order puts them next to each other near the end). Anything else falls back to a
- * JSON parse; null when the bytes are not a record at all.
+ * Locates seq and prev_hash in the canonical bytes `b[start, end)`:
+ * `…,"operation_id":…,"prev_hash":"<64 hex>","seq":N,…` (canonical key order puts them next to
+ * each other near the end). Anything else falls back to a JSON parse; null when the bytes are not
+ * a record at all.
  */
-function readFields(b: Buffer): Fields | null {
-  const seqAt = lastIndexOf(b, SEQ, b.length - 1);
+function readFields(b: Buffer, start: number, end: number): Fields | null {
+  const seqAt = lastIndexOf(b, SEQ, end - 1, start, end);
   const prevAt = seqAt - 65;
-  if (seqAt > 0 && b[seqAt - 1] === 0x22 && matchesAt(b, PREV, prevAt - PREV.length)) {
-    let i = seqAt + SEQ.length;
-    const start = i;
+  if (
+    seqAt > start &&
+    b[seqAt - 1] === 0x22 &&
+    matchesAt(b, PREV, prevAt - PREV.length, start, end)
+  ) {
+    let i = seqAt + SEQ.bytes.length;
+    const first = i;
     let v = 0;
-    while (i < b.length && b[i]! >= 0x30 && b[i]! <= 0x39 && i - start < 16)
-      v = v * 10 + b[i++]! - 0x30;
-    const digits = i - start;
-    if (digits > 0 && !(b[start] === 0x30 && digits > 1) && (b[i] === 0x2c || b[i] === 0x7d)) {
-      const op = lastIndexOf(b, OPID, prevAt - PREV.length);
-      const checkpoint = op > 0 && matchesAt(b, KIND_CHECKPOINT, op - KIND_CHECKPOINT.length);
+    while (i < end && b[i]! >= 0x30 && b[i]! <= 0x39 && i - first < 16) v = v * 10 + b[i++]! - 0x30;
+    const digits = i - first;
+    if (
+      digits > 0 &&
+      !(b[first] === 0x30 && digits > 1) &&
+      i < end &&
+      (b[i] === 0x2c || b[i] === 0x7d)
+    ) {
+      const op = lastIndexOf(b, OPID, prevAt - PREV.length, start, end);
+      const checkpoint =
+        op > start && matchesAt(b, KIND_CHECKPOINT, op - KIND_CHECKPOINT.length, start, end);
       return { seq: v, prevAt, prev: null, checkpoint };
     }
   }
   try {
-    const r = JSON.parse(b.toString('utf8')) as Record<string, unknown> | null;
+    const r = JSON.parse(b.toString('utf8', start, end)) as Record<string, unknown> | null;
     if (
       r === null ||
       typeof r !== 'object' ||
@@ -131,78 +170,109 @@ function embedded(b: Buffer, at: number): EmbeddedCheckpoint | null {
 }
 
 /**
- * Streams records in log order. Each record is copied once into a scratch buffer behind a 0x00
- * byte, so the leaf hash and the chain hash read the same memory through cached views: the hot
- * loop creates no per-record Buffer objects, and nothing the caller passes in is kept (a reader can
- * reuse one buffer for a whole file).
+ * Streams records in log order. Per record: one chain hash, one leaf hash (unless the leaf hashes
+ * are computed elsewhere: `{ leaves: false }`, then `finish` takes the tree), a backward search
+ * for seq and prev_hash, and a byte comparison of prev_hash with the previous chain hash. Nothing
+ * is parsed as JSON on the fast path and no record is copied: the leaf hash needs `0x00 || bytes`,
+ * so a caller whose buffer has a spare byte before the record (`prefixWritable`) lets the scanner
+ * write the 0x00 there; otherwise the record is copied behind a 0x00 in a scratch buffer.
  */
 export class RecordScanner {
-  readonly #tree = new MerkleLog();
+  readonly #tree: MerkleLog | null;
   readonly #seqs: number[] = [];
   readonly #broken: number[] = [];
   readonly #unreadable: number[] = [];
   readonly #checkpoints: EmbeddedCheckpoint[] = [];
   #scratch = Buffer.allocUnsafe(64 * 1024);
-  #leafViews = new Map<number, Buffer>();
-  #bodyViews = new Map<number, Buffer>();
-  #lastLength = -1;
-  #prevHash = GENESIS_HASH;
+  /** Chain hash of the previous record, 32 latin1 characters. */
+  #prevHash = GENESIS_LATIN1;
+  /** The final record so far: a view into the caller's buffer until `settle` copies it. */
+  #last: Buffer | null = null;
+  #lastStart = 0;
+  #lastEnd = 0;
+  #lastOwned = false;
+
+  constructor(opts: { leaves?: boolean } = {}) {
+    this.#tree = opts.leaves === false ? null : new MerkleLog();
+  }
+
+  get size(): number {
+    return this.#seqs.length;
+  }
 
   push(bytes: Uint8Array): void {
     this.pushRange(asBuffer(bytes), 0, bytes.length);
   }
 
-  #views(len: number): [Buffer, Buffer] {
-    let leaf = this.#leafViews.get(len);
-    let body = this.#bodyViews.get(len);
-    if (!leaf || !body) {
-      leaf = this.#scratch.subarray(0, len + 1);
-      body = this.#scratch.subarray(1, len + 1);
-      if (this.#leafViews.size < 4096) {
-        this.#leafViews.set(len, leaf);
-        this.#bodyViews.set(len, body);
+  /**
+   * Scans the record held in `src[start, end)`. With `prefixWritable`, `src[start - 1]` may be
+   * overwritten (it is restored). The bytes must stay unchanged until the next `pushRange` or
+   * `settle`.
+   */
+  pushRange(src: Buffer, start: number, end: number, prefixWritable = false): void {
+    const k = this.#seqs.length + 1;
+    if (this.#tree) {
+      if (prefixWritable && start > 0) {
+        const saved = src[start - 1]!;
+        src[start - 1] = 0;
+        this.#tree.pushLatin1(hash('sha256', src.subarray(start - 1, end), 'binary'));
+        src[start - 1] = saved;
+      } else {
+        const len = end - start;
+        if (len + 1 > this.#scratch.length) this.#scratch = Buffer.allocUnsafe(2 * (len + 1));
+        this.#scratch[0] = 0;
+        src.copy(this.#scratch, 1, start, end);
+        this.#tree.pushLatin1(hash('sha256', this.#scratch.subarray(0, len + 1), 'binary'));
       }
     }
-    return [leaf, body];
-  }
-
-  /** Scans the record held in `src[start, end)`. */
-  pushRange(src: Buffer, start: number, end: number): void {
-    const len = end - start;
-    if (len + 1 > this.#scratch.length) {
-      this.#scratch = Buffer.allocUnsafe(2 * (len + 1));
-      this.#leafViews.clear();
-      this.#bodyViews.clear();
-    }
-    this.#scratch[0] = 0;
-    src.copy(this.#scratch, 1, start, end);
-    const [leaf, b] = this.#views(len);
-    const k = this.#seqs.length + 1;
-    this.#tree.pushLatin1(hash('sha256', leaf, 'binary'));
-    const f = readFields(b);
+    const f = readFields(src, start, end);
     this.#seqs.push(f ? f.seq : -1);
-    if (!f) this.#unreadable.push(k);
-    const prev = !f ? null : f.prevAt >= 0 ? b.toString('latin1', f.prevAt, f.prevAt + 64) : f.prev;
-    if (prev !== this.#prevHash) this.#broken.push(k);
-    this.#prevHash = hash('sha256', b, 'hex');
+    if (!f) {
+      this.#unreadable.push(k);
+      this.#broken.push(k);
+    } else if (
+      f.prevAt >= 0
+        ? !hexMatches(src, f.prevAt, this.#prevHash)
+        : f.prev !== Buffer.from(this.#prevHash, 'latin1').toString('hex')
+    ) {
+      this.#broken.push(k);
+    }
+    this.#prevHash = hash('sha256', src.subarray(start, end), 'binary');
     if (f?.checkpoint) {
-      const c = embedded(b, k);
+      const c = embedded(src.subarray(start, end), k);
       if (c) this.#checkpoints.push(c);
     }
-    this.#lastLength = len;
+    this.#last = src;
+    this.#lastStart = start;
+    this.#lastEnd = end;
+    this.#lastOwned = false;
   }
 
-  finish(): ScanResult {
-    const tree = this.#tree;
-    const n = tree.size;
-    const last =
-      this.#lastLength >= 0 ? this.#scratch.subarray(1, this.#lastLength + 1) : undefined;
+  /** Copies the final record out of the caller's buffer (call before reusing that buffer). */
+  settle(): void {
+    if (!this.#last || this.#lastOwned) return;
+    this.#last = Buffer.from(this.#last.subarray(this.#lastStart, this.#lastEnd));
+    this.#lastStart = 0;
+    this.#lastEnd = this.#last.length;
+    this.#lastOwned = true;
+  }
+
+  /** The result; `tree` holds the leaves when they were hashed elsewhere (`{ leaves: false }`). */
+  finish(tree?: MerkleLog): ScanResult {
+    const t = tree ?? this.#tree;
+    if (!t || t.size !== this.#seqs.length) {
+      throw new RangeError(
+        `RecordScanner.finish: a tree of ${this.#seqs.length} leaves is needed, got ${t?.size ?? 'none'}`,
+      );
+    }
+    const n = t.size;
+    const last = this.#last?.subarray(this.#lastStart, this.#lastEnd);
     return {
       n,
       seqs: this.#seqs,
       broken: this.#broken,
       unreadable: this.#unreadable,
-      rootAt: (size) => (size >= 0 && size <= n ? tree.root(size).toString('hex') : undefined),
+      rootAt: (size) => (size >= 0 && size <= n ? t.root(size).toString('hex') : undefined),
       lastParses: last === undefined || fullyParses(last),
       checkpoints: this.#checkpoints,
     };
