@@ -2,7 +2,7 @@
 // same tag and unresolved indexes), for tests and short-lived tools. Nothing survives the process.
 import type { OperationState } from '../../core/vocabulary.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
-import { createOwnerBook, ownerFrom, type LeaseRow } from '../lease.js';
+import { createOwnerBook, type LeaseRow, type Ownership } from '../lease.js';
 import { LedgerError, settle } from '../ledger-error.js';
 import { memoryListing } from '../listing.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
@@ -26,6 +26,9 @@ export function openMemoryLedger(): LedgerStore {
   const unresolved = new Map<string, OperationState>();
   const listing = memoryListing();
   const leases = new Map<string, LeaseRow>();
+  /** Who owns each operation and who owned it before (what ownerFrom would read from its events). */
+  const ownership = new Map<string, Ownership>();
+  const NOBODY: Ownership = { owner: null, former: [] };
   let closed = false;
 
   const live = (): void => {
@@ -46,7 +49,7 @@ export function openMemoryLedger(): LedgerStore {
         live();
         // Takeovers are admitted against the owners as stored (src/ledger/lease.ts).
         const refused = createOwnerBook(
-          (id) => ownerFrom(decode(rows.filter((r) => r.operation_id === id))),
+          (id) => ownership.get(id) ?? NOBODY,
           (owner) => leases.get(owner),
         ).admit(events);
         if (refused) throw refused;
@@ -69,6 +72,15 @@ export function openMemoryLedger(): LedgerStore {
             session_id,
             correlation_id,
           });
+          if (record.kind === 'operation_opened')
+            ownership.set(operation_id!, { owner: record.data.owner, former: [] });
+          else if (record.kind === 'owner_changed') {
+            const was = ownership.get(operation_id!) ?? NOBODY;
+            ownership.set(operation_id!, {
+              owner: record.data.to,
+              former: [...was.former, record.data.from],
+            });
+          }
           for (const tag of operationTags(record)) {
             const set = tags.get(tag) ?? new Set<string>();
             set.add(operation_id!);
