@@ -7,6 +7,7 @@ import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { envelopeSchema, type Envelope } from '../src/core/envelope.js';
+import type { StoredEvent } from '../src/ledger/events.js';
 import { openLedger } from '../src/ledger/open.js';
 import { createKeyFile, initVault } from '../src/vault/index.js';
 import {
@@ -63,6 +64,17 @@ async function call(
 }
 
 const q = (s: string): string => JSON.stringify(s);
+
+/** Every ledger event of one operation, from the gateway's SQLite ledger in `dir`. */
+async function operationEvents(dir: string, operationId: string): Promise<StoredEvent[]> {
+  const ledger = await openLedger(`sqlite:${join(dir, 'ledger.db')}`);
+  if (!ledger.ok) throw new Error(`ledger: ${ledger.failure.message}`);
+  try {
+    return await ledger.value.query({ operation_id: operationId });
+  } finally {
+    await ledger.value.close();
+  }
+}
 
 function fsConfig(dir: string, root: string, kill: Record<string, string>, extra = ''): string {
   return `${extra}upstreams:
@@ -146,10 +158,7 @@ describe('server-filesystem behind Candor', () => {
     expect(after).toMatchObject({ ok: true, remote_effect: 'applied' });
     await gw.close();
     open = [];
-    const ledger = await openLedger(`sqlite:${join(dir, 'ledger.db')}`);
-    if (!ledger.ok) throw new Error('ledger');
-    const events = await ledger.value.query({ operation_id: e.operation_id! });
-    await ledger.value.close();
+    const events = await operationEvents(dir, e.operation_id!);
     expect(events.map((ev) => ev.kind)).toEqual([
       'operation_opened',
       'attempt_started',
@@ -195,10 +204,7 @@ describe('candor recover with upstreams', () => {
     expect(r.stderr).not.toContain('Error:');
     expect(r.stdout).toContain(`${e.operation_id}  fs_write_file  found by lookup`);
     expect(r.status).toBe(0);
-    const ledger = await openLedger(`sqlite:${join(dir, 'ledger.db')}`);
-    if (!ledger.ok) throw new Error('ledger');
-    const events = await ledger.value.query({ operation_id: e.operation_id! });
-    await ledger.value.close();
+    const events = await operationEvents(dir, e.operation_id!);
     expect(events.map((ev) => ev.kind)).toEqual([
       'operation_opened',
       'attempt_started',
