@@ -9,7 +9,7 @@ import { open, type FileHandle } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
 import { BundleReader, judge, type VerifyOptions } from './bundle.js';
 import { hashChunk, treeOutputBytes } from './chunk-hash.js';
-import { HashWorkerError, HashWorkers, TaskState } from './hash-worker.js';
+import { HashWorkerError, HashWorkers } from './hash-worker.js';
 import { RecordScanner } from './scan.js';
 import { VerifyCode, type VerifyReport } from './verify.js';
 
@@ -25,6 +25,8 @@ const MAX_WORKERS = 3;
 const DEPTH = 2;
 /** Chunks beyond the workers' queues: the one being read and those hashed here awaiting their turn. */
 const SPARE = 3;
+/** The chunks' tree hashes are carved out of blocks this large (allocating each costs more). */
+const TREE_BLOCK = 4 << 20;
 /** One spare byte before each chunk's data: the first record's leaf hash borrows it for 0x00. */
 const PREFIX = 1;
 
@@ -36,6 +38,12 @@ export interface FileVerifyOptions extends VerifyOptions {
    * `workersByDefault`. The verdict is the same either way.
    */
   workers?: number;
+  /**
+   * Whether this thread also hashes chunks when there are workers (default true): the chunks the
+   * workers have no room for, and those queued that no worker has started when this thread needs
+   * them. `false` leaves every chunk to the workers (tests, measurements).
+   */
+  readerHashes?: boolean;
 }
 
 /**
@@ -88,8 +96,12 @@ interface Slot {
   /** The chunk's chain hashes (reused); `tree` is its leaf and subtree hashes (kept by the tree). */
   chains: Uint8Array;
   tree: Uint8Array;
-  /** `TaskState`; a fresh word per chunk, so a late message about an earlier chunk finds it taken. */
+  /**
+   * The chunk's ticket while queued, minus it once a thread has taken it, 0 once hashed: a late
+   * message about an earlier chunk in this slot finds another ticket and leaves it alone.
+   */
   state: Int32Array;
+  ticket: number;
   n: number;
   first: number;
   /** The chunk's records copied out when some were not in `data` as read (base64 lines). */
@@ -110,6 +122,17 @@ async function verifyStream(
     shared ? Buffer.from(new SharedArrayBuffer(n)) : Buffer.allocUnsafe(n);
   const ints = (n: number): Int32Array =>
     shared ? new Int32Array(new SharedArrayBuffer(4 * n)) : new Int32Array(n);
+  let treeBlock = bytes(0);
+  let treeUsed = 0;
+  /** Room for a chunk's tree hashes, which the tree keeps: carved from shared blocks. */
+  const treeBytes = (n: number): Uint8Array => {
+    if (treeUsed + n > treeBlock.length) {
+      treeBlock = bytes(Math.max(TREE_BLOCK, n));
+      treeUsed = 0;
+    }
+    treeUsed += n;
+    return treeBlock.subarray(treeUsed - n, treeUsed);
+  };
   const size = Math.max(2, opts.chunkSize ?? CHUNK) + PREFIX;
   const newSlot = (dataBytes: number): Slot => ({
     data: buffer(dataBytes),
@@ -117,6 +140,7 @@ async function verifyStream(
     chains: bytes(0),
     tree: bytes(0),
     state: ints(1),
+    ticket: 0,
     n: 0,
     first: 0,
     local: null,
@@ -131,6 +155,8 @@ async function verifyStream(
   const workers = shared ? new HashWorkers(workerCount) : null;
   let cur = newSlot(size);
   let records = 0;
+  let tickets = 0;
+  const readerHashes = opts.readerHashes ?? true;
   /** Records of `cur` that are not in `cur.data` as read, by their index in the chunk. */
   const decoded = new Map<number, Buffer>();
 
@@ -153,7 +179,7 @@ async function verifyStream(
     const d = slot.local ?? slot.data;
     const view = new Uint8Array(d.buffer, d.byteOffset, d.length);
     hashChunk(hash, view, slot.ranges, slot.n, slot.first, slot.chains, slot.tree);
-    slot.state[0] = TaskState.DONE;
+    Atomics.store(slot.state, 0, 0);
   };
   /** Copies the chunk's records behind spare bytes when some of them were decoded. */
   const gather = (slot: Slot): void => {
@@ -174,44 +200,53 @@ async function verifyStream(
     decoded.clear();
   };
   /** Queues `cur`'s records: offered to a worker, else hashed here. */
-  const dispatch = (): void => {
+  const dispatch = async (): Promise<void> => {
     const slot = cur;
     if (slot.n === 0) return;
     slot.first = records;
     records += slot.n;
     if (slot.chains.length < 32 * slot.n) slot.chains = bytes(40 * slot.n);
-    slot.tree = bytes(treeOutputBytes(slot.first, slot.n));
-    slot.state = ints(1);
+    slot.tree = treeBytes(treeOutputBytes(slot.first, slot.n));
+    slot.ticket = ++tickets;
+    Atomics.store(slot.state, 0, slot.ticket);
     slot.local = null;
     slot.answered = null;
     if (decoded.size > 0) gather(slot);
-    queue.push(slot);
     if (!slot.local && workers) {
-      slot.answered = workers.offer(
-        {
-          state: slot.state.buffer as SharedArrayBuffer,
-          data: slot.data.buffer as SharedArrayBuffer,
-          ranges: slot.ranges.buffer as SharedArrayBuffer,
-          n: slot.n,
-          first: slot.first,
-          chains: slot.chains.buffer as SharedArrayBuffer,
-          tree: slot.tree.buffer as SharedArrayBuffer,
-        },
-        DEPTH,
-      );
-      if (slot.answered) return;
+      const task = {
+        state: slot.state.buffer as SharedArrayBuffer,
+        ticket: slot.ticket,
+        data: slot.data.buffer as SharedArrayBuffer,
+        ranges: slot.ranges.buffer as SharedArrayBuffer,
+        n: slot.n,
+        first: slot.first,
+        chains: slot.chains.buffer as SharedArrayBuffer,
+        tree: slot.tree.buffer as SharedArrayBuffer,
+        treeAt: slot.tree.byteOffset,
+        treeBytes: slot.tree.length,
+      };
+      slot.answered = workers.offer(task, DEPTH);
+      // Without the reading thread's help, wait for a worker to have room.
+      while (!slot.answered && !readerHashes) {
+        if (workers.failure) throw workers.failure;
+        await workers.answer();
+        slot.answered = workers.offer(task, DEPTH);
+      }
     }
-    hashHere(slot);
+    if (!slot.answered) hashHere(slot);
+    queue.push(slot);
   };
-  /** Takes the oldest chunk back: hashes it here if no worker has started it, else waits. */
+  /**
+   * Takes the oldest chunk back: hashes it here if no worker has started it (unless told not to
+   * help), else waits for it.
+   */
   const retire = async (): Promise<void> => {
     const slot = queue.shift()!;
-    const was = Atomics.compareExchange(slot.state, 0, TaskState.QUEUED, TaskState.TAKEN);
-    if (was === TaskState.QUEUED) {
+    if (readerHashes && Atomics.compareExchange(slot.state, 0, slot.ticket, -slot.ticket) > 0) {
       hashHere(slot);
-    } else if (Atomics.load(slot.state, 0) !== TaskState.DONE) {
+    } else if (Atomics.load(slot.state, 0) !== 0) {
       await slot.answered;
-      if (Atomics.load(slot.state, 0) !== TaskState.DONE) {
+      if (Atomics.load(slot.state, 0) !== 0) {
         throw workers?.failure ?? new HashWorkerError('a hashing thread did not finish a chunk');
       }
     }
@@ -269,9 +304,9 @@ async function verifyStream(
       const prev = cur;
       // A chunk without records (header, checkpoints) is free again at once.
       if (prev.n === 0) free.push(prev);
-      dispatch();
+      await dispatch();
       // Take back whatever is already hashed, so the tree and the checks keep pace.
-      while (queue.length > 0 && Atomics.load(queue[0]!.state, 0) === TaskState.DONE) {
+      while (queue.length > 0 && Atomics.load(queue[0]!.state, 0) === 0) {
         take(queue.shift()!);
       }
       const rest = end - from;
@@ -290,7 +325,7 @@ async function verifyStream(
     }
     if (have > PREFIX) reader.line(cur.data, PREFIX, have);
     reader.end(have > PREFIX);
-    dispatch();
+    await dispatch();
     while (queue.length > 0) await retire();
     return judge(
       scanner.finish(),

@@ -185,9 +185,14 @@ describe('bundle format', () => {
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data));
       for (const chunkSize of [7, 64, 1000, 1 << 20]) {
-        for (const workers of [0, 1, 2]) {
-          const label = `${name} @${chunkSize} with ${workers} workers`;
-          expect(await verifyBundleFile(path, { chunkSize, workers }), label).toEqual(mem);
+        for (const [workers, readerHashes] of [
+          [0, true],
+          [1, false],
+          [2, true],
+        ] as const) {
+          const label = `${name} @${chunkSize} with ${workers} workers, ${readerHashes}`;
+          const r = await verifyBundleFile(path, { chunkSize, workers, readerHashes });
+          expect(r, label).toEqual(mem);
         }
       }
     }
@@ -226,7 +231,7 @@ describe('bundle format', () => {
   });
 });
 
-describe('file verification on one thread and on two', () => {
+describe('file verification on one thread and on several', () => {
   /** Seals events 1..n, with `edit(i)` replacing event i where it returns one (then re-chained). */
   const sealed = (n: number, edit: (i: number) => NewEvent | undefined = () => undefined) => {
     const out: Buffer[] = [];
@@ -283,18 +288,26 @@ describe('file verification on one thread and on two', () => {
     ['TORN_TAIL', bundle(torn, []), {}, 'TORN_TAIL', n],
   ];
 
-  it('every verdict and first bad seq is the same on both paths, at any chunk size', async () => {
+  it('every verdict and first bad seq is the same on every hashing path, at any chunk size', async () => {
     for (const [name, data, opts, code, firstBad] of cases) {
       const path = join(dir, `paths-${name}.jsonl`);
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data), opts);
       expect(mem, name).toMatchObject({ code, first_bad_seq: firstBad });
-      // Small chunks put a few records in each and cycle the worker's shared chunks many times.
-      for (const chunkSize of [300, 4096, 1 << 20]) {
-        const one = await verifyBundleFile(path, { ...opts, chunkSize, workers: 0 });
-        const two = await verifyBundleFile(path, { ...opts, chunkSize, workers: 1 });
-        expect(one, `${name} @${chunkSize}`).toEqual(mem);
-        expect(two, `${name} @${chunkSize} on two threads`).toEqual(mem);
+      // Small chunks put a few records in each and cycle the shared chunks many times. Paths:
+      // every chunk hashed by the reading thread; every chunk by the workers; and shared (the
+      // reading thread hashes what the workers have no room for or have not started).
+      const paths = [
+        { workers: 0 },
+        { workers: 1, readerHashes: false },
+        { workers: 2, readerHashes: false },
+        { workers: 2 },
+      ];
+      for (const chunkSize of [300, 1 << 20]) {
+        for (const path_ of paths) {
+          const r = await verifyBundleFile(path, { ...opts, chunkSize, ...path_ });
+          expect(r, `${name} @${chunkSize} ${JSON.stringify(path_)}`).toEqual(mem);
+        }
       }
     }
   });

@@ -2,8 +2,9 @@
 // SharedArrayBuffer-backed chunks, finds the record lines, and queues each chunk for a thread;
 // any thread then runs `hashChunk` (chunk-hash.ts) on it: chain, leaf and subtree hashes, written
 // into the chunk's shared output. Nothing is copied between threads. A chunk's state word decides
-// who hashes it: the worker and the reading thread both try to move it from QUEUED to TAKEN
-// (compare-and-swap) and only the winner hashes. So the reading thread takes back any chunk a
+// who hashes it: it holds the chunk's ticket while queued; the worker and the reading thread both
+// try to swap it for minus the ticket (compare-and-swap) and only the winner hashes, then stores
+// 0 (done). So the reading thread takes back any chunk a
 // worker has not started (a worker still starting up, or one the machine gives no CPU) instead of
 // waiting for it, and a chunk is never hashed twice.
 //
@@ -12,18 +13,15 @@
 import { Worker } from 'node:worker_threads';
 import { hashChunk } from './chunk-hash.js';
 
-/** A chunk's state word (`Int32Array` element 0 of `Task.state`). */
-export const TaskState = { QUEUED: 0, TAKEN: 1, DONE: 2 } as const;
-
 const WORKER_SOURCE = `
 const { parentPort } = require('node:worker_threads');
 const { hash } = require('node:crypto');
 const hashChunk = ${hashChunk.toString()};
 parentPort.on('message', (m) => {
   const state = new Int32Array(m.state);
-  if (Atomics.compareExchange(state, 0, ${TaskState.QUEUED}, ${TaskState.TAKEN}) === ${TaskState.QUEUED}) {
-    hashChunk(hash, new Uint8Array(m.data), new Int32Array(m.ranges), m.n, m.first, new Uint8Array(m.chains), new Uint8Array(m.tree));
-    Atomics.store(state, 0, ${TaskState.DONE});
+  if (Atomics.compareExchange(state, 0, m.ticket, -m.ticket) === m.ticket) {
+    hashChunk(hash, new Uint8Array(m.data), new Int32Array(m.ranges), m.n, m.first, new Uint8Array(m.chains), new Uint8Array(m.tree, m.treeAt, m.treeBytes));
+    Atomics.store(state, 0, 0);
   }
   parentPort.postMessage(m.id);
 });
@@ -36,13 +34,18 @@ export class HashWorkerError extends Error {
 
 /** One chunk's hashing job; every buffer is shared with the worker it is posted to. */
 export interface Task {
+  /** One Int32: `ticket` while queued, `-ticket` while being hashed, 0 once hashed. */
   state: SharedArrayBuffer;
+  ticket: number;
   data: SharedArrayBuffer;
   ranges: SharedArrayBuffer;
   n: number;
   first: number;
   chains: SharedArrayBuffer;
+  /** The chunk's tree hashes go to `tree[treeAt, treeAt + treeBytes)`. */
   tree: SharedArrayBuffer;
+  treeAt: number;
+  treeBytes: number;
 }
 
 interface Member {
@@ -56,6 +59,7 @@ export class HashWorkers {
   readonly #members: Member[] = [];
   #nextId = 0;
   #failure: HashWorkerError | null = null;
+  #waiters: (() => void)[] = [];
 
   constructor(count: number) {
     for (let i = 0; i < count; i++) {
@@ -63,6 +67,7 @@ export class HashWorkers {
       m.worker.on('message', (id: number) => {
         m.pending.get(id)?.();
         m.pending.delete(id);
+        this.#wake();
       });
       m.worker.on('error', (e) => this.#fail(e));
       m.worker.on('exit', (code) => this.#fail(new Error(`it exited with code ${code}`)));
@@ -76,6 +81,18 @@ export class HashWorkers {
       for (const answered of m.pending.values()) answered();
       m.pending.clear();
     }
+    this.#wake();
+  }
+
+  #wake(): void {
+    const waiters = this.#waiters.splice(0);
+    for (const w of waiters) w();
+  }
+
+  /** Resolves once a worker has answered a task (or one has failed). */
+  answer(): Promise<void> {
+    if (this.#failure) return Promise.resolve();
+    return new Promise((resolve) => this.#waiters.push(resolve));
   }
 
   /** Why a thread stopped, once one has: a task it took may never be DONE. */
