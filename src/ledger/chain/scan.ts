@@ -1,5 +1,5 @@
-// The verifier's hot loop over the stored record bytes: each record's chain hash (SHA-256 of the
-// bytes) and RFC 9162 leaf hash, its prev_hash link, its seq, and the Merkle root at the sizes the
+// The verifier's judging loop over the stored record bytes, given their hashes (`hashChunk`, on
+// any thread): each record's prev_hash link, its seq, and the Merkle root at the sizes the
 // checkpoints talk about. Fields are located in the canonical bytes without a JSON parse: top-level
 // `prev_hash` and `seq` are adjacent near the end in canonical key order, and no JSON string can
 // contain an unescaped `,"seq":`, so the last occurrence is the top-level one. A byte change that
