@@ -2,8 +2,8 @@
 // lines (`BundleReader`), and queues each chunk's records for hashing; whichever thread is free
 // hashes a whole chunk (`hashChunk`: chain, leaf and subtree hashes), and the reading thread takes
 // the hashed chunks back in file order to check seqs and prev_hash links and extend the tree
-// (`RecordScanner.pushChunk`). Hashing is all but a few hashes per chunk, so the threads share it
-// evenly; with no worker the reading thread hashes every chunk itself, through the same code.
+// (`RecordScanner.pushChunk`). Hashing is all but a few hashes per chunk, so the threads can share
+// it evenly; with no worker the reading thread hashes every chunk itself, through the same code.
 import { hash } from 'node:crypto';
 import { open, type FileHandle } from 'node:fs/promises';
 import { availableParallelism, loadavg } from 'node:os';
@@ -51,8 +51,9 @@ export interface FileVerifyOptions extends VerifyOptions {
  * (a thread costs tens of milliseconds of CPU to start), on one CPU, or when the machine is heavily
  * oversubscribed (1-minute load average at twice the CPUs or more: a worker would find no core);
  * otherwise one per CPU the load average leaves idle, at least one, at most 3 and one less than the
- * CPUs. A worker that gets no CPU costs little more than its start: the reading thread takes back
- * every chunk the worker has not started.
+ * CPUs. The reading thread takes back every chunk a worker has not started, so a starved worker
+ * does not hold it up, but it still costs its start and more CPU in all (measured in
+ * bench/README.md: at load average 8-9 on 2 CPUs one worker lost in wall time).
  */
 export function workersByDefault(bytes: number): number {
   const cpus = availableParallelism();
