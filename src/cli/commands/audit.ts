@@ -9,7 +9,8 @@
 // comment line); several may be comma-separated.
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { writeFile } from 'node:fs/promises';
-import { readBundle, verifyBundle, verifyBundleFile } from '../../ledger/chain/bundle.js';
+import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
+import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
 import { SigType, generateKey, parseSignerKey } from '../../ledger/chain/note.js';
 import type { VerifyReport } from '../../ledger/chain/verify.js';

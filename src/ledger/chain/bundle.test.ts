@@ -6,14 +6,8 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { GENESIS_HASH, type NewEvent } from '../events.js';
 import { openMemoryLedger } from '../memory/store.js';
 import { sealRecord } from '../record.js';
-import {
-  checkpointFor,
-  encodeBundle,
-  parseBundle,
-  readBundle,
-  verifyBundle,
-  verifyBundleFile,
-} from './bundle.js';
+import { checkpointFor, encodeBundle, parseBundle, readBundle, verifyBundle } from './bundle.js';
+import { verifyBundleFile } from './bundle-file.js';
 import { cosignatureLine } from './checkpoint.js';
 import { exportBundle, readStoreRecords, verifyStore } from './export.js';
 import { leafHash, rootOf } from './merkle.js';
@@ -191,9 +185,14 @@ describe('bundle format', () => {
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data));
       for (const chunkSize of [7, 64, 1000, 1 << 20]) {
-        for (const parallel of [false, true]) {
-          const label = `${name} @${chunkSize}${parallel ? ' on two threads' : ''}`;
-          expect(await verifyBundleFile(path, { chunkSize, parallel }), label).toEqual(mem);
+        for (const [workers, readerHashes] of [
+          [0, true],
+          [1, false],
+          [2, true],
+        ] as const) {
+          const label = `${name} @${chunkSize} with ${workers} workers, ${readerHashes}`;
+          const r = await verifyBundleFile(path, { chunkSize, workers, readerHashes });
+          expect(r, label).toEqual(mem);
         }
       }
     }
@@ -232,7 +231,7 @@ describe('bundle format', () => {
   });
 });
 
-describe('file verification on one thread and on two', () => {
+describe('file verification on one thread and on several', () => {
   /** Seals events 1..n, with `edit(i)` replacing event i where it returns one (then re-chained). */
   const sealed = (n: number, edit: (i: number) => NewEvent | undefined = () => undefined) => {
     const out: Buffer[] = [];
@@ -289,18 +288,26 @@ describe('file verification on one thread and on two', () => {
     ['TORN_TAIL', bundle(torn, []), {}, 'TORN_TAIL', n],
   ];
 
-  it('every verdict and first bad seq is the same on both paths, at any chunk size', async () => {
+  it('every verdict and first bad seq is the same on every hashing path, at any chunk size', async () => {
     for (const [name, data, opts, code, firstBad] of cases) {
       const path = join(dir, `paths-${name}.jsonl`);
       writeFileSync(path, data);
       const mem = verifyBundle(parseBundle(data), opts);
       expect(mem, name).toMatchObject({ code, first_bad_seq: firstBad });
-      // Small chunks put a few records in each and cycle the worker's shared chunks many times.
-      for (const chunkSize of [300, 4096, 1 << 20]) {
-        const one = await verifyBundleFile(path, { ...opts, chunkSize, parallel: false });
-        const two = await verifyBundleFile(path, { ...opts, chunkSize, parallel: true });
-        expect(one, `${name} @${chunkSize}`).toEqual(mem);
-        expect(two, `${name} @${chunkSize} on two threads`).toEqual(mem);
+      // Small chunks put a few records in each and cycle the shared chunks many times. Paths:
+      // every chunk hashed by the reading thread; every chunk by the workers; and shared (the
+      // reading thread hashes what the workers have no room for or have not started).
+      const paths = [
+        { workers: 0 },
+        { workers: 1, readerHashes: false },
+        { workers: 2, readerHashes: false },
+        { workers: 2 },
+      ];
+      for (const chunkSize of [300, 1 << 20]) {
+        for (const path_ of paths) {
+          const r = await verifyBundleFile(path, { ...opts, chunkSize, ...path_ });
+          expect(r, `${name} @${chunkSize} ${JSON.stringify(path_)}`).toEqual(mem);
+        }
       }
     }
   });
@@ -309,15 +316,15 @@ describe('file verification on one thread and on two', () => {
     const path = join(dir, 'paths-every-size.jsonl');
     const all = Array.from({ length: n }, (_, i) => cp(recs, i + 1));
     writeFileSync(path, bundle(recs, all));
-    const two = await verifyBundleFile(path, { chunkSize: 500, parallel: true });
+    const two = await verifyBundleFile(path, { chunkSize: 500, workers: 1 });
     expect(two).toMatchObject({ code: 'INTACT', checkpoints: n, size: n });
     expect(two.root).toBe(rootOf(recs.map(leafHash)).toString('hex'));
     // One record's leaf changed: each checkpoint from its size on must be the one that fails.
     const bad = bundle(rechained, all);
     writeFileSync(path, bad);
-    const r = await verifyBundleFile(path, { chunkSize: 500, parallel: true });
+    const r = await verifyBundleFile(path, { chunkSize: 500, workers: 1 });
     expect(r).toMatchObject({ code: 'ROOT_MISMATCH', first_bad_seq: 17 });
-    expect(r).toEqual(await verifyBundleFile(path, { parallel: false }));
+    expect(r).toEqual(await verifyBundleFile(path, { workers: 0 }));
   });
 });
 

@@ -10,16 +10,13 @@
 // are claims, never trust: a bundle cannot vouch for itself. Its log key is used only when the
 // auditor anchors none (and the report says `claimed`); its witness keys never raise the witnessed
 // size. Signature lines from keys nobody listed are ignored, as the signed-note spec requires, and
-// reported.
-import { hash } from 'node:crypto';
-import { open, readFile, type FileHandle } from 'node:fs/promises';
-import { availableParallelism, loadavg } from 'node:os';
+// reported. Streaming verification of a bundle file is in bundle-file.ts.
+import { open, readFile } from 'node:fs/promises';
 import { canonicalJson } from '../../core/canonical.js';
 import { parseNote, formatSignatureLine, type NoteSigner } from './note.js';
 import { signCheckpoint } from './checkpoint.js';
-import { LeafWorker, LeafWorkerError } from './leaf-worker.js';
 import { leafHash, TreeBuilder } from './merkle.js';
-import { RecordScanner, scanRecords, type ScanResult } from './scan.js';
+import { scanRecords, type ScanResult } from './scan.js';
 import { classify, VerifyCode, type VerifyReport } from './verify.js';
 
 export const BUNDLE_FORMAT = 'candor-ledger-bundle/v1';
@@ -315,7 +312,12 @@ export function verifyBundle(b: Bundle, opts: VerifyOptions = {}): VerifyReport 
   return judge(scanRecords(b.records), b, opts);
 }
 
-function judge(scan: ScanResult, b: Omit<Bundle, 'records'>, opts: VerifyOptions): VerifyReport {
+/** The verdict from a finished scan and the bundle's framing (shared with `verifyBundleFile`). */
+export function judge(
+  scan: ScanResult,
+  b: Omit<Bundle, 'records'>,
+  opts: VerifyOptions,
+): VerifyReport {
   const report = classify(scan, {
     checkpoints: b.checkpoints,
     logKeys: opts.logKeys ?? [],
@@ -327,212 +329,6 @@ function judge(scan: ScanResult, b: Omit<Bundle, 'records'>, opts: VerifyOptions
   });
   if (!b.problem || RECORD_CODES.has(report.code)) return report;
   return { ...report, ok: false, ...b.problem };
-}
-
-const CHUNK = 1 << 20;
-/** No bundle line (header, record, checkpoint) comes near this; reading stops beyond it. */
-const MAX_LINE_BYTES = 64 << 20;
-/** Below this file size a second thread costs more to start than it saves. */
-const PARALLEL_MIN_BYTES = 8 << 20;
-/** Chunks between the reading thread and the hashing thread: memory is about SLOTS × chunk size. */
-const SLOTS = 4;
-/** Chunks the worker may have pending before this thread hashes the next chunk's leaves itself. */
-const STEAL_BACKLOG = 2;
-/** One spare byte before each chunk's data, where a leaf hash's 0x00 prefix is written. */
-const PREFIX = 1;
-
-export interface FileVerifyOptions extends VerifyOptions {
-  /** Read size (bytes); lines longer than a chunk grow it, up to 64 MiB. */
-  chunkSize?: number;
-  /**
-   * Compute the leaf and node hashes on a second thread. Default: `parallelByDefault` (large
-   * files, a CPU likely idle). The verdict is the same either way.
-   */
-  parallel?: boolean;
-}
-
-/**
- * Whether `verifyBundleFile` uses a second thread for a file of `bytes` when not told: only for
- * large files (a thread costs tens of milliseconds to start), with more than one CPU, unless the
- * machine is heavily oversubscribed (1-minute load average at twice the CPUs or more). Measured on
- * 2 CPUs: 0.42 s on two threads against 0.59 s on one at load 2; at load 10 the second thread
- * finds no core and only adds its start-up and hand-over costs (1.1 s against 0.6 s). Between
- * those, the reading thread takes over the leaves of any chunk the worker falls behind on.
- */
-export function parallelByDefault(bytes: number): boolean {
-  const cpus = availableParallelism();
-  return bytes >= PARALLEL_MIN_BYTES && cpus > 1 && loadavg()[0]! < cpus * 2;
-}
-
-/**
- * Verifies a bundle file by streaming it through fixed chunks: records are hashed as they are read
- * and never kept, so memory stays flat for any bundle size (the tree keeps 64 bytes per record).
- * Large bundles share the hashing with a second thread (`leaf-worker.ts`) without copying records.
- */
-export async function verifyBundleFile(
-  path: string,
-  opts: FileVerifyOptions = {},
-): Promise<VerifyReport> {
-  const fh = await open(path, 'r');
-  try {
-    const parallel = opts.parallel ?? parallelByDefault((await fh.stat()).size);
-    if (parallel) {
-      try {
-        return await verifyStream(fh, opts, new LeafWorker());
-      } catch (e) {
-        // A thread that cannot start or dies is an environment problem, never a verdict: verify
-        // again on this thread (unless the caller asked for the second thread explicitly).
-        if (!(e instanceof LeafWorkerError) || opts.parallel === true) throw e;
-      }
-    }
-    return await verifyStream(fh, opts, null);
-  } finally {
-    await fh.close();
-  }
-}
-
-interface Chunk {
-  shared: SharedArrayBuffer | null;
-  buf: Buffer;
-}
-
-async function verifyStream(
-  fh: FileHandle,
-  opts: FileVerifyOptions,
-  worker: LeafWorker | null,
-): Promise<VerifyReport> {
-  const size = Math.max(2, opts.chunkSize ?? CHUNK) + PREFIX;
-  const alloc = (n: number): Chunk => {
-    if (!worker) return { shared: null, buf: Buffer.allocUnsafe(n) };
-    const shared = new SharedArrayBuffer(n);
-    return { shared, buf: Buffer.from(shared) };
-  };
-  // One buffer compacted in place on a single thread; a ring of shared chunks with a worker, each
-  // reused only after the worker is done with it (backpressure).
-  const ring: Chunk[] = [alloc(size)];
-  const busy: (Promise<void> | undefined)[] = [];
-  let idx = 0;
-  let buf = ring[0]!.buf;
-  const scanner = new RecordScanner({ leaves: worker === null });
-  // With a worker, the current chunk's records: ranges of `buf` (start, end), or start -1 for a
-  // record not in `buf` as read (base64-decoded or a damaged line), taken from `others`.
-  const ranges: number[] = [];
-  const others: Buffer[] = [];
-  const leaves: string[] = [];
-  const reader = new BundleReader(
-    worker
-      ? (b, s, e) => {
-          if (b === buf) {
-            ranges.push(s, e);
-          } else {
-            const bytes = b.subarray(s, e);
-            ranges.push(-1, 0);
-            others.push(bytes);
-            leaves.push(leafHash(bytes).toString('latin1'));
-          }
-        }
-      : (b, s, e) => scanner.pushRange(b, s, e, b === buf),
-  );
-  /**
-   * Hands the chunk's records to the worker, then does their chain side on this thread. When the
-   * worker is behind (a busy machine, or still starting), this thread hashes the chunk's leaves
-   * too and leaves only the tree to the worker, so a starved worker never makes this thread wait.
-   */
-  const flush = (): Promise<void> | undefined => {
-    let done: Promise<void> | undefined;
-    if (worker && ranges.length > 0) {
-      if (worker.backlog >= STEAL_BACKLOG) {
-        const all: string[] = [];
-        for (let i = 0, o = 0; i < ranges.length; i += 2) {
-          const s = ranges[i]!;
-          if (s < 0) {
-            all.push(leaves[o++]!);
-          } else {
-            buf[s - 1] = 0;
-            all.push(hash('sha256', buf.subarray(s - 1, ranges[i + 1]), 'binary'));
-          }
-        }
-        leaves.length = 0;
-        done = worker.post(ring[idx]!.shared!, null, all);
-      } else {
-        done = worker.post(ring[idx]!.shared!, Int32Array.from(ranges), leaves.splice(0));
-      }
-      let o = 0;
-      for (let i = 0; i < ranges.length; i += 2) {
-        const s = ranges[i]!;
-        if (s >= 0) scanner.pushRange(buf, s, ranges[i + 1]!);
-        else scanner.pushRange(others[o]!, 0, others[o++]!.length);
-      }
-      ranges.length = 0;
-      others.length = 0;
-    }
-    scanner.settle();
-    return done;
-  };
-  try {
-    let have = PREFIX;
-    let pos = 0;
-    for (;;) {
-      if (have === buf.length) {
-        if (have - PREFIX >= MAX_LINE_BYTES) {
-          // Bounded memory: a line this long is no record (a single-line file, /dev/zero).
-          reader.problem ??= {
-            code: VerifyCode.BAD_CHECKPOINT,
-            first_bad_seq: null,
-            message: `a line longer than ${MAX_LINE_BYTES >> 20} MiB: not a Candor bundle`,
-          };
-          have = PREFIX;
-          break;
-        }
-        // No complete line yet in this chunk, so the worker has not seen it: grow it in place.
-        const bigger = alloc(buf.length * 2);
-        buf.copy(bigger.buf, 0, 0, have);
-        ring[idx] = bigger;
-        buf = bigger.buf;
-      }
-      const { bytesRead } = await fh.read(buf, have, buf.length - have, pos);
-      if (bytesRead === 0) break;
-      pos += bytesRead;
-      const end = have + bytesRead;
-      let from = PREFIX;
-      for (let at = buf.indexOf(NL, from); at >= 0 && at < end; at = buf.indexOf(NL, from)) {
-        reader.line(buf, from, at);
-        from = at + 1;
-      }
-      if (from === PREFIX) {
-        have = end;
-        continue;
-      }
-      const done = flush();
-      const rest = end - from;
-      if (worker) {
-        busy[idx] = done;
-        idx = (idx + 1) % SLOTS;
-        await busy[idx];
-        let next = ring[idx];
-        const need = rest + PREFIX;
-        if (!next || next.buf.length < need || (next.buf.length > size && need < size)) {
-          next = ring[idx] = alloc(Math.max(size, need));
-        }
-        buf.copy(next.buf, PREFIX, from, end);
-        buf = next.buf;
-      } else {
-        buf.copy(buf, PREFIX, from, end);
-      }
-      have = PREFIX + rest;
-    }
-    if (have > PREFIX) reader.line(buf, PREFIX, have);
-    reader.end(have > PREFIX);
-    await flush();
-    const scan = scanner.finish(worker ? await worker.finish() : undefined);
-    return judge(
-      scan,
-      { header: reader.header, checkpoints: reader.checkpoints, problem: reader.problem },
-      opts,
-    );
-  } finally {
-    await worker?.close();
-  }
 }
 
 /** Keeps only the signature lines of `note` made by keys named in `keep` (name+id pairs). */

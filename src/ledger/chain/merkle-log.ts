@@ -14,47 +14,73 @@ function node(left: string, right: string): string {
   return hash('sha256', scratch, 'binary');
 }
 
-/** Hashes per block of a level: 128 KiB blocks, an even count so a sibling pair never straddles. */
-export const HASHES_PER_BLOCK = 4096;
-const BLOCK_SHIFT = 12;
+/** Hashes per block a level allocates for `push`: 128 KiB. */
+const HASHES_PER_BLOCK = 4096;
 
 /**
- * A growable array of 32-byte hashes in fixed blocks (no per-hash objects for the GC to track,
- * and growing never copies). Hashes come and go as 32-character latin1 strings (what
- * `crypto.hash` returns cheapest); the hot paths copy bytes in JS loops, which cost less than a
- * native call per hash.
+ * A growable array of 32-byte hashes in segments: blocks it allocates for `push`, and runs hashed
+ * elsewhere that it keeps as they are (`adopt`). No per-hash objects for the GC to track, and
+ * growing never copies. Hashes come and go as 32-character latin1 strings (what `crypto.hash`
+ * returns cheapest); the hot paths copy bytes in JS loops, which cost less than a native call.
  */
 class HashArray {
-  readonly #blocks: Uint8Array[];
-  length: number;
-
-  constructor(blocks: Uint8Array[] = [], length = 0) {
-    this.#blocks = blocks;
-    this.length = length;
-  }
+  readonly #segments: Uint8Array[] = [];
+  /** Index of each segment's first hash. */
+  readonly #starts: number[] = [];
+  /** Unused hashes at the end of the last segment (only a block of our own has any). */
+  #room = 0;
+  length = 0;
 
   push(h: string): void {
-    const i = this.length;
-    let b = this.#blocks[i >> BLOCK_SHIFT];
-    if (!b) this.#blocks.push((b = new Uint8Array(32 * HASHES_PER_BLOCK)));
-    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    if (this.#room === 0) {
+      this.#segments.push(new Uint8Array(32 * HASHES_PER_BLOCK));
+      this.#starts.push(this.length);
+      this.#room = HASHES_PER_BLOCK;
+    }
+    const b = this.#segments[this.#segments.length - 1]!;
+    const at = 32 * (this.length - this.#starts[this.#starts.length - 1]!);
     for (let j = 0; j < 32; j++) b[at + j] = h.charCodeAt(j);
-    this.length = i + 1;
+    this.length++;
+    this.#room--;
+  }
+
+  /** Appends the hashes stored back to back in `run` (kept, not copied). */
+  adopt(run: Uint8Array): void {
+    if (run.length === 0) return;
+    this.#segments.push(run);
+    this.#starts.push(this.length);
+    this.length += run.length / 32;
+    this.#room = 0;
+  }
+
+  /** The segment holding hash `i`, and the hash's byte offset in it. */
+  #locate(i: number): [Uint8Array, number] {
+    const starts = this.#starts;
+    let hi = starts.length - 1;
+    if (starts[hi]! <= i) return [this.#segments[hi]!, 32 * (i - starts[hi]!)];
+    let lo = 0;
+    while (lo < hi) {
+      const mid = (lo + hi + 1) >> 1;
+      if (starts[mid]! <= i) lo = mid;
+      else hi = mid - 1;
+    }
+    return [this.#segments[lo]!, 32 * (i - starts[lo]!)];
   }
 
   get(i: number): string {
-    const b = this.#blocks[i >> BLOCK_SHIFT]!;
-    const at = (i & (HASHES_PER_BLOCK - 1)) * 32;
+    const [b, at] = this.#locate(i);
     return Buffer.from(b.buffer, b.byteOffset + at, 32).toString('latin1');
   }
 
-  /** H(0x01 || h[length-2] || h[length-1]): the parent of the last two hashes (length is even). */
-  parentOfLastPair(): string {
-    const i = this.length - 2;
-    const b = this.#blocks[i >> BLOCK_SHIFT]!;
-    const from = (i & (HASHES_PER_BLOCK - 1)) * 32;
+  /** H(0x01 || h[2i] || h[2i + 1]). */
+  parentOf(i: number): string {
+    const [l, la] = this.#locate(2 * i);
+    const [r, ra] = this.#locate(2 * i + 1);
     scratch[0] = 1;
-    for (let j = 0; j < 64; j++) scratch[1 + j] = b[from + j]!;
+    for (let j = 0; j < 32; j++) {
+      scratch[1 + j] = l[la + j]!;
+      scratch[33 + j] = r[ra + j]!;
+    }
     return hash('sha256', scratch, 'binary');
   }
 }
@@ -70,29 +96,6 @@ export class MerkleLog {
     return this.#levels[0]!.length;
   }
 
-  /**
-   * A log over levels hashed elsewhere (the verifier's hashing thread): `levels[h]` holds the
-   * roots of the perfect subtrees of 2^h leaves, 32 bytes each, in order, in blocks of
-   * `HASHES_PER_BLOCK`; level h must hold floor(size / 2^h) of them.
-   */
-  static fromLevels(levels: readonly { blocks: Uint8Array[]; length: number }[]): MerkleLog {
-    const log = new MerkleLog();
-    const size = levels[0]?.length ?? 0;
-    for (let h = 0; h < levels.length || size >= 2 ** h; h++) {
-      const l = levels[h];
-      const want = Math.floor(size / 2 ** h);
-      const fits =
-        !l ||
-        (l.blocks.length === Math.ceil(l.length / HASHES_PER_BLOCK) &&
-          l.blocks.every((b) => b.length === 32 * HASHES_PER_BLOCK));
-      if ((l?.length ?? 0) !== want || !fits) {
-        throw new RangeError(`MerkleLog.fromLevels: level ${h} must hold ${want} hashes`);
-      }
-      if (want > 0 && l) log.#levels[h] = new HashArray([...l.blocks], l.length);
-    }
-    return log;
-  }
-
   push(leaf: Uint8Array): void {
     this.pushLatin1(Buffer.from(leaf.buffer, leaf.byteOffset, leaf.byteLength).toString('latin1'));
   }
@@ -105,7 +108,32 @@ export class MerkleLog {
     const levels = this.#levels;
     levels[0]!.push(leaf);
     for (let h = 0; (levels[h]!.length & 1) === 0; h++) {
-      (levels[h + 1] ??= new HashArray()).push(levels[h]!.parentOfLastPair());
+      (levels[h + 1] ??= new HashArray()).push(levels[h]!.parentOf(levels[h]!.length / 2 - 1));
+    }
+  }
+
+  /**
+   * Appends `n` leaves hashed elsewhere: `tree` is `hashChunk`'s tree output for them (layout:
+   * `treeOutputBytes`), kept as it is. The entries that straddle the earlier leaves (at most one
+   * per level) are hashed here, into the places left for them.
+   */
+  extend(n: number, tree: Uint8Array): void {
+    const levels = this.#levels;
+    const first = this.size;
+    const end = first + n;
+    let at = 0;
+    for (let h = 0, w = 1; w <= end; h++, w *= 2) {
+      const level = (levels[h] ??= new HashArray());
+      const s = Math.floor(first / w);
+      const straddles = s * w < first && (s + 1) * w <= end;
+      const count = Math.max(0, Math.floor(end / w) - Math.ceil(first / w));
+      const from = at + 1;
+      if (straddles) {
+        const p = levels[h - 1]!.parentOf(s);
+        for (let j = 0; j < 32; j++) tree[from + j] = p.charCodeAt(j);
+      }
+      at = from + (straddles ? 32 : 0) + 32 * count;
+      level.adopt(tree.subarray(from, at));
     }
   }
 

@@ -10,6 +10,8 @@ import {
   verifyConsistency,
   verifyInclusion,
 } from './merkle.js';
+import { hash } from 'node:crypto';
+import { hashChunk, treeOutputBytes } from './chunk-hash.js';
 import { MerkleLog } from './merkle-log.js';
 
 interface Vectors {
@@ -179,5 +181,52 @@ describe('RFC 9162 Merkle tree (transparency-dev reference vectors)', () => {
       for (let i = 0; i < n; i += 5)
         expect(big.inclusionProof(i, n)).toEqual(inclusionProof(many, i, n));
     }
+  });
+
+  it('hashChunk + MerkleLog.extend: chunks of any size and offset give the same tree as push', () => {
+    const entries = Array.from({ length: 300 }, (_, i) =>
+      Buffer.from(`entry ${i} ${'x'.repeat(i % 7)}`),
+    );
+    const byPush = new MerkleLog();
+    for (const e of entries) byPush.push(leafHash(e));
+    // Chunk sizes 1..37 in a fixed cycle: every alignment of a chunk against the levels occurs.
+    const byChunks = new MerkleLog();
+    for (let first = 0, k = 0; first < entries.length; k++) {
+      const n = Math.min(1 + ((k * 11) % 37), entries.length - first);
+      const data = Buffer.concat(
+        entries.slice(first, first + n).flatMap((e) => [Buffer.of(0x0a), e]),
+      );
+      const ranges = new Int32Array(2 * n);
+      for (let i = 0, at = 0; i < n; i++) {
+        ranges[2 * i] = at + 1;
+        ranges[2 * i + 1] = at + 1 + entries[first + i]!.length;
+        at += 1 + entries[first + i]!.length;
+      }
+      const before = Buffer.from(data);
+      const chains = new Uint8Array(32 * n);
+      const tree = new Uint8Array(treeOutputBytes(first, n));
+      hashChunk(hash, data, ranges, n, first, chains, tree);
+      expect(data.equals(before), 'borrowed bytes are restored').toBe(true);
+      for (let i = 0; i < n; i++) {
+        expect(Buffer.from(chains.subarray(32 * i, 32 * i + 32))).toEqual(
+          hash('sha256', entries[first + i]!, 'buffer'),
+        );
+      }
+      byChunks.extend(n, tree);
+      expect(byChunks.size).toBe(first + n);
+      expect(byChunks.root().equals(byPush.root(first + n)), `root after ${first + n}`).toBe(true);
+      first += n;
+    }
+    for (let size = 1; size <= entries.length; size += 7) {
+      expect(byChunks.root(size).equals(byPush.root(size))).toBe(true);
+      expect(byChunks.inclusionProof(size - 1, size)).toEqual(
+        byPush.inclusionProof(size - 1, size),
+      );
+      expect(byChunks.consistencyProof(size, 300)).toEqual(byPush.consistencyProof(size, 300));
+    }
+    // A log grown by chunks keeps growing by push.
+    byChunks.push(leafHash(Buffer.from('one more')));
+    byPush.push(leafHash(Buffer.from('one more')));
+    expect(byChunks.root().equals(byPush.root())).toBe(true);
   });
 });

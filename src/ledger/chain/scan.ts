@@ -1,10 +1,11 @@
-// The verifier's hot loop over the stored record bytes: each record's chain hash (SHA-256 of the
-// bytes) and RFC 9162 leaf hash, its prev_hash link, its seq, and the Merkle root at the sizes the
+// The verifier's judging loop over the stored record bytes, given their hashes (`hashChunk`, on
+// any thread): each record's prev_hash link, its seq, and the Merkle root at the sizes the
 // checkpoints talk about. Fields are located in the canonical bytes without a JSON parse: top-level
 // `prev_hash` and `seq` are adjacent near the end in canonical key order, and no JSON string can
 // contain an unescaped `,"seq":`, so the last occurrence is the top-level one. A byte change that
 // fools this shortcut still changes the record's hash, which the next link or the tree catches.
 import { hash } from 'node:crypto';
+import { hashChunk, treeOutputBytes } from './chunk-hash.js';
 import { MerkleLog } from './merkle-log.js';
 
 export interface EmbeddedCheckpoint {
@@ -33,12 +34,6 @@ export interface ScanResult {
 const PREV = Buffer.from('"prev_hash":"');
 const KIND_CHECKPOINT = Buffer.from('"kind":"checkpoint"');
 const HEX = Buffer.from('0123456789abcdef');
-/** The chain hash before record 1, as 32 latin1 characters (GENESIS_HASH is its hex form). */
-const GENESIS_LATIN1 = '\0'.repeat(32);
-
-const asBuffer = (u: Uint8Array): Buffer =>
-  Buffer.isBuffer(u) ? u : Buffer.from(u.buffer, u.byteOffset, u.byteLength);
-
 interface Pattern {
   bytes: Buffer;
   /** Backward Horspool shifts: the smallest k >= 1 with bytes[k] === c, else the length. */
@@ -78,10 +73,10 @@ const matchesAt = (b: Buffer, pat: Buffer, at: number, lo: number, end: number):
   return true;
 };
 
-/** Whether the 64 hex digits at `b[at]` are exactly the lowercase hex of `h` (32 latin1 chars). */
-function hexMatches(b: Buffer, at: number, h: string): boolean {
+/** Whether the 64 hex digits at `b[at]` are exactly the lowercase hex of `h[hAt, hAt + 32)`. */
+function hexMatches(b: Buffer, at: number, h: Uint8Array, hAt: number): boolean {
   for (let j = 0; j < 32; j++) {
-    const c = h.charCodeAt(j);
+    const c = h[hAt + j]!;
     if (b[at + 2 * j] !== HEX[c >> 4] || b[at + 2 * j + 1] !== HEX[c & 15]) return false;
   }
   return true;
@@ -170,103 +165,72 @@ function embedded(b: Buffer, at: number): EmbeddedCheckpoint | null {
 }
 
 /**
- * Streams records in log order. Per record: one chain hash, one leaf hash (unless the leaf hashes
- * are computed elsewhere: `{ leaves: false }`, then `finish` takes the tree), a backward search
- * for seq and prev_hash, and a byte comparison of prev_hash with the previous chain hash. Nothing
- * is parsed as JSON on the fast path and no record is copied: the leaf hash needs `0x00 || bytes`,
- * so a caller whose buffer has a spare byte before the record (`prefixWritable`) lets the scanner
- * write the 0x00 there; otherwise the record is copied behind a 0x00 in a scratch buffer.
+ * Judges records in log order, a chunk at a time, from their hashes (`hashChunk`, run on any
+ * thread). Per record: a backward search for seq and prev_hash and a byte comparison of prev_hash
+ * with the previous record's chain hash; nothing is parsed as JSON on the fast path and no record
+ * is copied. The tree takes the chunk's leaf and subtree hashes as they are.
  */
 export class RecordScanner {
-  readonly #tree: MerkleLog | null;
+  readonly #tree = new MerkleLog();
   readonly #seqs: number[] = [];
   readonly #broken: number[] = [];
   readonly #unreadable: number[] = [];
   readonly #checkpoints: EmbeddedCheckpoint[] = [];
-  #scratch = Buffer.allocUnsafe(64 * 1024);
-  /** Chain hash of the previous record, 32 latin1 characters. */
-  #prevHash = GENESIS_LATIN1;
-  /** The final record so far: a view into the caller's buffer until `settle` copies it. */
+  /** Chain hash of the previous record (all zeros before record 1: GENESIS_HASH). */
+  readonly #prevHash = new Uint8Array(32);
+  /** The final record so far (a copy). */
   #last: Buffer | null = null;
-  #lastStart = 0;
-  #lastEnd = 0;
-  #lastOwned = false;
-
-  constructor(opts: { leaves?: boolean } = {}) {
-    this.#tree = opts.leaves === false ? null : new MerkleLog();
-  }
 
   get size(): number {
     return this.#seqs.length;
   }
 
-  push(bytes: Uint8Array): void {
-    this.pushRange(asBuffer(bytes), 0, bytes.length);
-  }
-
   /**
-   * Scans the record held in `src[start, end)`. With `prefixWritable`, `src[start - 1]` may be
-   * overwritten (it is restored). The bytes must stay unchanged until the next `pushRange` or
-   * `settle`.
+   * The next `n` records, at `data[ranges[2i], ranges[2i + 1])`, with the hashes `hashChunk` wrote
+   * for them. `data`, `ranges` and `chains` may be reused once this returns; `tree` is kept.
    */
-  pushRange(src: Buffer, start: number, end: number, prefixWritable = false): void {
-    const k = this.#seqs.length + 1;
-    if (this.#tree) {
-      if (prefixWritable && start > 0) {
-        const saved = src[start - 1]!;
-        src[start - 1] = 0;
-        this.#tree.pushLatin1(hash('sha256', src.subarray(start - 1, end), 'binary'));
-        src[start - 1] = saved;
-      } else {
-        const len = end - start;
-        if (len + 1 > this.#scratch.length) this.#scratch = Buffer.allocUnsafe(2 * (len + 1));
-        this.#scratch[0] = 0;
-        src.copy(this.#scratch, 1, start, end);
-        this.#tree.pushLatin1(hash('sha256', this.#scratch.subarray(0, len + 1), 'binary'));
+  pushChunk(
+    data: Buffer,
+    ranges: Int32Array,
+    n: number,
+    chains: Uint8Array,
+    tree: Uint8Array,
+  ): void {
+    if (n === 0) return;
+    let prev: Uint8Array = this.#prevHash;
+    let prevAt = 0;
+    for (let i = 0; i < n; i++) {
+      const start = ranges[2 * i]!;
+      const end = ranges[2 * i + 1]!;
+      const k = this.#seqs.length + 1;
+      const f = readFields(data, start, end);
+      this.#seqs.push(f ? f.seq : -1);
+      if (!f) {
+        this.#unreadable.push(k);
+        this.#broken.push(k);
+      } else if (
+        f.prevAt >= 0
+          ? !hexMatches(data, f.prevAt, prev, prevAt)
+          : f.prev !== Buffer.from(prev.subarray(prevAt, prevAt + 32)).toString('hex')
+      ) {
+        this.#broken.push(k);
       }
+      if (f?.checkpoint) {
+        const c = embedded(data.subarray(start, end), k);
+        if (c) this.#checkpoints.push(c);
+      }
+      prev = chains;
+      prevAt = 32 * i;
     }
-    const f = readFields(src, start, end);
-    this.#seqs.push(f ? f.seq : -1);
-    if (!f) {
-      this.#unreadable.push(k);
-      this.#broken.push(k);
-    } else if (
-      f.prevAt >= 0
-        ? !hexMatches(src, f.prevAt, this.#prevHash)
-        : f.prev !== Buffer.from(this.#prevHash, 'latin1').toString('hex')
-    ) {
-      this.#broken.push(k);
-    }
-    this.#prevHash = hash('sha256', src.subarray(start, end), 'binary');
-    if (f?.checkpoint) {
-      const c = embedded(src.subarray(start, end), k);
-      if (c) this.#checkpoints.push(c);
-    }
-    this.#last = src;
-    this.#lastStart = start;
-    this.#lastEnd = end;
-    this.#lastOwned = false;
+    this.#prevHash.set(chains.subarray(32 * (n - 1), 32 * n));
+    this.#last = Buffer.from(data.subarray(ranges[2 * (n - 1)], ranges[2 * n - 1]));
+    this.#tree.extend(n, tree);
   }
 
-  /** Copies the final record out of the caller's buffer (call before reusing that buffer). */
-  settle(): void {
-    if (!this.#last || this.#lastOwned) return;
-    this.#last = Buffer.from(this.#last.subarray(this.#lastStart, this.#lastEnd));
-    this.#lastStart = 0;
-    this.#lastEnd = this.#last.length;
-    this.#lastOwned = true;
-  }
-
-  /** The result; `tree` holds the leaves when they were hashed elsewhere (`{ leaves: false }`). */
-  finish(tree?: MerkleLog): ScanResult {
-    const t = tree ?? this.#tree;
-    if (!t || t.size !== this.#seqs.length) {
-      throw new RangeError(
-        `RecordScanner.finish: a tree of ${this.#seqs.length} leaves is needed, got ${t?.size ?? 'none'}`,
-      );
-    }
+  finish(): ScanResult {
+    const t = this.#tree;
     const n = t.size;
-    const last = this.#last?.subarray(this.#lastStart, this.#lastEnd);
+    const last = this.#last ?? undefined;
     return {
       n,
       seqs: this.#seqs,
@@ -279,8 +243,37 @@ export class RecordScanner {
   }
 }
 
+/** Records in memory are hashed in batches of about this many bytes (copied behind a spare byte). */
+const BATCH_BYTES = 1 << 20;
+
 export function scanRecords(records: readonly Uint8Array[]): ScanResult {
   const s = new RecordScanner();
-  for (const r of records) s.push(r);
+  let buf = Buffer.allocUnsafe(BATCH_BYTES);
+  let ranges = new Int32Array(256);
+  let chains = new Uint8Array(0);
+  for (let from = 0; from < records.length;) {
+    let n = 0;
+    let at = 0;
+    for (let i = from; i < records.length; i++) {
+      const len = records[i]!.length;
+      if (n > 0 && at + len + 1 > buf.length) break;
+      if (at + len + 1 > buf.length) buf = Buffer.allocUnsafe(len + 1);
+      if (2 * n + 2 > ranges.length) {
+        const bigger = new Int32Array(2 * ranges.length);
+        bigger.set(ranges);
+        ranges = bigger;
+      }
+      buf.set(records[i]!, at + 1);
+      ranges[2 * n] = at + 1;
+      ranges[2 * n + 1] = at + 1 + len;
+      at += len + 1;
+      n++;
+    }
+    if (chains.length < 32 * n) chains = new Uint8Array(32 * n);
+    const tree = new Uint8Array(treeOutputBytes(s.size, n));
+    hashChunk(hash, buf, ranges, n, s.size, chains, tree);
+    s.pushChunk(buf, ranges, n, chains, tree);
+    from += n;
+  }
   return s.finish();
 }
