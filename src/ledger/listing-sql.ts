@@ -116,6 +116,12 @@ export interface SqlListingOptions {
    * `(opened_at, state)` index covers it) instead of one count per (state, priority bucket).
    */
   groupedRangeCounts?: boolean;
+  /**
+   * SQLite's partial listing indexes (schema 5), named for `INDEXED BY` on the triage queries
+   * they answer: with a filter such as `action = ?` the planner would otherwise walk every row of
+   * that action, newest first, looking for the few that need attention.
+   */
+  partialIndexes?: { attention: string; rare: string };
 }
 
 export async function listOperationsSql(
@@ -211,7 +217,7 @@ export async function listOperationsSql(
       )
     ).map(rowFromSql);
   } else {
-    fetched = await triageRows(db, where, chosen, counts, cursor, backward, want);
+    fetched = await triageRows(db, where, chosen, counts, cursor, backward, want, options);
   }
   return paginate(
     fetched,
@@ -241,6 +247,7 @@ async function triageRows(
   cursor: Cursor | null,
   backward: boolean,
   want: number,
+  options: SqlListingOptions,
 ): Promise<OperationRow[]> {
   const buckets: Priority[] = backward ? [2, 1, 0] : [0, 1, 2];
   const out: OperationRow[] = [];
@@ -253,16 +260,22 @@ async function triageRows(
       const p = new Params(db);
       const c = where(p);
       c.push(`priority = ${b}`);
+      const rare = b === 2 && s !== null && s !== 'succeeded';
       if (b < 2) c.push('priority < 2');
       if (s !== null) c.push(`state = ${p.add(s)}`);
-      if (b === 2 && s !== null && s !== 'succeeded') c.push("state <> 'succeeded'");
+      if (rare) c.push("state <> 'succeeded'");
+      const partial = options.partialIndexes;
+      const from =
+        partial && (b < 2 || rare)
+          ? `ledger_operations INDEXED BY ${b < 2 ? partial.attention : partial.rare}`
+          : 'ledger_operations';
       if (cursor && cursor.priority === b)
         c.push(
           `(opened_at, first_seq) ${backward ? '>' : '<'} (${p.add(cursor.opened_at)}, ${p.add(cursor.first_seq)})`,
         );
       const dir = backward ? 'ASC' : 'DESC';
       const rows = await db.run(
-        `SELECT ${ROW_COLUMNS} FROM ledger_operations WHERE ${c.join(' AND ')}
+        `SELECT ${ROW_COLUMNS} FROM ${from} WHERE ${c.join(' AND ')}
          ORDER BY opened_at ${dir}, first_seq ${dir} LIMIT ${want - out.length}`,
         p.values,
       );

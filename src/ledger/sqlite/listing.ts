@@ -53,12 +53,12 @@ export const SQLITE_LISTING_SCHEMA = `
 
 /** The listing's indexes from schema 5 on (see the migration in schema.ts). */
 export const SQLITE_LISTING_INDEXES_5 = `
-  CREATE INDEX ledger_operations_opened ON ledger_operations (opened_at, state);
+  CREATE INDEX ledger_operations_opened ON ledger_operations (opened_at, first_seq, state);
   CREATE INDEX ledger_operations_action ON ledger_operations (action, opened_at);
   CREATE INDEX ledger_operations_class ON ledger_operations (action_class, opened_at);
   CREATE INDEX ledger_operations_session ON ledger_operations (session_id, opened_at);
-  CREATE INDEX ledger_operations_attention ON ledger_operations (priority, opened_at, state, operation_id)
-    WHERE priority < 2;
+  CREATE INDEX ledger_operations_attention
+    ON ledger_operations (priority, opened_at, first_seq, state, operation_id) WHERE priority < 2;
   CREATE INDEX ledger_operations_rare ON ledger_operations (state, opened_at)
     WHERE priority = 2 AND state <> 'succeeded';
 `;

@@ -442,6 +442,10 @@ class SqliteLedgerStore implements LedgerStore {
       prefixUpper: '\u{10ffff}',
       binary: '',
       groupedRangeCounts: true,
+      partialIndexes: {
+        attention: 'ledger_operations_attention',
+        rare: 'ledger_operations_rare',
+      },
     });
   }
 
