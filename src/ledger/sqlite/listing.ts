@@ -1,6 +1,7 @@
 // The operations listing's tables in SQLite, written in the append transaction (and by the v2
-// migration's backfill). An update rewrites only the indexes whose columns move: most events
-// (an attempt starting while the operation is already unresolved) touch no listing index.
+// migration's backfill). An update rewrites only the indexes whose columns move; from schema 5 a
+// state change rewrites entries in place (the same page), and an ordinary operation enters the
+// `attention` partial index when opened and leaves it when it succeeds.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { StoredEvent } from '../events.js';
 import { foldListing, type OperationRow } from '../listing.js';
