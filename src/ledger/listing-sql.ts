@@ -112,8 +112,8 @@ export interface SqlListingOptions {
   /** Makes a text comparison binary (PostgreSQL: ` COLLATE "C"`; SQLite compares bytes). */
   binary: string;
   /**
-   * Counts a time range's rows per state in one grouped query over the range (SQLite: its
-   * `(opened_at, state)` index covers it) instead of one count per (state, priority bucket).
+   * Counts a time range's rows per state in one pass over the range (SQLite: its
+   * `(opened_at, first_seq, state)` index covers it) instead of one count per (state, bucket).
    */
   groupedRangeCounts?: boolean;
   /**
@@ -178,6 +178,14 @@ export async function listOperationsSql(
         countRows.push({ state: s, n: r?.n ?? 0 });
       }
     }
+  } else if (ids === null) {
+    // A time range in one pass over the range, no sort (SQLite: covered by its opened index).
+    const [r] = await db.run(
+      `SELECT ${STATES.map((s, i) => `SUM(CASE WHEN state = ${cp.add(s)} THEN 1 ELSE 0 END) AS n${i}`).join(', ')}
+       FROM ledger_operations WHERE ${where(cp).join(' AND ')}`,
+      cp.values,
+    );
+    countRows = STATES.map((s, i) => ({ state: s, n: r?.[`n${i}`] ?? 0 }));
   } else {
     countRows = await db.run(
       `SELECT state, COUNT(*) AS n FROM ledger_operations WHERE ${where(cp).join(' AND ')} GROUP BY state`,
@@ -254,6 +262,8 @@ async function triageRows(
   for (const b of buckets) {
     if (out.length >= want) break;
     if (cursor && (backward ? b > cursor.priority : b < cursor.priority)) continue;
+    // No state that can sit in this bucket has a row (the counts are over the same rows).
+    if (!(chosen ?? STATES).some((s) => counts[s] > 0 && bucketsOf(s).includes(b))) continue;
     const parts: OperationRow[] = [];
     for (const s of chosen ?? [null]) {
       if (s !== null && (counts[s] === 0 || !bucketsOf(s).includes(b))) continue;

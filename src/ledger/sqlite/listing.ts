@@ -58,8 +58,9 @@ export const SQLITE_LISTING_INDEXES_5 = `
   CREATE INDEX ledger_operations_action ON ledger_operations (action, opened_at);
   CREATE INDEX ledger_operations_class ON ledger_operations (action_class, opened_at);
   CREATE INDEX ledger_operations_session ON ledger_operations (session_id, opened_at);
-  CREATE INDEX ledger_operations_attention
-    ON ledger_operations (priority, opened_at, first_seq, state, operation_id) WHERE priority < 2;
+  CREATE INDEX ledger_operations_attention ON ledger_operations
+    (priority, opened_at, first_seq, state, operation_id, action, action_class, session_id)
+    WHERE priority < 2;
   CREATE INDEX ledger_operations_rare ON ledger_operations (state, opened_at)
     WHERE priority = 2 AND state <> 'succeeded';
 `;
