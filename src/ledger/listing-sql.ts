@@ -112,14 +112,10 @@ export interface SqlListingOptions {
   /** Makes a text comparison binary (PostgreSQL: ` COLLATE "C"`; SQLite compares bytes). */
   binary: string;
   /**
-   * Counts a time range's rows per state in one pass over the range (SQLite: its
-   * `(opened_at, first_seq, state)` index covers it) instead of one count per (state, bucket).
-   */
-  groupedRangeCounts?: boolean;
-  /**
    * SQLite's partial listing indexes (schema 5), named for `INDEXED BY` on the triage queries
    * they answer: with a filter such as `action = ?` the planner would otherwise walk every row of
-   * that action, newest first, looking for the few that need attention.
+   * that action, newest first, looking for the few that need attention. A time range's counts
+   * are then taken from them too (rangeCounts).
    */
   partialIndexes?: { attention: string; rare: string };
 }
@@ -164,7 +160,9 @@ export async function listOperationsSql(
       ].join(' AND ')} GROUP BY state`,
       cp.values,
     );
-  } else if (ids === null && !options.groupedRangeCounts) {
+  } else if (ids === null && options.partialIndexes) {
+    countRows = await rangeCounts(db, where, options.partialIndexes);
+  } else if (ids === null) {
     // A time range: one index range count per (state, bucket), never a pass over every row.
     countRows = [];
     for (const s of STATES) {
@@ -178,14 +176,6 @@ export async function listOperationsSql(
         countRows.push({ state: s, n: r?.n ?? 0 });
       }
     }
-  } else if (ids === null) {
-    // A time range in one pass over the range, no sort (SQLite: covered by its opened index).
-    const [r] = await db.run(
-      `SELECT ${STATES.map((s, i) => `SUM(CASE WHEN state = ${cp.add(s)} THEN 1 ELSE 0 END) AS n${i}`).join(', ')}
-       FROM ledger_operations WHERE ${where(cp).join(' AND ')}`,
-      cp.values,
-    );
-    countRows = STATES.map((s, i) => ({ state: s, n: r?.[`n${i}`] ?? 0 }));
   } else {
     countRows = await db.run(
       `SELECT state, COUNT(*) AS n FROM ledger_operations WHERE ${where(cp).join(' AND ')} GROUP BY state`,
@@ -238,6 +228,42 @@ export async function listOperationsSql(
       counts,
     },
   );
+}
+
+/**
+ * Counts per state of a time range (and filters) from SQLite's schema-5 indexes, without a
+ * per-row expression over the range: every listed row is in the attention index (priority 0/1),
+ * in the rare index (priority 2, not `succeeded`), or a plain success. So the range is counted
+ * once (the opened index covers it), the two partial indexes are counted by state, and
+ * `succeeded` is what remains plus the succeeded rows of the attention index.
+ */
+async function rangeCounts(
+  db: SqlRunner,
+  where: (p: Params) => string[],
+  partial: NonNullable<SqlListingOptions['partialIndexes']>,
+): Promise<SqlRow[]> {
+  const all = new Params(db);
+  const [total] = await db.run(
+    `SELECT COUNT(*) AS n FROM ledger_operations WHERE ${where(all).join(' AND ')}`,
+    all.values,
+  );
+  const a = new Params(db);
+  const attention = await db.run(
+    `SELECT state, COUNT(*) AS n FROM ledger_operations INDEXED BY ${partial.attention}
+     WHERE ${[...where(a), 'priority < 2'].join(' AND ')} GROUP BY state`,
+    a.values,
+  );
+  const r = new Params(db);
+  const rare = await db.run(
+    `SELECT state, COUNT(*) AS n FROM ledger_operations INDEXED BY ${partial.rare}
+     WHERE ${[...where(r), 'priority = 2', "state <> 'succeeded'"].join(' AND ')} GROUP BY state`,
+    r.values,
+  );
+  const counts = emptyCounts();
+  for (const row of [...attention, ...rare]) counts[row.state as State] += Number(row.n);
+  counts.succeeded =
+    Number(total?.n ?? 0) - STATES.reduce((n, s) => (s === 'succeeded' ? n : n + counts[s]), 0);
+  return STATES.map((s) => ({ state: s, n: counts[s] }));
 }
 
 /**

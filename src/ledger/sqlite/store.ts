@@ -441,7 +441,6 @@ class SqliteLedgerStore implements LedgerStore {
     return listOperationsSql(this.#sql, q, {
       prefixUpper: '\u{10ffff}',
       binary: '',
-      groupedRangeCounts: true,
       partialIndexes: {
         attention: 'ledger_operations_attention',
         rare: 'ledger_operations_rare',
