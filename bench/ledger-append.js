@@ -134,6 +134,43 @@ function event() {
 }
 
 /**
+ * The engine's two commits per successful action (src/engine): `operation_opened` with the first
+ * `attempt_started`, then `attempt_finished` with `operation_resolved`. Each call returns the
+ * next commit's two events (the three events of event() plus the resolution).
+ */
+let engineSeq = 0;
+function engineCommit() {
+  const n = engineSeq++;
+  const k = Math.floor(n / 2);
+  // event() numbers its events n % 3: opened, started, finished.
+  const shaped = (i) => {
+    const saved = seq;
+    seq = k * 3 + i;
+    const e = event();
+    seq = saved;
+    const op = `op_01JENG${ID}${String(k).padStart(16, '0')}`;
+    const att = `att_01JENG${ID}${String(k).padStart(16, '0')}`;
+    const data = e.data.attempt_id ? { ...e.data, attempt_id: att } : e.data;
+    return { ...e, at: 1767225600000 + n, operation_id: op, data };
+  };
+  if (n % 2 === 0) return [shaped(0), shaped(1)];
+  const finished = shaped(2);
+  return [
+    finished,
+    {
+      ...finished,
+      kind: 'operation_resolved',
+      data: {
+        state: 'succeeded',
+        category: 'succeeded',
+        by: 'attempt',
+        remote_refs: [finished.data.response.remote_ref],
+      },
+    },
+  ];
+}
+
+/**
  * Runs `step` (one write) for SECONDS with `writers` concurrent loops; returns writes/s and this
  * process's CPU time (user + system) per write in µs: unlike wall time, barely moved by the other
  * work on a shared machine.
@@ -210,7 +247,15 @@ function rawSqlite(path, synchronous) {
   db.pragma(`synchronous = ${synchronous}`);
   db.exec('CREATE TABLE raw (seq INTEGER PRIMARY KEY, bytes BLOB NOT NULL)');
   const insert = db.prepare('INSERT INTO raw (bytes) VALUES (?)');
-  return { step: () => insert.run(Buffer.from(JSON.stringify(event()))), close: () => db.close() };
+  // The engine's shape: the same rows, as many a transaction as the ledger commits at once.
+  const many = db.transaction((events) => {
+    for (const e of events) insert.run(Buffer.from(JSON.stringify(e)));
+  });
+  return {
+    step: () => insert.run(Buffer.from(JSON.stringify(event()))),
+    engineStep: () => many(engineCommit()),
+    close: () => db.close(),
+  };
 }
 
 async function sqlite() {
@@ -235,6 +280,21 @@ async function sqlite() {
       await compare(() => store.append([event()]), raw.step),
       mode === 'process' ? 0.5 : undefined,
     );
+    if (mode === 'process') {
+      // Two events a commit, as the engine writes them; raw: the same rows, two a transaction.
+      const c = await compare(() => store.append(engineCommit()), raw.engineStep);
+      const per = (x) => (x === undefined ? undefined : x / 2);
+      report(
+        'sqlite process, 2 events a commit (engine)',
+        {
+          ledger: c.ledger * 2,
+          raw: c.raw * 2,
+          ledgerCpu: per(c.ledgerCpu),
+          rawCpu: per(c.rawCpu),
+        },
+        0.5,
+      );
+    }
     if (mode === 'power') {
       // 16 callers in flight: group commit shares one fsync among them; the raw baseline cannot.
       report(

@@ -111,6 +111,13 @@ export interface SqlListingOptions {
   prefixUpper: string;
   /** Makes a text comparison binary (PostgreSQL: ` COLLATE "C"`; SQLite compares bytes). */
   binary: string;
+  /**
+   * SQLite's partial listing indexes (schema 5), named for `INDEXED BY` on the triage queries
+   * they answer: with a filter such as `action = ?` the planner would otherwise walk every row of
+   * that action, newest first, looking for the few that need attention. A time range's counts
+   * are then taken from them too (rangeCounts).
+   */
+  partialIndexes?: { attention: string; rare: string };
 }
 
 export async function listOperationsSql(
@@ -153,6 +160,8 @@ export async function listOperationsSql(
       ].join(' AND ')} GROUP BY state`,
       cp.values,
     );
+  } else if (ids === null && options.partialIndexes) {
+    countRows = await rangeCounts(db, where, options.partialIndexes);
   } else if (ids === null) {
     // A time range: one index range count per (state, bucket), never a pass over every row.
     countRows = [];
@@ -186,7 +195,10 @@ export async function listOperationsSql(
   const cursor = after ?? before;
   const want = limit + 1;
   let fetched: OperationRow[];
-  if (q.order === 'opened') {
+  if (total === 0) {
+    // The counts are over the same rows as the page: nothing to scan for.
+    fetched = [];
+  } else if (q.order === 'opened') {
     const p = new Params(db);
     const c = where(p);
     if (chosen) c.push(`state IN (${chosen.map((s) => p.add(s)).join(', ')})`);
@@ -203,7 +215,7 @@ export async function listOperationsSql(
       )
     ).map(rowFromSql);
   } else {
-    fetched = await triageRows(db, where, chosen, cursor, backward, want);
+    fetched = await triageRows(db, where, chosen, counts, cursor, backward, want, options);
   }
   return paginate(
     fetched,
@@ -218,34 +230,88 @@ export async function listOperationsSql(
   );
 }
 
-/** Up to `want` rows in triage order (reversed when `backward`), bucket by bucket. */
+/**
+ * Counts per state of a time range (and filters) from SQLite's schema-5 indexes, without a
+ * per-row expression over the range: every listed row is in the attention index (priority 0/1),
+ * in the rare index (priority 2, not `succeeded`), or a plain success. So the range is counted
+ * once (the opened index covers it), the two partial indexes are counted by state, and
+ * `succeeded` is what remains plus the succeeded rows of the attention index.
+ */
+async function rangeCounts(
+  db: SqlRunner,
+  where: (p: Params) => string[],
+  partial: NonNullable<SqlListingOptions['partialIndexes']>,
+): Promise<SqlRow[]> {
+  const all = new Params(db);
+  const [total] = await db.run(
+    `SELECT COUNT(*) AS n FROM ledger_operations WHERE ${where(all).join(' AND ')}`,
+    all.values,
+  );
+  const a = new Params(db);
+  const attention = await db.run(
+    `SELECT state, COUNT(*) AS n FROM ledger_operations INDEXED BY ${partial.attention}
+     WHERE ${[...where(a), 'priority < 2'].join(' AND ')} GROUP BY state`,
+    a.values,
+  );
+  const r = new Params(db);
+  const rare = await db.run(
+    `SELECT state, COUNT(*) AS n FROM ledger_operations INDEXED BY ${partial.rare}
+     WHERE ${[...where(r), 'priority = 2', "state <> 'succeeded'"].join(' AND ')} GROUP BY state`,
+    r.values,
+  );
+  const counts = emptyCounts();
+  for (const row of [...attention, ...rare]) counts[row.state as State] += Number(row.n);
+  counts.succeeded =
+    Number(total?.n ?? 0) - STATES.reduce((n, s) => (s === 'succeeded' ? n : n + counts[s]), 0);
+  return STATES.map((s) => ({ state: s, n: counts[s] }));
+}
+
+/**
+ * Up to `want` rows in triage order (reversed when `backward`), bucket by bucket. The bucket is
+ * written as a literal, and a query that can be answered from a partial index of SQLite's listing
+ * (schema 5: `priority < 2`; `priority = 2 AND state <> 'succeeded'`) carries that index's WHERE
+ * terms word for word, which is how SQLite's planner recognises it may use the index (the terms
+ * are implied by the others, so every store gets the same rows).
+ */
 async function triageRows(
   db: SqlRunner,
   where: (p: Params) => string[],
   chosen: State[] | null,
+  counts: Record<State, number>,
   cursor: Cursor | null,
   backward: boolean,
   want: number,
+  options: SqlListingOptions,
 ): Promise<OperationRow[]> {
   const buckets: Priority[] = backward ? [2, 1, 0] : [0, 1, 2];
   const out: OperationRow[] = [];
   for (const b of buckets) {
     if (out.length >= want) break;
     if (cursor && (backward ? b > cursor.priority : b < cursor.priority)) continue;
+    // No state that can sit in this bucket has a row (the counts are over the same rows).
+    if (!(chosen ?? STATES).some((s) => counts[s] > 0 && bucketsOf(s).includes(b))) continue;
     const parts: OperationRow[] = [];
     for (const s of chosen ?? [null]) {
-      if (s !== null && !bucketsOf(s).includes(b)) continue;
+      if (s !== null && (counts[s] === 0 || !bucketsOf(s).includes(b))) continue;
       const p = new Params(db);
       const c = where(p);
-      c.push(`priority = ${p.add(b)}`);
+      c.push(`priority = ${b}`);
+      const rare = b === 2 && s !== null && s !== 'succeeded';
+      if (b < 2) c.push('priority < 2');
       if (s !== null) c.push(`state = ${p.add(s)}`);
+      if (rare) c.push("state <> 'succeeded'");
+      const partial = options.partialIndexes;
+      const from =
+        partial && (b < 2 || rare)
+          ? `ledger_operations INDEXED BY ${b < 2 ? partial.attention : partial.rare}`
+          : 'ledger_operations';
       if (cursor && cursor.priority === b)
         c.push(
           `(opened_at, first_seq) ${backward ? '>' : '<'} (${p.add(cursor.opened_at)}, ${p.add(cursor.first_seq)})`,
         );
       const dir = backward ? 'ASC' : 'DESC';
       const rows = await db.run(
-        `SELECT ${ROW_COLUMNS} FROM ledger_operations WHERE ${c.join(' AND ')}
+        `SELECT ${ROW_COLUMNS} FROM ${from} WHERE ${c.join(' AND ')}
          ORDER BY opened_at ${dir}, first_seq ${dir} LIMIT ${want - out.length}`,
         p.values,
       );

@@ -307,6 +307,11 @@ export function listingContract(
         { action: 'act_1' },
         { action_class: 'read', session_id: 'ses_2' },
         { opened_from: T0 + 5, opened_to: T0 + 12 },
+        // Partial-index paths of SQLite schema 5: rare resolved states and buckets 0/1 under a
+        // filter, a time range with a filter.
+        { states: ['failed'], action: 'act_2' },
+        { states: ['open', 'duplicate_effect_confirmed'], session_id: 'ses_0' },
+        { opened_from: T0 + 3, action: 'act_0' },
         { search: 'corr_2' },
         { search: 'ref_x', states: ['succeeded'] },
         { order: 'opened', session_id: 'ses_1' },

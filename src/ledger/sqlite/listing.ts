@@ -1,12 +1,14 @@
 // The operations listing's tables in SQLite, written in the append transaction (and by the v2
-// migration's backfill). An update rewrites only the indexes whose columns move: most events
-// (an attempt starting while the operation is already unresolved) touch no listing index.
+// migration's backfill). An update rewrites only the indexes whose columns move; from schema 5 a
+// state change rewrites entries in place (the same page), and an ordinary operation enters the
+// `attention` partial index when opened and leaves it when it succeeds.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { StoredEvent } from '../events.js';
 import { foldListing, type OperationRow } from '../listing.js';
 import { ROW_COLUMNS, rowFromSql, rowValues, type SqlRow } from '../listing-sql.js';
 import { parseRecord } from '../record.js';
 
+/** The listing as schema 2 created it (schema 5 replaced its indexes). */
 export const SQLITE_LISTING_SCHEMA = `
   CREATE TABLE ledger_operations (
     first_seq INTEGER PRIMARY KEY,
@@ -50,6 +52,19 @@ export const SQLITE_LISTING_SCHEMA = `
   CREATE INDEX ledger_sessions_recent ON ledger_sessions (first_seq);
 `;
 
+/** The listing's indexes from schema 5 on (see the migration in schema.ts). */
+export const SQLITE_LISTING_INDEXES_5 = `
+  CREATE INDEX ledger_operations_opened ON ledger_operations (opened_at, first_seq, state);
+  CREATE INDEX ledger_operations_action ON ledger_operations (action, opened_at);
+  CREATE INDEX ledger_operations_class ON ledger_operations (action_class, opened_at);
+  CREATE INDEX ledger_operations_session ON ledger_operations (session_id, opened_at);
+  CREATE INDEX ledger_operations_attention ON ledger_operations
+    (priority, opened_at, first_seq, state, operation_id, action, action_class, session_id)
+    WHERE priority < 2;
+  CREATE INDEX ledger_operations_rare ON ledger_operations (state, opened_at)
+    WHERE priority = 2 AND state <> 'succeeded';
+`;
+
 export interface SqliteListingWriter {
   /** The stored row (before the current batch). */
   get(operationId: string): OperationRow | undefined;
@@ -71,8 +86,10 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
         .map(() => '?')
         .join(', ')})`,
     ),
-    // Four shapes, by which indexed columns move: `priority` is in every listing index, `state`
-    // in one, so an attempt starting on an unknown operation rewrites one index entry at most.
+    // Four shapes, by which indexed columns move (schema 5): `state` is in the opened index
+    // (rewritten in place) and, with `priority`, in the two partial indexes, which an ordinary
+    // operation leaves when it succeeds; `opened_at`, `action` and `action_class` change only
+    // when an operation's first event was not its `operation_opened`.
     full: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
          remote_refs = ?, duplicate = ?, state = ?, priority = ?, opened_at = ?, action = ?,

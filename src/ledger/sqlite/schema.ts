@@ -7,7 +7,11 @@
 // events cover non-operation events only. unresolved() reads the listing's state (schema 4).
 import type BetterSqlite3 from 'better-sqlite3';
 import { LedgerError } from '../ledger-error.js';
-import { backfillSqliteListing, SQLITE_LISTING_SCHEMA } from './listing.js';
+import {
+  backfillSqliteListing,
+  SQLITE_LISTING_INDEXES_5,
+  SQLITE_LISTING_SCHEMA,
+} from './listing.js';
 
 export interface Migration {
   version: number;
@@ -73,6 +77,26 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       DROP TABLE IF EXISTS unresolved_operations;
       CREATE INDEX ledger_operations_unresolved ON ledger_operations (operation_id, state)
         WHERE state IN ('open', 'unknown');
+    `,
+  },
+  {
+    // Listing indexes whose entries stay where they were put (schema 5): every index of schema 2
+    // led with or held `priority` (and one `state`), so each state change moved five entries, a
+    // page each. Now the key of a full index is (column, opened_at), fixed once an operation is
+    // opened, plus `state` where a state change rewrites the entry in place (same page). Priority
+    // lives only in two partial indexes: the rows needing attention (priority 0 and 1: unresolved
+    // operations and duplicates; it also answers unresolved(), which sorts its ids) and resolved
+    // operations in a state other than `succeeded` (an ordinary success never enters either
+    // index). The queries that can use a partial index spell its WHERE terms (listing-sql.ts).
+    version: 5,
+    sql: `
+      DROP INDEX IF EXISTS ledger_operations_triage;
+      DROP INDEX IF EXISTS ledger_operations_state;
+      DROP INDEX IF EXISTS ledger_operations_action;
+      DROP INDEX IF EXISTS ledger_operations_class;
+      DROP INDEX IF EXISTS ledger_operations_session;
+      DROP INDEX IF EXISTS ledger_operations_unresolved;
+      ${SQLITE_LISTING_INDEXES_5}
     `,
   },
 ];

@@ -3,9 +3,22 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
+import type { NewEvent } from '../events.js';
+import {
+  finished,
+  ledgerContractSuite,
+  observed,
+  opened,
+  sessionStarted,
+  started,
+} from '../contract.case.js';
+import type { OperationsQuery } from '../listing.js';
+import { listOperationsSql, type SqlRunner } from '../listing-sql.js';
+import type { LedgerStore } from '../store.js';
+import { openMemoryLedger } from '../memory/store.js';
+import { backfillSqliteListing } from './listing.js';
 import { openSqliteLedger } from './store.js';
-import { SQLITE_SCHEMA_VERSION } from './schema.js';
+import { SQLITE_MIGRATIONS, SQLITE_SCHEMA_VERSION } from './schema.js';
 
 const dir = mkdtempSync(join(tmpdir(), 'candor-sqlite-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -19,6 +32,40 @@ for (const durability of ['process', 'power'] as const) {
       reopen: () => Promise.resolve(openSqliteLedger(path, { durability })),
     });
   });
+}
+
+/**
+ * A ledger file as Candor wrote it at schema `version`: the migrations up to it, then the events,
+ * tags and leases of the file at `from` and the listing folded from those events (the migrations'
+ * own backfill). Schema 4's tagging rules are schema 5's.
+ */
+function ledgerAtSchema(path: string, version: number, from: string): void {
+  const db = new Database(path);
+  try {
+    db.pragma('journal_mode = WAL');
+    db.exec(
+      'CREATE TABLE schema_version (version INTEGER PRIMARY KEY, applied_at INTEGER NOT NULL)',
+    );
+    for (const m of SQLITE_MIGRATIONS.filter((x) => x.version <= version)) {
+      db.exec(m.sql);
+      db.prepare('INSERT INTO schema_version VALUES (?, ?)').run(m.version, 0);
+    }
+    db.prepare('ATTACH DATABASE ? AS src').run(from);
+    db.exec(`INSERT INTO ledger_events SELECT * FROM src.ledger_events;
+      INSERT INTO ledger_tags SELECT * FROM src.ledger_tags;`);
+    if (version >= 3) db.exec('INSERT INTO ledger_leases SELECT * FROM src.ledger_leases');
+    db.exec('DETACH DATABASE src');
+    if (version >= 2) backfillSqliteListing(db);
+  } finally {
+    db.close();
+  }
+}
+
+/** `opened` with another action and class. */
+function openedAs(op: string, action: string, cls: 'destructive' | 'read', at: number): NewEvent {
+  const e = opened(op, { at, session: 'ses_c' });
+  if (e.kind !== 'operation_opened') throw new Error('unreachable');
+  return { ...e, data: { ...e.data, action, action_class: cls } };
 }
 
 describe('sqlite ledger file', () => {
@@ -126,13 +173,13 @@ describe('sqlite ledger file', () => {
     const events = await store.read();
     await store.close();
     // Schema 3 kept unresolved operations in a table of their own and tagged every session.
-    const db = new Database(path);
-    db.exec(`CREATE TABLE unresolved_operations (operation_id TEXT PRIMARY KEY, state TEXT NOT NULL) WITHOUT ROWID;
-      INSERT INTO unresolved_operations VALUES ('op_1', 'open');
-      INSERT OR IGNORE INTO ledger_tags VALUES ('s:ses_a', 'op_1'), ('s:ses_a', 'op_2');
-      DROP INDEX ledger_operations_unresolved; DELETE FROM schema_version WHERE version > 3;`);
+    const v3 = join(dir, 'v3-old.db');
+    ledgerAtSchema(v3, 3, path);
+    const db = new Database(v3);
+    db.exec(`INSERT INTO unresolved_operations VALUES ('op_1', 'open');
+      INSERT OR IGNORE INTO ledger_tags VALUES ('s:ses_a', 'op_1'), ('s:ses_a', 'op_2');`);
     db.close();
-    const again = openSqliteLedger(path, { mustExist: true });
+    const again = openSqliteLedger(v3, { mustExist: true });
     try {
       expect(await again.unresolved()).toEqual(['op_1']);
       // Each event once, whether its operation is found by a tag, by its listing row, or both.
@@ -145,7 +192,7 @@ describe('sqlite ledger file', () => {
     } finally {
       await again.close();
     }
-    const check = new Database(path, { readonly: true });
+    const check = new Database(v3, { readonly: true });
     expect(
       check
         .prepare("SELECT count(*) FROM sqlite_master WHERE name = 'unresolved_operations'")
@@ -159,6 +206,156 @@ describe('sqlite ledger file', () => {
         .pluck()
         .all(),
     ).toEqual(expect.arrayContaining(['s:ses_a', 's:ses_b']));
+    check.close();
+  });
+
+  it('migrates a schema-4 ledger to schema 5: the same pages, queries and unresolved() as before, and as the memory store', async () => {
+    const T0 = Date.UTC(2026, 0, 1);
+    const events: NewEvent[] = [
+      sessionStarted('ses_a'),
+      opened('op_1', { session: 'ses_a', correlation: 'case-1', key: 'key-1', at: T0 + 1 }),
+      started('op_1', 'att_1'),
+      finished('op_1', 'att_1', 'succeeded', 'never', 'applied'),
+      opened('op_2', { session: 'ses_b', at: T0 + 2 }),
+      started('op_2', 'att_2'),
+      opened('op_3', { at: T0 + 3, correlation: 'case-3' }),
+      openedAs('op_4', 'delete_app', 'destructive', T0 + 4),
+      started('op_4', 'att_4'),
+      finished('op_4', 'att_4', 'confirmed_failure', 'never', 'none'),
+      opened('op_5', { at: T0 + 5, key: 'key-5' }),
+      started('op_5', 'att_5'),
+      finished('op_5', 'att_5', 'succeeded', 'never', 'applied'),
+      observed('op_5', 'succeeded', 2),
+      openedAs('op_6', 'read_app', 'read', T0 + 6),
+      started('op_6', 'att_6'),
+      finished('op_6', 'att_6', 'succeeded', 'never', 'applied'),
+      opened('op_7', { at: T0 + 2 }),
+      started('op_7', 'att_7'),
+      finished('op_7', 'att_7', 'confirmed_failure', 'never', 'none'),
+    ];
+    const fresh = join(dir, 'v5-fresh.db');
+    const source = openSqliteLedger(fresh);
+    const memory = openMemoryLedger();
+    for (const e of events) {
+      await source.append([e]);
+      await memory.append([e]);
+    }
+    await source.close();
+    const path = join(dir, 'v4.db');
+    ledgerAtSchema(path, 4, fresh);
+
+    const queries: OperationsQuery[] = [
+      {},
+      { states: ['open', 'unknown'] },
+      { states: ['failed'] },
+      { states: ['succeeded'] },
+      { states: ['cancelled'] },
+      { states: ['succeeded', 'failed'], limit: 2 },
+      { action: 'delete_app' },
+      { action_class: 'read' },
+      { session_id: 'ses_a' },
+      { session_id: 'ses_c', states: ['failed'] },
+      { order: 'opened' },
+      { order: 'opened', states: ['failed', 'succeeded'] },
+      { opened_from: T0 + 2, opened_to: T0 + 4 },
+      { opened_from: T0 + 2, states: ['failed'] },
+      { search: 'case-3' },
+      { operation_ids: ['op_2', 'op_5', 'op_9'] },
+    ];
+    /** Every page of `q`, walked forward with two rows a page. */
+    const walk = async (
+      list: (q: OperationsQuery) => Promise<Awaited<ReturnType<LedgerStore['operations']>>>,
+      q: OperationsQuery,
+    ): Promise<unknown[]> => {
+      const pages = [];
+      let page = await list({ ...q, limit: 2 });
+      pages.push(page);
+      while (page.next !== null && pages.length < 20) {
+        page = await list({ ...q, limit: 2, after: page.next });
+        pages.push(page);
+      }
+      // And one step back from the last page.
+      if (page.prev !== null) pages.push(await list({ ...q, limit: 2, before: page.prev }));
+      return pages;
+    };
+    const answers = async (
+      list: (q: OperationsQuery) => Promise<Awaited<ReturnType<LedgerStore['operations']>>>,
+    ): Promise<unknown[]> => {
+      const out = [];
+      for (const q of queries) out.push(await list(q), await walk(list, q));
+      return out;
+    };
+    const expected = await answers((q) => memory.operations(q));
+    expect(await memory.unresolved()).toEqual(['op_2', 'op_3']);
+
+    // The schema-4 file answers through schema 4's indexes and unresolved() statement.
+    const old = new Database(path, { readonly: true });
+    const runner: SqlRunner = {
+      placeholder: () => '?',
+      run: (sql, params) =>
+        Promise.resolve(old.prepare(sql).all(...params) as Record<string, unknown>[]),
+    };
+    expect(
+      await answers((q) => listOperationsSql(runner, q, { prefixUpper: '\u{10ffff}', binary: '' })),
+    ).toEqual(expected);
+    expect(
+      old
+        .prepare(
+          `SELECT operation_id FROM ledger_operations INDEXED BY ledger_operations_unresolved
+           WHERE state IN ('open', 'unknown') ORDER BY operation_id`,
+        )
+        .pluck()
+        .all(),
+    ).toEqual(['op_2', 'op_3']);
+    old.close();
+
+    const again = openSqliteLedger(path, { mustExist: true });
+    try {
+      expect(await answers((q) => again.operations(q))).toEqual(expected);
+      expect(await again.unresolved()).toEqual(['op_2', 'op_3']);
+      expect(await again.facets()).toEqual(await memory.facets());
+      for (const q of [
+        { operation_id: 'op_5' },
+        { session_id: 'ses_a' },
+        { session_id: 'ses_2' },
+        { correlation_id: 'case-3' },
+        { idempotency_key: 'key-5' },
+      ]) {
+        expect((await again.query(q)).map((e) => e.hash)).toEqual(
+          (await memory.query(q)).map((e) => e.hash),
+        );
+      }
+      // Maintained on append from here: op_2 resolves, op_3 goes unknown.
+      const more = [
+        finished('op_2', 'att_2', 'succeeded', 'never', 'applied'),
+        started('op_3', 'att_3'),
+      ];
+      await again.append(more);
+      await memory.append(more);
+      expect(await again.unresolved()).toEqual(['op_3']);
+      expect(await answers((q) => again.operations(q))).toEqual(
+        await answers((q) => memory.operations(q)),
+      );
+    } finally {
+      await again.close();
+    }
+    const check = new Database(path, { readonly: true });
+    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(5);
+    expect(
+      check
+        .prepare(
+          "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ledger_operations' AND name NOT LIKE 'sqlite_%' ORDER BY name",
+        )
+        .pluck()
+        .all(),
+    ).toEqual([
+      'ledger_operations_action',
+      'ledger_operations_attention',
+      'ledger_operations_class',
+      'ledger_operations_opened',
+      'ledger_operations_rare',
+      'ledger_operations_session',
+    ]);
     check.close();
   });
 

@@ -235,13 +235,13 @@ class SqliteLedgerStore implements LedgerStore {
            (SELECT operation_id FROM ledger_tags WHERE tag = 'k:' || ?)
          ORDER BY seq`,
       ),
-      // The listing row holds each operation's projected state; this WHERE is the partial index
-      // ledger_operations_unresolved's own (schema 4), which answers alone, in order (the planner
-      // would take the listing's state index and sort).
+      // The listing row holds each operation's projected state. Unresolved operations are in
+      // priority bucket 0 or 1, the partial index ledger_operations_attention (schema 5), which
+      // holds them with the few duplicates and answers alone (its ids then sorted).
       unresolved: db
         .prepare(
-          `SELECT operation_id FROM ledger_operations INDEXED BY ledger_operations_unresolved
-           WHERE state IN ('open', 'unknown') ORDER BY operation_id`,
+          `SELECT operation_id FROM ledger_operations INDEXED BY ledger_operations_attention
+           WHERE priority < 2 AND state IN ('open', 'unknown') ORDER BY operation_id`,
         )
         .pluck(),
       lease: db.prepare(
@@ -438,7 +438,14 @@ class SqliteLedgerStore implements LedgerStore {
   }
 
   operations(q: OperationsQuery): Promise<OperationsPage> {
-    return listOperationsSql(this.#sql, q, { prefixUpper: '\u{10ffff}', binary: '' });
+    return listOperationsSql(this.#sql, q, {
+      prefixUpper: '\u{10ffff}',
+      binary: '',
+      partialIndexes: {
+        attention: 'ledger_operations_attention',
+        rare: 'ledger_operations_rare',
+      },
+    });
   }
 
   facets(sessions = 200): Promise<ListingFacets> {
