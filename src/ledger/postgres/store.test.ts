@@ -6,6 +6,8 @@ import {
   type ThrowawayPostgres,
 } from '../../../test/support/postgres.js';
 import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
+import { GENESIS_HASH, type NewEvent } from '../events.js';
+import { sealRecord } from '../record.js';
 import { POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { openPostgresLedger } from './store.js';
 
@@ -96,7 +98,8 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     await client.connect();
     try {
       await client.query(`SET search_path = ${schema}`);
-      await client.query(`DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions, ledger_leases;
+      await client.query(`DROP FUNCTION candor_append;
+        DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions, ledger_leases;
         DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1`);
     } finally {
       await client.end();
@@ -151,6 +154,86 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('seals in the server the bytes the client seals: same records, hashes and listing', async () => {
+    const odd = opened('op_ü');
+    const events: NewEvent[] = [
+      {
+        kind: 'session_started',
+        at: Date.UTC(2026, 0, 1),
+        session_id: 'ses_é',
+        operation_id: null,
+        correlation_id: null,
+        data: { owner: 'gw-1', instance_id: 'i-1', pid: 7, agent: 'a "quoted" \\ agent' },
+      },
+      {
+        ...odd,
+        session_id: 'ses_é',
+        correlation_id: 'case \u2028 😀',
+        data: {
+          ...odd.data,
+          // The record's own head fields, nested in its data: only the outer ones are spliced.
+          params: { prev_hash: '', seq: 0, session_id: 'x', note: 'é 😀 \u2028 "q" \\' },
+        },
+      } as NewEvent,
+      started('op_ü', 'att_1'),
+      opened('op_2', { session: null }),
+      finished('op_ü', 'att_1', 'succeeded', 'never', 'applied'),
+      started('op_2', 'att_2'),
+    ];
+    // `server`: a fresh store per append, so each one seals in the server (no commit to guess
+    // after). `client`: one store, alone from its second commit on, so the rest are sealed in the
+    // client and sent in one message.
+    for (const e of events) {
+      const s = await openPostgresLedger(url(), { schema: 'sealed_server' });
+      await s.append([e]);
+      await s.close();
+    }
+    const one = await openPostgresLedger(url(), { schema: 'sealed_client' });
+    for (const e of events) await one.append([e]);
+    const stored = await one.read();
+    await one.close();
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      const table = async (schema: string, sql: string): Promise<unknown[]> =>
+        (await client.query(sql.replaceAll('$s', schema))).rows;
+      const raw = (await table(
+        'sealed_server',
+        'SELECT seq::int, hash, bytes FROM $s.ledger_events ORDER BY seq',
+      )) as { seq: number; hash: string; bytes: Buffer }[];
+      // What the client's sealing writes for the same events, byte for byte.
+      let prev = GENESIS_HASH;
+      expect(raw.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      raw.forEach((r, i) => {
+        const sealed = sealRecord(events[i]!, i + 1, prev);
+        expect(r.bytes.toString('hex')).toBe(sealed.bytes.toString('hex'));
+        expect(r.hash).toBe(sealed.record.hash);
+        prev = sealed.record.hash;
+      });
+      expect(stored.map((e) => e.hash)).toEqual(raw.map((r) => r.hash));
+      for (const sql of [
+        'SELECT seq, hash, bytes, kind, operation_id, session_id, correlation_id FROM $s.ledger_events ORDER BY seq',
+        'SELECT * FROM $s.ledger_operations ORDER BY operation_id',
+        'SELECT * FROM $s.ledger_op_counts ORDER BY action, action_class, session_id, state',
+        'SELECT * FROM $s.ledger_sessions ORDER BY session_id',
+        'SELECT * FROM $s.ledger_tags ORDER BY tag, operation_id',
+        'SELECT * FROM $s.unresolved_operations ORDER BY operation_id',
+      ]) {
+        expect(await table('sealed_server', sql)).toEqual(await table('sealed_client', sql));
+      }
+      const ops = (await table(
+        'sealed_server',
+        'SELECT operation_id, first_seq::int, last_seq::int, attempts FROM $s.ledger_operations ORDER BY first_seq',
+      )) as unknown[];
+      expect(ops).toEqual([
+        { operation_id: 'op_ü', first_seq: 2, last_seq: 5, attempts: 1 },
+        { operation_id: 'op_2', first_seq: 4, last_seq: 6, attempts: 1 },
+      ]);
+    } finally {
+      await client.end();
     }
   });
 });

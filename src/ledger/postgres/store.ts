@@ -1,8 +1,10 @@
 // PostgreSQL LedgerStore (pg). Appends are linearised by a transaction-scoped advisory lock per
 // ledger schema: every client, on any host, reads the head and inserts after it while holding the
 // lock, so the chain never forks (and the seq primary key would refuse a fork anyway). Appends
-// queued in one process are group-committed. A write takes three round trips: (lock, head,
-// states), (insert, commit) and a WAL flush wait outside the lock.
+// queued in one process are group-committed. A write takes three round trips: (operation locks,
+// listing rows, owners), (one `candor_append` call that takes the append lock and seals in the
+// server, commit) and a WAL flush wait outside the lock; a lone writer seals in the client and
+// sends everything in one message (#speculate).
 import pg from 'pg';
 import { sha256Hex } from '../../core/fingerprint.js';
 import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
@@ -26,7 +28,15 @@ import {
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { decodeSealed, parseRecord, sealRecord, type SealedRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
-import { listingRows, listingRowsSql, listingWriteSql } from './listing.js';
+import {
+  absoluteSeq,
+  relativeRecords,
+  serverAppendSql,
+  storedRecords,
+  templateOf,
+  type Template,
+} from './append.js';
+import { listingRows, listingRowsSql, listingWrites } from './listing.js';
 import { migratePostgres, validSchemaName } from './schema.js';
 
 export interface PostgresLedgerOptions {
@@ -160,6 +170,7 @@ class PostgresLedgerStore implements LedgerStore {
   /** Channel on which a released lease is announced (payload: the owner). */
   readonly #leaseChannel: string;
   readonly #url: string;
+  readonly #schema: string;
   readonly #watchers = new Set<pg.Client>();
   /**
    * Set after a commit, cleared by any failure: lets the next append seal before reading (one
@@ -171,6 +182,7 @@ class PostgresLedgerStore implements LedgerStore {
   constructor(pool: pg.Pool, schema: string, url: string) {
     this.#pool = pool;
     this.#url = url;
+    this.#schema = schema;
     this.#channel = `candor_ledger_${schema}`;
     this.#leaseChannel = `candor_leases_${schema}`;
     this.#lockKey = BigInt.asIntN(
@@ -194,40 +206,15 @@ class PostgresLedgerStore implements LedgerStore {
       let done: Sealed | null = null;
       if (last?.alone && ownerChangesIn(batches).operations.length === 0) {
         done = await this.#speculate(client, batches, touched, last);
+        if (done) {
+          this.#last = {
+            head: done.head,
+            known: mergeKnown(last.known, done.written),
+            alone: true,
+          };
+        }
       }
-      if (!done) {
-        // One round trip takes the append lock, then reads the head and the touched states under
-        // it (each statement after the lock sees every commit made before the lock was granted).
-        const replies = (await client.query(
-          [
-            'BEGIN',
-            // Commit without waiting for the WAL flush while the lock is held (see below).
-            'SET LOCAL synchronous_commit = off',
-            `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
-            'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
-            // The listing row holds every operation's state: it serves both projections.
-            listingRowsSql(touched),
-          ].join('; '),
-        )) as unknown as pg.QueryResult[];
-        // The last two replies are the head and the rows (earlier ones: BEGIN, SET, lock).
-        const headRow = (replies.at(-2) as pg.QueryResult<HeadRow>).rows[0];
-        const head = { seq: Number(headRow?.seq ?? 0), hash: headRow?.hash ?? GENESIS_HASH };
-        const rows = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
-        const known = new Map<string, OperationRow | undefined>(
-          touched.map((id) => [id, rows.get(id)]),
-        );
-        // Nobody else appended since this store's last commit: the next append may speculate.
-        const alone = last !== null && last.head.seq === head.seq && last.head.hash === head.hash;
-        done = this.#seal(batches, head, known, await this.#ownerBook(client, batches));
-        await client.query(`${done.sql}COMMIT`);
-        this.#last = {
-          head: done.head,
-          known: mergeKnown(alone ? last.known : known, done.written),
-          alone,
-        };
-      } else {
-        this.#last = { head: done.head, known: mergeKnown(last!.known, done.written), alone: true };
-      }
+      done ??= await this.#sealInServer(client, batches, touched, last);
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -251,11 +238,133 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
+   * Operation locks, taken before the append lock by every append (in one statement, in key
+   * order, so two appends never wait on each other in a cycle): while an append holds an
+   * operation's lock, nobody else writes that operation's events or listing row, so what it read
+   * of them before the append lock (listing row, owners) is still true when it writes.
+   */
+  #operationLocks(touched: readonly string[]): string {
+    const keys = [
+      ...new Set(
+        touched.map((id) =>
+          BigInt.asIntN(
+            64,
+            BigInt(`0x${sha256Hex(`candor-ledger-operation:${this.#schema}:${id}`).slice(0, 16)}`),
+          ),
+        ),
+      ),
+    ].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return `SELECT ${keys.map((k) => `pg_advisory_xact_lock(${k})`).join(', ')}`;
+  }
+
+  /**
+   * The append with the lock held for server work only. Round trip 1 takes the touched operations'
+   * locks and reads their listing rows (and owners, for fencing); the client then admits the
+   * batches, encodes the records around their seq and previous hash, and folds the listing with
+   * relative seqs. Round trip 2 is one `candor_append` call (append.ts) and COMMIT: the server
+   * takes the append lock, assigns seqs, hashes, inserts and writes the listing.
+   */
+  async #sealInServer(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
+    touched: readonly string[],
+    last: LastCommit | null,
+  ): Promise<Sealed> {
+    const { operations, owners } = ownerChangesIn(batches);
+    const sql = ['BEGIN', 'SET LOCAL synchronous_commit = off'];
+    if (touched.length > 0) sql.push(this.#operationLocks(touched));
+    sql.push(listingRowsSql(touched));
+    if (operations.length > 0) {
+      sql.push(
+        `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
+           AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq`,
+        `SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
+           FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
+      );
+    }
+    const replies = (await client.query(sql.join('; '))) as unknown as pg.QueryResult[];
+    const at = touched.length > 0 ? 3 : 2;
+    const rows = listingRows((replies[at] as pg.QueryResult<SqlRow>).rows);
+    const known = new Map<string, OperationRow | undefined>(
+      touched.map((id) => [id, rows.get(id)]),
+    );
+    const book =
+      operations.length > 0
+        ? ownerBookOf(
+            (replies[at + 1] as pg.QueryResult<{ operation_id: string; bytes: Buffer }>).rows,
+            (replies[at + 2] as pg.QueryResult<LeaseRow>).rows,
+          )
+        : null;
+
+    const results: (StoredEvent[] | Error | number)[] = [];
+    const templates: Template[] = [];
+    for (const events of batches) {
+      // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
+      // here, under the operations' locks: of two racing gateways exactly one is written.
+      const refused = book?.admit(events);
+      if (refused) {
+        results.push(refused);
+        continue;
+      }
+      // Encoding is pure: a batch that cannot be encoded is dropped before anything is written.
+      try {
+        const own = events.map(templateOf);
+        results.push(own.length);
+        templates.push(...own);
+      } catch (err) {
+        results.push(err instanceof Error ? err : new Error(String(err)));
+      }
+    }
+    if (templates.length === 0) {
+      // Every batch was refused: nothing to write, and nothing learned for a speculation.
+      await client.query('COMMIT');
+      const out = results.map((r) => (typeof r === 'number' ? [] : r));
+      return {
+        results: out,
+        head: { seq: 0, hash: GENESIS_HASH },
+        stored: 0,
+        sql: '',
+        written: [],
+      };
+    }
+    const present = new Map<string, OperationRow>();
+    for (const [id, r] of known) if (r) present.set(id, r);
+    const written: OperationRow[] = [];
+    const writes = derivedWrites(relativeRecords(templates), present, written);
+    const [call] = (await client.query(
+      `${serverAppendSql(this.#lockKey, templates, writes, this.#channel)}; COMMIT`,
+    )) as unknown as [pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>];
+    const reply = call.rows[0]!;
+    const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
+    const records = storedRecords(templates, before, reply.hashes);
+    const head = { seq: records.at(-1)!.seq, hash: records.at(-1)!.hash };
+    let next = 0;
+    const out = results.map((r) => (typeof r === 'number' ? records.slice(next, (next += r)) : r));
+    // Nobody else appended since this store's last commit: the next append may speculate.
+    const alone = last !== null && last.head.seq === before.seq && last.head.hash === before.hash;
+    const base = alone ? last.known : new Map<string, OperationRow | undefined>();
+    for (const [id, r] of known) base.set(id, r);
+    this.#last = {
+      head,
+      known: mergeKnown(
+        base,
+        written.map((r) => ({
+          ...r,
+          first_seq: absoluteSeq(r.first_seq, before.seq),
+          last_seq: absoluteSeq(r.last_seq, before.seq),
+        })),
+      ),
+      alone,
+    };
+    return { results: out, head, stored: records.length, sql: '', written: [] };
+  }
+
+  /**
    * One round trip instead of two while this store is the ledger's only writer: the batches are
-   * sealed after the head and listing rows its last commit left, and sent with the lock, a guard
+   * sealed after the head and listing rows its last commit left, and sent with the locks, a guard
    * and COMMIT in one message. The guard (under the lock) fails the transaction unless the head
    * is still that commit's and no operation assumed new has a listing row; then the transaction
-   * is rolled back and null returned (the caller takes the locked read path).
+   * is rolled back and null returned (the caller seals in the server).
    */
   async #speculate(
     client: pg.PoolClient,
@@ -264,7 +373,7 @@ class PostgresLedgerStore implements LedgerStore {
     last: LastCommit,
   ): Promise<Sealed | null> {
     const assumedNew = touched.filter((id) => last.known.get(id) === undefined);
-    const done = this.#seal(batches, last.head, last.known, null);
+    const done = this.#seal(batches, last.head, last.known);
     const guard =
       `SELECT 1 / (CASE WHEN (SELECT seq FROM ledger_events ORDER BY seq DESC LIMIT 1) ` +
       `${last.head.seq === 0 ? 'IS NULL' : `= ${last.head.seq}`}` +
@@ -275,9 +384,10 @@ class PostgresLedgerStore implements LedgerStore {
         ? ` AND NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`
         : '') +
       ' THEN 1 ELSE 0 END)';
+    const locks = touched.length > 0 ? `${this.#operationLocks(touched)}; ` : '';
     try {
       await client.query(
-        `BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_advisory_xact_lock(${this.#lockKey}); ${guard}; ${done.sql}COMMIT`,
+        `BEGIN; SET LOCAL synchronous_commit = off; ${locks}SELECT pg_advisory_xact_lock(${this.#lockKey}); ${guard}; ${done.sql}COMMIT`,
       );
       return done;
     } catch (err) {
@@ -288,25 +398,17 @@ class PostgresLedgerStore implements LedgerStore {
     }
   }
 
-  /** Seals the batches after `head` and builds the SQL writing them (without COMMIT). */
+  /** Seals the batches after `head` in the client and builds the SQL writing them (no COMMIT). */
   #seal(
     batches: readonly (readonly NewEvent[])[],
     head: Head,
     known: ReadonlyMap<string, OperationRow | undefined>,
-    book: OwnerBook | null,
   ): Sealed {
     let seq = head.seq;
     let prev = head.hash;
     const results: (StoredEvent[] | Error)[] = [];
     const rows: SealedRecord[] = [];
     for (const events of batches) {
-      // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
-      // here, under the append lock: of two racing gateways exactly one is written.
-      const refused = book?.admit(events);
-      if (refused) {
-        results.push(refused);
-        continue;
-      }
       // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
       try {
         let s = seq;
@@ -330,47 +432,22 @@ class PostgresLedgerStore implements LedgerStore {
     // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
     const notify =
       rows.length > 0 ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); ` : '';
-    const write = rows.length > 0 ? writeSql(rows, present) : { sql: '', written: [] };
+    const written: OperationRow[] = [];
+    const sql =
+      rows.length > 0
+        ? `${eventsInsertSql(rows)} ${derivedWrites(
+            rows.map((r) => r.record),
+            present,
+            written,
+          ).join(' ')} `
+        : '';
     return {
       results,
       head: { seq, hash: prev },
       stored: rows.length,
-      sql: `${write.sql}${notify}`,
-      written: write.written,
+      sql: `${sql}${notify}`,
+      written,
     };
-  }
-
-  /**
-   * The owners the batches' takeovers and attempts speak about, read under the append lock (one
-   * more round trip, only when a batch takes an operation over or starts an attempt of one it does
-   * not open); null when none does.
-   */
-  async #ownerBook(
-    client: pg.PoolClient,
-    batches: readonly (readonly NewEvent[])[],
-  ): Promise<OwnerBook | null> {
-    const { operations, owners } = ownerChangesIn(batches);
-    if (operations.length === 0) return null;
-    const [events, leases] = (await client.query(
-      `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
-         AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq;
-       SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
-         FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
-    )) as unknown as [
-      pg.QueryResult<{ operation_id: string; bytes: Buffer }>,
-      pg.QueryResult<LeaseRow>,
-    ];
-    const byOp = new Map<string, StoredEvent[]>();
-    for (const r of events.rows) {
-      const list = byOp.get(r.operation_id) ?? [];
-      list.push(parseRecord(r.bytes));
-      byOp.set(r.operation_id, list);
-    }
-    const leaseBy = new Map(leases.rows.map((l) => [l.owner, l]));
-    return createOwnerBook(
-      (id) => ownerFrom(byOp.get(id) ?? []),
-      (owner) => leaseBy.get(owner),
-    );
   }
 
   readonly leases: OwnerLeases = {
@@ -514,25 +591,32 @@ class PostgresLedgerStore implements LedgerStore {
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
 
 /**
- * SQL inserting the records and their operation-state changes. Values are inlined as literals
- * (strings through `escapeLiteral`, bytes as hex, seq numbers we generated) so that it can share
- * one message with COMMIT; nothing here comes from an unescaped caller string.
+ * SQL inserting the records, for the client-sealed path. Values are inlined as literals (strings
+ * through `escapeLiteral`, bytes as hex, seq numbers we generated) so that it can share one message
+ * with COMMIT; nothing here comes from an unescaped caller string.
  */
-function writeSql(
-  rows: readonly { record: StoredEvent; bytes: Buffer }[],
-  known: ReadonlyMap<string, OperationRow>,
-): { sql: string; written: OperationRow[] } {
+function eventsInsertSql(rows: readonly { record: StoredEvent; bytes: Buffer }[]): string {
   const values = rows.map(
     ({ record: r, bytes }) =>
       `(${r.seq}, '${r.hash}', '\\x${bytes.toString('hex')}'::bytea, ${lit(r.kind)}, ${lit(
         r.operation_id,
       )}, ${lit(r.session_id)}, ${lit(r.correlation_id)})`,
   );
-  const parts = [
-    `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id) VALUES ${values.join(', ')};`,
-  ];
+  return `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id) VALUES ${values.join(', ')};`;
+}
+
+/**
+ * Statements writing what the records change beside the events (tags, unresolved states, the
+ * listing); seqs at or above RELATIVE_SEQ are written as `$1 + k` (see listing.ts).
+ */
+function derivedWrites(
+  records: readonly StoredEvent[],
+  known: ReadonlyMap<string, OperationRow>,
+  written: OperationRow[],
+): string[] {
+  const parts: string[] = [];
   const tags = new Set(
-    rows.flatMap(({ record }) =>
+    records.flatMap((record) =>
       operationTags(record).map((t) => `(${lit(t)}, ${lit(record.operation_id)})`),
     ),
   );
@@ -541,10 +625,7 @@ function writeSql(
       `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
     );
   }
-  const changes = foldStates(
-    rows.map((r) => r.record),
-    (id) => known.get(id)?.state ?? undefined,
-  );
+  const changes = foldStates(records, (id) => known.get(id)?.state ?? undefined);
   const open = changes.filter((c) => UNRESOLVED_STATES.has(c.state));
   const settled = changes.filter((c) => !UNRESOLVED_STATES.has(c.state));
   if (open.length > 0) {
@@ -559,14 +640,26 @@ function writeSql(
       `DELETE FROM unresolved_operations WHERE operation_id IN (${settled.map((c) => lit(c.operation_id)).join(', ')});`,
     );
   }
-  const written: OperationRow[] = [];
-  const listing = listingWriteSql(
-    rows.map((r) => r.record),
-    known,
-    written,
+  parts.push(...listingWrites(records, known, written));
+  return parts;
+}
+
+/** Fencing's owners from the owner events and leases read under the operations' locks. */
+function ownerBookOf(
+  events: readonly { operation_id: string; bytes: Buffer }[],
+  leases: readonly LeaseRow[],
+): OwnerBook {
+  const byOp = new Map<string, StoredEvent[]>();
+  for (const r of events) {
+    const list = byOp.get(r.operation_id) ?? [];
+    list.push(parseRecord(r.bytes));
+    byOp.set(r.operation_id, list);
+  }
+  const leaseBy = new Map(leases.map((l) => [l.owner, l]));
+  return createOwnerBook(
+    (id) => ownerFrom(byOp.get(id) ?? []),
+    (owner) => leaseBy.get(owner),
   );
-  if (listing) parts.push(listing);
-  return { sql: `${parts.join(' ')} `, written };
 }
 
 /** `known` with the rows a commit wrote, most recent last, at most KNOWN_ROWS of them. */
