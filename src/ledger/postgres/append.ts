@@ -90,16 +90,13 @@ export const spliced = (t: Template, seq: number, prevHash: string): string =>
  * k-th record, which the listing SQL writes as `$1 + k` (see listing.ts).
  */
 export const relativeRecords = (templates: readonly Template[]): StoredEvent[] =>
-  templates.map(
-    (t, k) =>
-      ({
-        ...t.event,
-        seq: RELATIVE_SEQ + k + 1,
-        v: EVENT_VERSION,
-        prev_hash: '',
-        hash: '',
-      }) as StoredEvent,
-  );
+  templates.map((t, k) => ({
+    ...t.event,
+    seq: RELATIVE_SEQ + k + 1,
+    v: EVENT_VERSION,
+    prev_hash: '',
+    hash: '',
+  }));
 
 /** A seq from a relative fold, made absolute after `head`. */
 export const absoluteSeq = (seq: number, head: number): number =>

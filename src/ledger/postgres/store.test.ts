@@ -199,7 +199,7 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     await client.connect();
     try {
       const table = async (schema: string, sql: string): Promise<unknown[]> =>
-        (await client.query(sql.replaceAll('$s', schema))).rows;
+        (await client.query<Record<string, unknown>>(sql.replaceAll('$s', schema))).rows;
       const raw = (await table(
         'sealed_server',
         'SELECT seq::int, hash, bytes FROM $s.ledger_events ORDER BY seq',
@@ -224,10 +224,10 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
       ]) {
         expect(await table('sealed_server', sql)).toEqual(await table('sealed_client', sql));
       }
-      const ops = (await table(
+      const ops = await table(
         'sealed_server',
         'SELECT operation_id, first_seq::int, last_seq::int, attempts FROM $s.ledger_operations ORDER BY first_seq',
-      )) as unknown[];
+      );
       expect(ops).toEqual([
         { operation_id: 'op_ü', first_seq: 2, last_seq: 5, attempts: 1 },
         { operation_id: 'op_2', first_seq: 4, last_seq: 6, attempts: 1 },

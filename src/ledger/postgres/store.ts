@@ -126,11 +126,6 @@ interface BytesRow {
   bytes: Buffer;
 }
 
-interface HeadRow {
-  seq: string;
-  hash: string;
-}
-
 interface Head {
   seq: number;
   hash: string;
