@@ -7,6 +7,7 @@ import {
 } from '../../../test/support/postgres.js';
 import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
 import { GENESIS_HASH, type NewEvent } from '../events.js';
+import { ownerChanged } from '../lease.case.js';
 import { sealRecord } from '../record.js';
 import { POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { openPostgresLedger } from './store.js';
@@ -119,7 +120,7 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     }
   });
 
-  it('seals before reading only while it is the only writer: another writer is re-read', async () => {
+  it('folds before reading on what it remembers; what another writer changed is re-read', async () => {
     const a = await openPostgresLedger(url(), { schema: 'two_writers' });
     const b = await openPostgresLedger(url(), { schema: 'two_writers' });
     try {
@@ -234,6 +235,40 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
       ]);
     } finally {
       await client.end();
+    }
+  });
+
+  it('a remembered owner is checked under the lock: another gateway’s takeover fences this one', async () => {
+    const a = await openPostgresLedger(url(), { schema: 'fenced_guess' });
+    const b = await openPostgresLedger(url(), { schema: 'fenced_guess' });
+    const attempt = (worker: string, n: number): NewEvent => {
+      const e = started('op_1', `att_${n}`, n);
+      if (e.kind === 'attempt_started') e.data.worker = worker;
+      return e;
+    };
+    try {
+      await a.append([opened('op_1')]); // `a` remembers op_1, owned by gw-1 (opened's owner)
+      await a.append([attempt('gw-1', 1)]); // admitted on what it remembers, guard holds
+      await b.append([ownerChanged('op_1', 'gw-1', 'gw-2', Date.UTC(2026, 0, 2))]);
+      // `a` still remembers gw-1 as the owner: the guard sees op_1 moved, and the re-read fences.
+      await expect(a.append([attempt('gw-1', 2)])).rejects.toMatchObject({
+        code: 'OWNER_CONFLICT',
+      });
+      await a.append([attempt('gw-2', 3)]);
+      const kinds = (await b.query({ operation_id: 'op_1' })).map((e) =>
+        e.kind === 'attempt_started' ? `${e.kind}:${e.data.worker}` : e.kind,
+      );
+      expect(kinds).toEqual([
+        'operation_opened',
+        'attempt_started:gw-1',
+        'owner_changed',
+        'attempt_started:gw-2',
+      ]);
+      const row = (await b.operations({})).rows[0]!;
+      expect(row).toMatchObject({ operation_id: 'op_1', attempts: 2, first_seq: 1, last_seq: 4 });
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });

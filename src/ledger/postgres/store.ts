@@ -1,13 +1,14 @@
 // PostgreSQL LedgerStore (pg). Appends are linearised by a transaction-scoped advisory lock per
 // ledger schema: every client, on any host, reads the head and inserts after it while holding the
 // lock, so the chain never forks (and the seq primary key would refuse a fork anyway). Appends
-// queued in one process are group-committed. A write takes three round trips: (operation locks,
-// listing rows, owners), (one `candor_append` call that takes the append lock and seals in the
-// server, commit) and a WAL flush wait outside the lock; a lone writer seals in the client and
-// sends everything in one message (#speculate).
+// queued in one process are group-committed. The append lock covers server work only: the client
+// encodes records around their seq and previous hash and folds the listing under per-operation
+// locks, and one `candor_append` call (append.ts) seals and writes under the append lock. A write
+// takes one message (operation locks, a guard on what this store remembers, the call, COMMIT) or,
+// when it must read first, two; then a WAL flush wait outside the locks.
 import pg from 'pg';
 import { sha256Hex } from '../../core/fingerprint.js';
-import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
+import type { NewEvent, StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
 import {
   createOwnerBook,
@@ -26,7 +27,7 @@ import {
   type SqlRunner,
 } from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
-import { decodeSealed, parseRecord, sealRecord, type SealedRecord } from '../record.js';
+import { parseRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import {
   absoluteSeq,
@@ -126,33 +127,22 @@ interface BytesRow {
   bytes: Buffer;
 }
 
-interface Head {
-  seq: number;
-  hash: string;
+/**
+ * What this store knows of an operation from its own commits: its listing row as written, and its
+ * owner while no takeover has been seen since its opening (null: not known).
+ */
+interface Known {
+  row: OperationRow;
+  owner: string | null;
 }
 
-/** What this store's last commit left: the head it wrote and listing rows it read or wrote. */
-interface LastCommit {
-  head: Head;
-  /** Listing rows by operation (undefined: no row when it was read). */
-  known: Map<string, OperationRow | undefined>;
-  /**
-   * No other writer appended between this store's previous commit and this one: only then does
-   * the next append speculate (with several busy writers a guess would mostly cost a round trip).
-   */
-  alone: boolean;
-}
-
-/** Listing rows remembered between appends (the most recently used operations). */
+/** Operations remembered between appends (the most recently used). */
 const KNOWN_ROWS = 2048;
 
-/** Batches sealed after a head, with the SQL writing them. */
-interface Sealed {
+/** What the server-sealed write of a flush returned. */
+interface Written {
   results: (StoredEvent[] | Error)[];
-  head: Head;
   stored: number;
-  sql: string;
-  written: OperationRow[];
 }
 
 class PostgresLedgerStore implements LedgerStore {
@@ -168,10 +158,10 @@ class PostgresLedgerStore implements LedgerStore {
   readonly #schema: string;
   readonly #watchers = new Set<pg.Client>();
   /**
-   * Set after a commit, cleared by any failure: lets the next append seal before reading (one
-   * round trip), checked by a guard under the lock (#speculate).
+   * Set by commits, cleared by any failure: lets the next append fold before reading (one round
+   * trip), checked by a guard under the operations' locks (#guess).
    */
-  #last: LastCommit | null = null;
+  #known = new Map<string, Known>();
   #closed = false;
 
   constructor(pool: pg.Pool, schema: string, url: string) {
@@ -196,20 +186,9 @@ class PostgresLedgerStore implements LedgerStore {
     const client = await this.#pool.connect();
     let failed: Error | undefined;
     try {
-      const last = this.#last;
-      this.#last = null;
-      let done: Sealed | null = null;
-      if (last?.alone && ownerChangesIn(batches).operations.length === 0) {
-        done = await this.#speculate(client, batches, touched, last);
-        if (done) {
-          this.#last = {
-            head: done.head,
-            known: mergeKnown(last.known, done.written),
-            alone: true,
-          };
-        }
-      }
-      done ??= await this.#sealInServer(client, batches, touched, last);
+      const done =
+        (await this.#guess(client, batches, touched)) ??
+        (await this.#readThenWrite(client, batches, touched));
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -221,7 +200,7 @@ class PostgresLedgerStore implements LedgerStore {
       }
       return done.results;
     } catch (err) {
-      this.#last = null;
+      this.#known.clear();
       failed = err instanceof Error ? err : new Error(String(err));
       throw err;
     } finally {
@@ -236,7 +215,7 @@ class PostgresLedgerStore implements LedgerStore {
    * Operation locks, taken before the append lock by every append (in one statement, in key
    * order, so two appends never wait on each other in a cycle): while an append holds an
    * operation's lock, nobody else writes that operation's events or listing row, so what it read
-   * of them before the append lock (listing row, owners) is still true when it writes.
+   * or remembers of them is still true when it writes.
    */
   #operationLocks(touched: readonly string[]): string {
     const keys = [
@@ -253,18 +232,83 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * The append with the lock held for server work only. Round trip 1 takes the touched operations'
-   * locks and reads their listing rows (and owners, for fencing); the client then admits the
-   * batches, encodes the records around their seq and previous hash, and folds the listing with
-   * relative seqs. Round trip 2 is one `candor_append` call (append.ts) and COMMIT: the server
-   * takes the append lock, assigns seqs, hashes, inserts and writes the listing.
+   * One round trip (plus the flush wait) when this store knows every touched operation from its
+   * own commits, or the batch opens it: the listing is folded from what it remembers and sent with
+   * the locks, a guard and the write in one message. The guard (under the operations' locks) fails
+   * the transaction unless each remembered operation's row still ends at the seq this store wrote
+   * and no operation taken for new has a row; then the transaction is rolled back and null
+   * returned (the caller reads first). Takeovers always read first (fencing needs the leases).
    */
-  async #sealInServer(
+  async #guess(
     client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
     touched: readonly string[],
-    last: LastCommit | null,
-  ): Promise<Sealed> {
+  ): Promise<Written | null> {
+    const { operations, owners } = ownerChangesIn(batches);
+    if (owners.length > 0) return null;
+    const firstKind = new Map<string, string>();
+    for (const b of batches)
+      for (const e of b)
+        if (e.operation_id !== null && !firstKind.has(e.operation_id))
+          firstKind.set(e.operation_id, e.kind);
+    const known = new Map<string, OperationRow | undefined>();
+    const conditions: string[] = [];
+    const assumedNew: string[] = [];
+    for (const id of touched) {
+      const k = this.#known.get(id);
+      if (k) {
+        // An attempt of an operation the batch does not open is admitted on a known owner only.
+        if (k.owner === null && operations.includes(id)) return null;
+        known.set(id, k.row);
+        conditions.push(
+          `(SELECT last_seq FROM ledger_operations WHERE operation_id = ${lit(id)}) = ${k.row.last_seq}`,
+        );
+      } else if (firstKind.get(id) === 'operation_opened') {
+        known.set(id, undefined);
+        assumedNew.push(id);
+      } else {
+        return null;
+      }
+    }
+    if (assumedNew.length > 0) {
+      conditions.push(
+        `NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`,
+      );
+    }
+    const book = createOwnerBook(
+      (id) => ({ owner: this.#known.get(id)?.owner ?? null, former: [] }),
+      () => undefined,
+    );
+    const prefix = [
+      'BEGIN',
+      'SET LOCAL synchronous_commit = off',
+      ...(touched.length > 0 ? [this.#operationLocks(touched)] : []),
+      ...(conditions.length > 0
+        ? [`SELECT 1 / (CASE WHEN ${conditions.join(' AND ')} THEN 1 ELSE 0 END)`]
+        : []),
+    ];
+    try {
+      return await this.#write(client, batches, known, book, `${prefix.join('; ')}; `);
+    } catch (err) {
+      // division_by_zero: the guard refused (another writer appended); anything else is real.
+      if ((err as { code?: unknown }).code !== '22012') throw err;
+      await client.query('ROLLBACK');
+      for (const id of touched) this.#known.delete(id);
+      return null;
+    }
+  }
+
+  /**
+   * Round trip 1 takes the touched operations' locks and reads their listing rows (and owners and
+   * leases, for fencing); round trip 2 writes (#write).
+   */
+  async #readThenWrite(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
+    touched: readonly string[],
+  ): Promise<Written> {
+    // What it remembers of these operations may be stale (an owner above all): read afresh.
+    for (const id of touched) this.#known.delete(id);
     const { operations, owners } = ownerChangesIn(batches);
     const sql = ['BEGIN', 'SET LOCAL synchronous_commit = off'];
     if (touched.length > 0) sql.push(this.#operationLocks(touched));
@@ -290,7 +334,22 @@ class PostgresLedgerStore implements LedgerStore {
             (replies[at + 2] as pg.QueryResult<LeaseRow>).rows,
           )
         : null;
+    return this.#write(client, batches, known, book, '');
+  }
 
+  /**
+   * Admits the batches, encodes their records around seq and previous hash, folds the listing with
+   * relative seqs, and sends `prefix`, one `candor_append` call (append.ts) and COMMIT in one
+   * message: the server takes the append lock, assigns the seqs, hashes, inserts and writes the
+   * listing, so the lock covers server work only.
+   */
+  async #write(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
+    known: ReadonlyMap<string, OperationRow | undefined>,
+    book: OwnerBook | null,
+    prefix: string,
+  ): Promise<Written> {
     const results: (StoredEvent[] | Error | number)[] = [];
     const templates: Template[] = [];
     for (const events of batches) {
@@ -311,138 +370,50 @@ class PostgresLedgerStore implements LedgerStore {
       }
     }
     if (templates.length === 0) {
-      // Every batch was refused: nothing to write, and nothing learned for a speculation.
-      await client.query('COMMIT');
-      const out = results.map((r) => (typeof r === 'number' ? [] : r));
-      return {
-        results: out,
-        head: { seq: 0, hash: GENESIS_HASH },
-        stored: 0,
-        sql: '',
-        written: [],
-      };
+      // Every batch was refused: nothing to write.
+      await client.query(`${prefix}COMMIT`);
+      return { results: results.map((r) => (typeof r === 'number' ? [] : r)), stored: 0 };
     }
     const present = new Map<string, OperationRow>();
     for (const [id, r] of known) if (r) present.set(id, r);
     const written: OperationRow[] = [];
     const writes = derivedWrites(relativeRecords(templates), present, written);
-    const [call] = (await client.query(
-      `${serverAppendSql(this.#lockKey, templates, writes, this.#channel)}; COMMIT`,
-    )) as unknown as [pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>];
-    const reply = call.rows[0]!;
+    const replies = (await client.query(
+      `${prefix}${serverAppendSql(this.#lockKey, templates, writes, this.#channel)}; COMMIT`,
+    )) as unknown as pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>[];
+    const reply = replies.at(-2)!.rows[0]!;
     const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
     const records = storedRecords(templates, before, reply.hashes);
-    const head = { seq: records.at(-1)!.seq, hash: records.at(-1)!.hash };
+    this.#remember(records, written, before.seq);
     let next = 0;
-    const out = results.map((r) => (typeof r === 'number' ? records.slice(next, (next += r)) : r));
-    // Nobody else appended since this store's last commit: the next append may speculate.
-    const alone = last !== null && last.head.seq === before.seq && last.head.hash === before.hash;
-    const base = alone ? last.known : new Map<string, OperationRow | undefined>();
-    for (const [id, r] of known) base.set(id, r);
-    this.#last = {
-      head,
-      known: mergeKnown(
-        base,
-        written.map((r) => ({
-          ...r,
-          first_seq: absoluteSeq(r.first_seq, before.seq),
-          last_seq: absoluteSeq(r.last_seq, before.seq),
-        })),
-      ),
-      alone,
-    };
-    return { results: out, head, stored: records.length, sql: '', written: [] };
-  }
-
-  /**
-   * One round trip instead of two while this store is the ledger's only writer: the batches are
-   * sealed after the head and listing rows its last commit left, and sent with the locks, a guard
-   * and COMMIT in one message. The guard (under the lock) fails the transaction unless the head
-   * is still that commit's and no operation assumed new has a listing row; then the transaction
-   * is rolled back and null returned (the caller seals in the server).
-   */
-  async #speculate(
-    client: pg.PoolClient,
-    batches: readonly (readonly NewEvent[])[],
-    touched: readonly string[],
-    last: LastCommit,
-  ): Promise<Sealed | null> {
-    const assumedNew = touched.filter((id) => last.known.get(id) === undefined);
-    const done = this.#seal(batches, last.head, last.known);
-    const guard =
-      `SELECT 1 / (CASE WHEN (SELECT seq FROM ledger_events ORDER BY seq DESC LIMIT 1) ` +
-      `${last.head.seq === 0 ? 'IS NULL' : `= ${last.head.seq}`}` +
-      (last.head.seq === 0
-        ? ''
-        : ` AND (SELECT hash FROM ledger_events WHERE seq = ${last.head.seq}) = ${lit(last.head.hash)}`) +
-      (assumedNew.length > 0
-        ? ` AND NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`
-        : '') +
-      ' THEN 1 ELSE 0 END)';
-    const locks = touched.length > 0 ? `${this.#operationLocks(touched)}; ` : '';
-    try {
-      await client.query(
-        `BEGIN; SET LOCAL synchronous_commit = off; ${locks}SELECT pg_advisory_xact_lock(${this.#lockKey}); ${guard}; ${done.sql}COMMIT`,
-      );
-      return done;
-    } catch (err) {
-      // division_by_zero: the guard refused (another writer appended); anything else is real.
-      if ((err as { code?: unknown }).code !== '22012') throw err;
-      await client.query('ROLLBACK');
-      return null;
-    }
-  }
-
-  /** Seals the batches after `head` in the client and builds the SQL writing them (no COMMIT). */
-  #seal(
-    batches: readonly (readonly NewEvent[])[],
-    head: Head,
-    known: ReadonlyMap<string, OperationRow | undefined>,
-  ): Sealed {
-    let seq = head.seq;
-    let prev = head.hash;
-    const results: (StoredEvent[] | Error)[] = [];
-    const rows: SealedRecord[] = [];
-    for (const events of batches) {
-      // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
-      try {
-        let s = seq;
-        let p = prev;
-        const sealed = events.map((e) => {
-          const r = sealRecord(e, ++s, p);
-          p = r.record.hash;
-          return r;
-        });
-        seq = s;
-        prev = p;
-        rows.push(...sealed);
-        results.push(sealed.map((r) => decodeSealed(r.text, r.record.hash)));
-      } catch (err) {
-        results.push(err instanceof Error ? err : new Error(String(err)));
-      }
-    }
-    const present = new Map<string, OperationRow>();
-    for (const [id, r] of known) if (r) present.set(id, r);
-    // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-    // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
-    const notify =
-      rows.length > 0 ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); ` : '';
-    const written: OperationRow[] = [];
-    const sql =
-      rows.length > 0
-        ? `${eventsInsertSql(rows)} ${derivedWrites(
-            rows.map((r) => r.record),
-            present,
-            written,
-          ).join(' ')} `
-        : '';
     return {
-      results,
-      head: { seq, hash: prev },
-      stored: rows.length,
-      sql: `${sql}${notify}`,
-      written,
+      results: results.map((r) => (typeof r === 'number' ? records.slice(next, (next += r)) : r)),
+      stored: records.length,
     };
+  }
+
+  /** Remembers the rows a commit wrote, and the owners it set (a takeover forgets the owner). */
+  #remember(records: readonly StoredEvent[], written: readonly OperationRow[], head: number): void {
+    const owner = new Map<string, string | null>();
+    for (const e of records) {
+      if (e.operation_id === null) continue;
+      if (e.kind === 'operation_opened') owner.set(e.operation_id, e.data.owner);
+      else if (e.kind === 'owner_changed') owner.set(e.operation_id, null);
+    }
+    for (const r of written) {
+      const id = r.operation_id;
+      const was = this.#known.get(id);
+      this.#known.delete(id);
+      this.#known.set(id, {
+        row: {
+          ...r,
+          first_seq: absoluteSeq(r.first_seq, head),
+          last_seq: absoluteSeq(r.last_seq, head),
+        },
+        owner: owner.has(id) ? owner.get(id)! : (was?.owner ?? null),
+      });
+    }
+    while (this.#known.size > KNOWN_ROWS) this.#known.delete(this.#known.keys().next().value!);
   }
 
   readonly leases: OwnerLeases = {
@@ -586,21 +557,6 @@ class PostgresLedgerStore implements LedgerStore {
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
 
 /**
- * SQL inserting the records, for the client-sealed path. Values are inlined as literals (strings
- * through `escapeLiteral`, bytes as hex, seq numbers we generated) so that it can share one message
- * with COMMIT; nothing here comes from an unescaped caller string.
- */
-function eventsInsertSql(rows: readonly { record: StoredEvent; bytes: Buffer }[]): string {
-  const values = rows.map(
-    ({ record: r, bytes }) =>
-      `(${r.seq}, '${r.hash}', '\\x${bytes.toString('hex')}'::bytea, ${lit(r.kind)}, ${lit(
-        r.operation_id,
-      )}, ${lit(r.session_id)}, ${lit(r.correlation_id)})`,
-  );
-  return `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id) VALUES ${values.join(', ')};`;
-}
-
-/**
  * Statements writing what the records change beside the events (tags, unresolved states, the
  * listing); seqs at or above RELATIVE_SEQ are written as `$1 + k` (see listing.ts).
  */
@@ -655,17 +611,4 @@ function ownerBookOf(
     (id) => ownerFrom(byOp.get(id) ?? []),
     (owner) => leaseBy.get(owner),
   );
-}
-
-/** `known` with the rows a commit wrote, most recent last, at most KNOWN_ROWS of them. */
-function mergeKnown(
-  known: Map<string, OperationRow | undefined>,
-  written: readonly OperationRow[],
-): Map<string, OperationRow | undefined> {
-  for (const r of written) {
-    known.delete(r.operation_id);
-    known.set(r.operation_id, r);
-  }
-  while (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
-  return known;
 }
