@@ -186,9 +186,11 @@ class PostgresLedgerStore implements LedgerStore {
     const client = await this.#pool.connect();
     let failed: Error | undefined;
     try {
+      const guessed = await this.#guess(client, batches, touched);
       const done =
-        (await this.#guess(client, batches, touched)) ??
-        (await this.#readThenWrite(client, batches, touched));
+        guessed !== null && guessed !== 'refused'
+          ? guessed
+          : await this.#readThenWrite(client, batches, touched, guessed === 'refused');
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -236,14 +238,15 @@ class PostgresLedgerStore implements LedgerStore {
    * own commits, or the batch opens it: the listing is folded from what it remembers and sent with
    * the locks, a guard and the write in one message. The guard (under the operations' locks) fails
    * the transaction unless each remembered operation's row still ends at the seq this store wrote
-   * and no operation taken for new has a row; then the transaction is rolled back and null
-   * returned (the caller reads first). Takeovers always read first (fencing needs the leases).
+   * and no operation taken for new has a row; then 'refused' is returned, the transaction left
+   * aborted for the read's message to roll back (the caller reads first, as it does on null).
+   * Takeovers always read first (fencing needs the leases).
    */
   async #guess(
     client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
     touched: readonly string[],
-  ): Promise<Written | null> {
+  ): Promise<Written | 'refused' | null> {
     const { operations, owners } = ownerChangesIn(batches);
     if (owners.length > 0) return null;
     const firstKind = new Map<string, string>();
@@ -292,25 +295,25 @@ class PostgresLedgerStore implements LedgerStore {
     } catch (err) {
       // division_by_zero: the guard refused (another writer appended); anything else is real.
       if ((err as { code?: unknown }).code !== '22012') throw err;
-      await client.query('ROLLBACK');
-      for (const id of touched) this.#known.delete(id);
-      return null;
+      // The failed transaction is rolled back at the start of the read's message.
+      return 'refused';
     }
   }
 
   /**
    * Round trip 1 takes the touched operations' locks and reads their listing rows (and owners and
-   * leases, for fencing); round trip 2 writes (#write).
+   * leases, for fencing), after rolling back a refused guess; round trip 2 writes (#write).
    */
   async #readThenWrite(
     client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
     touched: readonly string[],
+    rollback: boolean,
   ): Promise<Written> {
     // What it remembers of these operations may be stale (an owner above all): read afresh.
     for (const id of touched) this.#known.delete(id);
     const { operations, owners } = ownerChangesIn(batches);
-    const sql = ['BEGIN', 'SET LOCAL synchronous_commit = off'];
+    const sql = [...(rollback ? ['ROLLBACK'] : []), 'BEGIN', 'SET LOCAL synchronous_commit = off'];
     if (touched.length > 0) sql.push(this.#operationLocks(touched));
     sql.push(listingRowsSql(touched));
     if (operations.length > 0) {
@@ -322,7 +325,7 @@ class PostgresLedgerStore implements LedgerStore {
       );
     }
     const replies = (await client.query(sql.join('; '))) as unknown as pg.QueryResult[];
-    const at = touched.length > 0 ? 3 : 2;
+    const at = sql.length - (operations.length > 0 ? 3 : 1);
     const rows = listingRows((replies[at] as pg.QueryResult<SqlRow>).rows);
     const known = new Map<string, OperationRow | undefined>(
       touched.map((id) => [id, rows.get(id)]),
