@@ -11,6 +11,13 @@ import { RELATIVE_SEQ } from './listing.js';
 import { decodeSealed, sealRecord } from '../record.js';
 
 /**
+ * SQLSTATE of `candor_append` when an operation's listing row no longer ends at the seq the fold
+ * assumed (`expect_last`, null: no row). Operation locks make that impossible between appends of
+ * this version; the check keeps the fold honest against any writer that does not take them.
+ */
+export const STALE_FOLD = 'CA001';
+
+/**
  * The append under the lock, in one statement. `writes` are the derived-table statements built
  * by the client with seqs as `$1 + k` (`$1`: the head before the append); they run after the
  * events, with the lock held. Returns the head before the append and the new records' hashes.
@@ -19,6 +26,7 @@ export const SERVER_APPEND_SQL = `
   CREATE FUNCTION candor_append(
     lock_key bigint, prefixes bytea[], suffixes bytea[], kinds text[], operation_ids text[],
     session_ids text[], correlation_ids text[], writes text[], channel text,
+    expect_ids text[], expect_last bigint[],
     OUT head_seq bigint, OUT head_hash text, OUT hashes text[]
   ) LANGUAGE plpgsql AS $fn$
   DECLARE
@@ -28,6 +36,14 @@ export const SERVER_APPEND_SQL = `
     w text;
   BEGIN
     PERFORM pg_advisory_xact_lock(lock_key);
+    IF EXISTS (
+      SELECT 1 FROM unnest(expect_ids, expect_last) AS x(id, last_seq)
+      WHERE x.last_seq IS DISTINCT FROM
+        (SELECT o.last_seq FROM ledger_operations o WHERE o.operation_id = x.id)
+    ) THEN
+      RAISE EXCEPTION 'candor_append: an operation changed since its listing row was read'
+        USING ERRCODE = '${STALE_FOLD}';
+    END IF;
     SELECT e.seq, e.hash INTO head_seq, head_hash FROM ledger_events e ORDER BY e.seq DESC LIMIT 1;
     IF head_seq IS NULL THEN
       head_seq := 0;
@@ -111,6 +127,8 @@ export function serverAppendSql(
   templates: readonly Template[],
   writes: readonly string[],
   channel: string,
+  /** Each touched operation's listing row's `last_seq` as folded (undefined: no row). */
+  expected: ReadonlyMap<string, number | undefined>,
 ): string {
   const arr = (xs: readonly string[], type: string): string => `ARRAY[${xs.join(', ')}]::${type}[]`;
   const e = templates.map((t) => t.event);
@@ -132,7 +150,13 @@ export function serverAppendSql(
   )}, ${arr(
     e.map((x) => lit(x.correlation_id)),
     'text',
-  )}, ${arr(writes.map(lit), 'text')}, ${lit(channel)})`;
+  )}, ${arr(writes.map(lit), 'text')}, ${lit(channel)}, ${arr(
+    [...expected.keys()].map(lit),
+    'text',
+  )}, ${arr(
+    [...expected.values()].map((v) => (v === undefined ? 'NULL' : String(v))),
+    'bigint',
+  )})`;
 }
 
 /** The stored records, rebuilt from the templates and what `candor_append` returned. */

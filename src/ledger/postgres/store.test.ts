@@ -9,6 +9,7 @@ import { finished, ledgerContractSuite, opened, started } from '../contract.case
 import { GENESIS_HASH, type NewEvent } from '../events.js';
 import { ownerChanged } from '../lease.case.js';
 import { sealRecord } from '../record.js';
+import { STALE_FOLD, templateOf } from './append.js';
 import { POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { openPostgresLedger } from './store.js';
 
@@ -269,6 +270,34 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('candor_append refuses a fold made on a listing row that has moved since, writing nothing', async () => {
+    const store = await openPostgresLedger(url(), { schema: 'stale_fold' });
+    await store.append([opened('op_1')]);
+    await store.close();
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      await client.query('SET search_path = stale_fold');
+      const t = templateOf(started('op_1', 'att_1'));
+      // What an older writer, taking no operation locks, leaves behind: op_1 moved after the read.
+      const call = (last: number): string =>
+        `SELECT * FROM candor_append(1, ARRAY['\\x${Buffer.from(t.prefix).toString('hex')}']::bytea[], ` +
+        `ARRAY['\\x${Buffer.from(t.suffix).toString('hex')}']::bytea[], ARRAY['attempt_started'], ` +
+        `ARRAY['op_1'], ARRAY['ses_1'], ARRAY[NULL]::text[], ARRAY[]::text[], 'c', ARRAY['op_1'], ARRAY[${last}]::bigint[])`;
+      await expect(client.query(call(7))).rejects.toMatchObject({ code: STALE_FOLD });
+      const count = await client.query<{ n: string }>('SELECT count(*) AS n FROM ledger_events');
+      expect(count.rows[0]!.n).toBe('1');
+      const ok = await client.query<{ head_seq: string; hashes: string[] }>(call(1));
+      expect(ok.rows[0]!.head_seq).toBe('1');
+      const stored = await client.query<{ hash: string }>(
+        'SELECT hash FROM ledger_events WHERE seq = 2',
+      );
+      expect(stored.rows[0]!.hash).toBe(ok.rows[0]!.hashes[0]);
+    } finally {
+      await client.end();
     }
   });
 });

@@ -33,6 +33,7 @@ import {
   absoluteSeq,
   relativeRecords,
   serverAppendSql,
+  STALE_FOLD,
   storedRecords,
   templateOf,
   type Template,
@@ -187,10 +188,18 @@ class PostgresLedgerStore implements LedgerStore {
     let failed: Error | undefined;
     try {
       const guessed = await this.#guess(client, batches, touched);
-      const done =
-        guessed !== null && guessed !== 'refused'
-          ? guessed
-          : await this.#readThenWrite(client, batches, touched, guessed === 'refused');
+      let done = guessed !== 'refused' ? guessed : null;
+      let rollback = guessed === 'refused';
+      for (let tries = 1; !done; tries++) {
+        try {
+          done = await this.#readThenWrite(client, batches, touched, rollback);
+        } catch (err) {
+          // A fold `candor_append` found stale: only a writer that takes no operation locks (an
+          // older Candor on the same ledger) can cause it. Read again, a few times at most.
+          if ((err as { code?: unknown }).code !== STALE_FOLD || tries >= 3) throw err;
+          rollback = true;
+        }
+      }
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
         // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
@@ -294,7 +303,8 @@ class PostgresLedgerStore implements LedgerStore {
       return await this.#write(client, batches, known, book, `${prefix.join('; ')}; `);
     } catch (err) {
       // division_by_zero: the guard refused (another writer appended); anything else is real.
-      if ((err as { code?: unknown }).code !== '22012') throw err;
+      const code = (err as { code?: unknown }).code;
+      if (code !== '22012' && code !== STALE_FOLD) throw err;
       // The failed transaction is rolled back at the start of the read's message.
       return 'refused';
     }
@@ -382,7 +392,13 @@ class PostgresLedgerStore implements LedgerStore {
     const written: OperationRow[] = [];
     const writes = derivedWrites(relativeRecords(templates), present, written);
     const replies = (await client.query(
-      `${prefix}${serverAppendSql(this.#lockKey, templates, writes, this.#channel)}; COMMIT`,
+      `${prefix}${serverAppendSql(
+        this.#lockKey,
+        templates,
+        writes,
+        this.#channel,
+        new Map([...known].map(([id, r]) => [id, r?.last_seq])),
+      )}; COMMIT`,
     )) as unknown as pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>[];
     const reply = replies.at(-2)!.rows[0]!;
     const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
