@@ -12,7 +12,7 @@
 // Imports the built package from dist/ (run `npm run build` first).
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { availableParallelism, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
@@ -312,6 +312,7 @@ async function postgres() {
   const found = findPostgresBin();
   if (!found.ok) return `skipped: ${found.reason}`;
   const server = await startThrowawayPostgres({ fsync: true });
+  const loadBefore = loadavg()[0];
   try {
     for (const writers of [1, 4]) {
       const schema = `bench_${writers}`;
@@ -367,11 +368,15 @@ async function postgres() {
         gateways === 4 ? 0.5 : undefined,
       );
     }
+    pgLoad = `load average ${loadBefore.toFixed(1)} → ${loadavg()[0].toFixed(1)} on ${availableParallelism()} CPUs`;
     return null;
   } finally {
     await server.stop();
   }
 }
+
+/** The machine's load while the PostgreSQL rows ran (they are CPU-bound on a shared machine). */
+let pgLoad = '';
 
 /**
  * Runs `n` gateway processes (`kind` ledger or raw) together for SECONDS, started at once after
@@ -511,6 +516,7 @@ try {
   );
   for (const r of [header, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  '));
   if (pgNote) console.log(`postgres: ${pgNote} — target >= 0.50 for 4 writers: not measured`);
+  else console.log(`(postgres rows: ${pgLoad} — the server shares the CPUs with the clients)`);
   if (u)
     console.log(
       '(cpu µs/ev: of the appending process — PostgreSQL rows: the client side only; gateways: mean of the processes)',

@@ -50,8 +50,22 @@ export const POSTGRES_LISTING_SCHEMA = `
   CREATE INDEX ledger_sessions_recent ON ledger_sessions (first_seq);
 `;
 
+/**
+ * Seqs at or above this are relative: a fold made before the append lock (append.ts) numbers its
+ * k-th record `RELATIVE_SEQ + k`, and such a value is written as `$1 + k`, `$1` being the head the
+ * server appends after. No ledger reaches 2^50 records, and no other listing number (times in ms,
+ * counts) comes near it.
+ */
+export const RELATIVE_SEQ = 2 ** 50;
+
 const lit = (v: string | number | null): string =>
-  v === null ? 'NULL' : typeof v === 'number' ? String(v) : pg.escapeLiteral(v);
+  v === null
+    ? 'NULL'
+    : typeof v === 'number'
+      ? v > RELATIVE_SEQ
+        ? `($1 + ${v - RELATIVE_SEQ})`
+        : String(v)
+      : pg.escapeLiteral(v);
 
 /** `SELECT` of the stored rows of these operations (their state feeds both projections). */
 export function listingRowsSql(ids: readonly string[]): string {
@@ -72,6 +86,15 @@ export function listingWriteSql(
   /** Receives the rows as written. */
   written?: OperationRow[],
 ): string {
+  return listingWrites(records, known, written).join(' ');
+}
+
+/** The statements of `listingWriteSql`, one by one (for `EXECUTE` in `candor_append`). */
+export function listingWrites(
+  records: readonly StoredEvent[],
+  known: ReadonlyMap<string, OperationRow>,
+  written?: OperationRow[],
+): string[] {
   const c = foldListing(records, (id) => known.get(id));
   written?.push(...c.rows);
   const parts: string[] = [];
@@ -114,7 +137,7 @@ export function listingWriteSql(
       `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
     );
   }
-  return parts.join(' ');
+  return parts;
 }
 
 /** Folds every event already in the ledger into the listing (the v2 migration), in chunks. */

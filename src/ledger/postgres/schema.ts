@@ -3,6 +3,7 @@
 // the other columns and tables are derived from them (same layout as the SQLite schema).
 import type { PoolClient } from 'pg';
 import { LedgerError } from '../ledger-error.js';
+import { SERVER_APPEND_SQL } from './append.js';
 import { backfillPostgresListing, POSTGRES_LISTING_SCHEMA } from './listing.js';
 
 export interface Migration {
@@ -58,6 +59,11 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         heartbeat_at bigint NOT NULL
       );
     `,
+  },
+  {
+    // Sealing under the append lock in the server (append.ts): nothing stored changes.
+    version: 4,
+    sql: SERVER_APPEND_SQL,
   },
 ];
 

@@ -6,6 +6,10 @@ import {
   type ThrowawayPostgres,
 } from '../../../test/support/postgres.js';
 import { finished, ledgerContractSuite, opened, started } from '../contract.case.js';
+import { GENESIS_HASH, type NewEvent } from '../events.js';
+import { ownerChanged } from '../lease.case.js';
+import { sealRecord } from '../record.js';
+import { STALE_FOLD, templateOf } from './append.js';
 import { POSTGRES_SCHEMA_VERSION } from './schema.js';
 import { openPostgresLedger } from './store.js';
 
@@ -96,7 +100,8 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     await client.connect();
     try {
       await client.query(`SET search_path = ${schema}`);
-      await client.query(`DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions, ledger_leases;
+      await client.query(`DROP FUNCTION candor_append;
+        DROP TABLE ledger_operations, ledger_op_counts, ledger_sessions, ledger_leases;
         DELETE FROM ledger_tags WHERE tag LIKE 'r:%'; DELETE FROM schema_version WHERE version > 1`);
     } finally {
       await client.end();
@@ -116,7 +121,7 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     }
   });
 
-  it('seals before reading only while it is the only writer: another writer is re-read', async () => {
+  it('folds before reading on what it remembers; what another writer changed is re-read', async () => {
     const a = await openPostgresLedger(url(), { schema: 'two_writers' });
     const b = await openPostgresLedger(url(), { schema: 'two_writers' });
     try {
@@ -151,6 +156,148 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     } finally {
       await a.close();
       await b.close();
+    }
+  });
+
+  it('seals in the server the bytes the client seals: same records, hashes and listing', async () => {
+    const odd = opened('op_ü');
+    const events: NewEvent[] = [
+      {
+        kind: 'session_started',
+        at: Date.UTC(2026, 0, 1),
+        session_id: 'ses_é',
+        operation_id: null,
+        correlation_id: null,
+        data: { owner: 'gw-1', instance_id: 'i-1', pid: 7, agent: 'a "quoted" \\ agent' },
+      },
+      {
+        ...odd,
+        session_id: 'ses_é',
+        correlation_id: 'case \u2028 😀',
+        data: {
+          ...odd.data,
+          // The record's own head fields, nested in its data: only the outer ones are spliced.
+          params: { prev_hash: '', seq: 0, session_id: 'x', note: 'é 😀 \u2028 "q" \\' },
+        },
+      } as NewEvent,
+      started('op_ü', 'att_1'),
+      opened('op_2', { session: null }),
+      finished('op_ü', 'att_1', 'succeeded', 'never', 'applied'),
+      started('op_2', 'att_2'),
+    ];
+    // `server`: a fresh store per append, so each one seals in the server (no commit to guess
+    // after). `client`: one store, alone from its second commit on, so the rest are sealed in the
+    // client and sent in one message.
+    for (const e of events) {
+      const s = await openPostgresLedger(url(), { schema: 'sealed_server' });
+      await s.append([e]);
+      await s.close();
+    }
+    const one = await openPostgresLedger(url(), { schema: 'sealed_client' });
+    for (const e of events) await one.append([e]);
+    const stored = await one.read();
+    await one.close();
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      const table = async (schema: string, sql: string): Promise<unknown[]> =>
+        (await client.query<Record<string, unknown>>(sql.replaceAll('$s', schema))).rows;
+      const raw = (await table(
+        'sealed_server',
+        'SELECT seq::int, hash, bytes FROM $s.ledger_events ORDER BY seq',
+      )) as { seq: number; hash: string; bytes: Buffer }[];
+      // What the client's sealing writes for the same events, byte for byte.
+      let prev = GENESIS_HASH;
+      expect(raw.map((r) => r.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+      raw.forEach((r, i) => {
+        const sealed = sealRecord(events[i]!, i + 1, prev);
+        expect(r.bytes.toString('hex')).toBe(sealed.bytes.toString('hex'));
+        expect(r.hash).toBe(sealed.record.hash);
+        prev = sealed.record.hash;
+      });
+      expect(stored.map((e) => e.hash)).toEqual(raw.map((r) => r.hash));
+      for (const sql of [
+        'SELECT seq, hash, bytes, kind, operation_id, session_id, correlation_id FROM $s.ledger_events ORDER BY seq',
+        'SELECT * FROM $s.ledger_operations ORDER BY operation_id',
+        'SELECT * FROM $s.ledger_op_counts ORDER BY action, action_class, session_id, state',
+        'SELECT * FROM $s.ledger_sessions ORDER BY session_id',
+        'SELECT * FROM $s.ledger_tags ORDER BY tag, operation_id',
+        'SELECT * FROM $s.unresolved_operations ORDER BY operation_id',
+      ]) {
+        expect(await table('sealed_server', sql)).toEqual(await table('sealed_client', sql));
+      }
+      const ops = await table(
+        'sealed_server',
+        'SELECT operation_id, first_seq::int, last_seq::int, attempts FROM $s.ledger_operations ORDER BY first_seq',
+      );
+      expect(ops).toEqual([
+        { operation_id: 'op_ü', first_seq: 2, last_seq: 5, attempts: 1 },
+        { operation_id: 'op_2', first_seq: 4, last_seq: 6, attempts: 1 },
+      ]);
+    } finally {
+      await client.end();
+    }
+  });
+
+  it('a remembered owner is checked under the lock: another gateway’s takeover fences this one', async () => {
+    const a = await openPostgresLedger(url(), { schema: 'fenced_guess' });
+    const b = await openPostgresLedger(url(), { schema: 'fenced_guess' });
+    const attempt = (worker: string, n: number): NewEvent => {
+      const e = started('op_1', `att_${n}`, n);
+      if (e.kind === 'attempt_started') e.data.worker = worker;
+      return e;
+    };
+    try {
+      await a.append([opened('op_1')]); // `a` remembers op_1, owned by gw-1 (opened's owner)
+      await a.append([attempt('gw-1', 1)]); // admitted on what it remembers, guard holds
+      await b.append([ownerChanged('op_1', 'gw-1', 'gw-2', Date.UTC(2026, 0, 2))]);
+      // `a` still remembers gw-1 as the owner: the guard sees op_1 moved, and the re-read fences.
+      await expect(a.append([attempt('gw-1', 2)])).rejects.toMatchObject({
+        code: 'OWNER_CONFLICT',
+      });
+      await a.append([attempt('gw-2', 3)]);
+      const kinds = (await b.query({ operation_id: 'op_1' })).map((e) =>
+        e.kind === 'attempt_started' ? `${e.kind}:${e.data.worker}` : e.kind,
+      );
+      expect(kinds).toEqual([
+        'operation_opened',
+        'attempt_started:gw-1',
+        'owner_changed',
+        'attempt_started:gw-2',
+      ]);
+      const row = (await b.operations({})).rows[0]!;
+      expect(row).toMatchObject({ operation_id: 'op_1', attempts: 2, first_seq: 1, last_seq: 4 });
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
+  it('candor_append refuses a fold made on a listing row that has moved since, writing nothing', async () => {
+    const store = await openPostgresLedger(url(), { schema: 'stale_fold' });
+    await store.append([opened('op_1')]);
+    await store.close();
+    const client = new pg.Client({ connectionString: url() });
+    await client.connect();
+    try {
+      await client.query('SET search_path = stale_fold');
+      const t = templateOf(started('op_1', 'att_1'));
+      // What an older writer, taking no operation locks, leaves behind: op_1 moved after the read.
+      const call = (last: number): string =>
+        `SELECT * FROM candor_append(1, ARRAY['\\x${Buffer.from(t.prefix).toString('hex')}']::bytea[], ` +
+        `ARRAY['\\x${Buffer.from(t.suffix).toString('hex')}']::bytea[], ARRAY['attempt_started'], ` +
+        `ARRAY['op_1'], ARRAY['ses_1'], ARRAY[NULL]::text[], ARRAY[]::text[], 'c', ARRAY['op_1'], ARRAY[${last}]::bigint[])`;
+      await expect(client.query(call(7))).rejects.toMatchObject({ code: STALE_FOLD });
+      const count = await client.query<{ n: string }>('SELECT count(*) AS n FROM ledger_events');
+      expect(count.rows[0]!.n).toBe('1');
+      const ok = await client.query<{ head_seq: string; hashes: string[] }>(call(1));
+      expect(ok.rows[0]!.head_seq).toBe('1');
+      const stored = await client.query<{ hash: string }>(
+        'SELECT hash FROM ledger_events WHERE seq = 2',
+      );
+      expect(stored.rows[0]!.hash).toBe(ok.rows[0]!.hashes[0]);
+    } finally {
+      await client.end();
     }
   });
 });

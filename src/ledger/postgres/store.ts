@@ -1,11 +1,14 @@
 // PostgreSQL LedgerStore (pg). Appends are linearised by a transaction-scoped advisory lock per
 // ledger schema: every client, on any host, reads the head and inserts after it while holding the
 // lock, so the chain never forks (and the seq primary key would refuse a fork anyway). Appends
-// queued in one process are group-committed. A write takes three round trips: (lock, head,
-// states), (insert, commit) and a WAL flush wait outside the lock.
+// queued in one process are group-committed. The append lock covers server work only: the client
+// encodes records around their seq and previous hash and folds the listing under per-operation
+// locks, and one `candor_append` call (append.ts) seals and writes under the append lock. A write
+// takes one message (operation locks, a guard on what this store remembers, the call, COMMIT) or,
+// when it must read first, two; then a WAL flush wait outside the locks.
 import pg from 'pg';
 import { sha256Hex } from '../../core/fingerprint.js';
-import { GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
+import type { NewEvent, StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
 import {
   createOwnerBook,
@@ -24,9 +27,18 @@ import {
   type SqlRunner,
 } from '../listing-sql.js';
 import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
-import { decodeSealed, parseRecord, sealRecord, type SealedRecord } from '../record.js';
+import { parseRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
-import { listingRows, listingRowsSql, listingWriteSql } from './listing.js';
+import {
+  absoluteSeq,
+  relativeRecords,
+  serverAppendSql,
+  STALE_FOLD,
+  storedRecords,
+  templateOf,
+  type Template,
+} from './append.js';
+import { listingRows, listingRowsSql, listingWrites } from './listing.js';
 import { migratePostgres, validSchemaName } from './schema.js';
 
 export interface PostgresLedgerOptions {
@@ -116,38 +128,22 @@ interface BytesRow {
   bytes: Buffer;
 }
 
-interface HeadRow {
-  seq: string;
-  hash: string;
+/**
+ * What this store knows of an operation from its own commits: its listing row as written, and its
+ * owner while no takeover has been seen since its opening (null: not known).
+ */
+interface Known {
+  row: OperationRow;
+  owner: string | null;
 }
 
-interface Head {
-  seq: number;
-  hash: string;
-}
-
-/** What this store's last commit left: the head it wrote and listing rows it read or wrote. */
-interface LastCommit {
-  head: Head;
-  /** Listing rows by operation (undefined: no row when it was read). */
-  known: Map<string, OperationRow | undefined>;
-  /**
-   * No other writer appended between this store's previous commit and this one: only then does
-   * the next append speculate (with several busy writers a guess would mostly cost a round trip).
-   */
-  alone: boolean;
-}
-
-/** Listing rows remembered between appends (the most recently used operations). */
+/** Operations remembered between appends (the most recently used). */
 const KNOWN_ROWS = 2048;
 
-/** Batches sealed after a head, with the SQL writing them. */
-interface Sealed {
+/** What the server-sealed write of a flush returned. */
+interface Written {
   results: (StoredEvent[] | Error)[];
-  head: Head;
   stored: number;
-  sql: string;
-  written: OperationRow[];
 }
 
 class PostgresLedgerStore implements LedgerStore {
@@ -160,17 +156,19 @@ class PostgresLedgerStore implements LedgerStore {
   /** Channel on which a released lease is announced (payload: the owner). */
   readonly #leaseChannel: string;
   readonly #url: string;
+  readonly #schema: string;
   readonly #watchers = new Set<pg.Client>();
   /**
-   * Set after a commit, cleared by any failure: lets the next append seal before reading (one
-   * round trip), checked by a guard under the lock (#speculate).
+   * Set by commits, cleared by any failure: lets the next append fold before reading (one round
+   * trip), checked by a guard under the operations' locks (#guess).
    */
-  #last: LastCommit | null = null;
+  #known = new Map<string, Known>();
   #closed = false;
 
   constructor(pool: pg.Pool, schema: string, url: string) {
     this.#pool = pool;
     this.#url = url;
+    this.#schema = schema;
     this.#channel = `candor_ledger_${schema}`;
     this.#leaseChannel = `candor_leases_${schema}`;
     this.#lockKey = BigInt.asIntN(
@@ -189,44 +187,18 @@ class PostgresLedgerStore implements LedgerStore {
     const client = await this.#pool.connect();
     let failed: Error | undefined;
     try {
-      const last = this.#last;
-      this.#last = null;
-      let done: Sealed | null = null;
-      if (last?.alone && ownerChangesIn(batches).operations.length === 0) {
-        done = await this.#speculate(client, batches, touched, last);
-      }
-      if (!done) {
-        // One round trip takes the append lock, then reads the head and the touched states under
-        // it (each statement after the lock sees every commit made before the lock was granted).
-        const replies = (await client.query(
-          [
-            'BEGIN',
-            // Commit without waiting for the WAL flush while the lock is held (see below).
-            'SET LOCAL synchronous_commit = off',
-            `SELECT pg_advisory_xact_lock(${this.#lockKey})`,
-            'SELECT seq, hash FROM ledger_events ORDER BY seq DESC LIMIT 1',
-            // The listing row holds every operation's state: it serves both projections.
-            listingRowsSql(touched),
-          ].join('; '),
-        )) as unknown as pg.QueryResult[];
-        // The last two replies are the head and the rows (earlier ones: BEGIN, SET, lock).
-        const headRow = (replies.at(-2) as pg.QueryResult<HeadRow>).rows[0];
-        const head = { seq: Number(headRow?.seq ?? 0), hash: headRow?.hash ?? GENESIS_HASH };
-        const rows = listingRows((replies.at(-1) as pg.QueryResult<SqlRow>).rows);
-        const known = new Map<string, OperationRow | undefined>(
-          touched.map((id) => [id, rows.get(id)]),
-        );
-        // Nobody else appended since this store's last commit: the next append may speculate.
-        const alone = last !== null && last.head.seq === head.seq && last.head.hash === head.hash;
-        done = this.#seal(batches, head, known, await this.#ownerBook(client, batches));
-        await client.query(`${done.sql}COMMIT`);
-        this.#last = {
-          head: done.head,
-          known: mergeKnown(alone ? last.known : known, done.written),
-          alone,
-        };
-      } else {
-        this.#last = { head: done.head, known: mergeKnown(last!.known, done.written), alone: true };
+      const guessed = await this.#guess(client, batches, touched);
+      let done = guessed !== 'refused' ? guessed : null;
+      let rollback = guessed === 'refused';
+      for (let tries = 1; !done; tries++) {
+        try {
+          done = await this.#readThenWrite(client, batches, touched, rollback);
+        } catch (err) {
+          // A fold `candor_append` found stale: only a writer that takes no operation locks (an
+          // older Candor on the same ledger) can cause it. Read again, a few times at most.
+          if ((err as { code?: unknown }).code !== STALE_FOLD || tries >= 3) throw err;
+          rollback = true;
+        }
       }
       if (done.stored > 0) {
         // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
@@ -239,7 +211,7 @@ class PostgresLedgerStore implements LedgerStore {
       }
       return done.results;
     } catch (err) {
-      this.#last = null;
+      this.#known.clear();
       failed = err instanceof Error ? err : new Error(String(err));
       throw err;
     } finally {
@@ -251,126 +223,216 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * One round trip instead of two while this store is the ledger's only writer: the batches are
-   * sealed after the head and listing rows its last commit left, and sent with the lock, a guard
-   * and COMMIT in one message. The guard (under the lock) fails the transaction unless the head
-   * is still that commit's and no operation assumed new has a listing row; then the transaction
-   * is rolled back and null returned (the caller takes the locked read path).
+   * Operation locks, taken before the append lock by every append (in one statement, in key
+   * order, so two appends never wait on each other in a cycle): while an append holds an
+   * operation's lock, nobody else writes that operation's events or listing row, so what it read
+   * or remembers of them is still true when it writes.
    */
-  async #speculate(
+  #operationLocks(touched: readonly string[]): string {
+    const keys = [
+      ...new Set(
+        touched.map((id) =>
+          BigInt.asIntN(
+            64,
+            BigInt(`0x${sha256Hex(`candor-ledger-operation:${this.#schema}:${id}`).slice(0, 16)}`),
+          ),
+        ),
+      ),
+    ].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    return `SELECT ${keys.map((k) => `pg_advisory_xact_lock(${k})`).join(', ')}`;
+  }
+
+  /**
+   * One round trip (plus the flush wait) when this store knows every touched operation from its
+   * own commits, or the batch opens it: the listing is folded from what it remembers and sent with
+   * the locks, a guard and the write in one message. The guard (under the operations' locks) fails
+   * the transaction unless each remembered operation's row still ends at the seq this store wrote
+   * and no operation taken for new has a row; then 'refused' is returned, the transaction left
+   * aborted for the read's message to roll back (the caller reads first, as it does on null).
+   * Takeovers always read first (fencing needs the leases).
+   */
+  async #guess(
     client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
     touched: readonly string[],
-    last: LastCommit,
-  ): Promise<Sealed | null> {
-    const assumedNew = touched.filter((id) => last.known.get(id) === undefined);
-    const done = this.#seal(batches, last.head, last.known, null);
-    const guard =
-      `SELECT 1 / (CASE WHEN (SELECT seq FROM ledger_events ORDER BY seq DESC LIMIT 1) ` +
-      `${last.head.seq === 0 ? 'IS NULL' : `= ${last.head.seq}`}` +
-      (last.head.seq === 0
-        ? ''
-        : ` AND (SELECT hash FROM ledger_events WHERE seq = ${last.head.seq}) = ${lit(last.head.hash)}`) +
-      (assumedNew.length > 0
-        ? ` AND NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`
-        : '') +
-      ' THEN 1 ELSE 0 END)';
-    try {
-      await client.query(
-        `BEGIN; SET LOCAL synchronous_commit = off; SELECT pg_advisory_xact_lock(${this.#lockKey}); ${guard}; ${done.sql}COMMIT`,
+  ): Promise<Written | 'refused' | null> {
+    const { operations, owners } = ownerChangesIn(batches);
+    if (owners.length > 0) return null;
+    const firstKind = new Map<string, string>();
+    for (const b of batches)
+      for (const e of b)
+        if (e.operation_id !== null && !firstKind.has(e.operation_id))
+          firstKind.set(e.operation_id, e.kind);
+    const known = new Map<string, OperationRow | undefined>();
+    const conditions: string[] = [];
+    const assumedNew: string[] = [];
+    for (const id of touched) {
+      const k = this.#known.get(id);
+      if (k) {
+        // An attempt of an operation the batch does not open is admitted on a known owner only.
+        if (k.owner === null && operations.includes(id)) return null;
+        known.set(id, k.row);
+        conditions.push(
+          `(SELECT last_seq FROM ledger_operations WHERE operation_id = ${lit(id)}) = ${k.row.last_seq}`,
+        );
+      } else if (firstKind.get(id) === 'operation_opened') {
+        known.set(id, undefined);
+        assumedNew.push(id);
+      } else {
+        return null;
+      }
+    }
+    if (assumedNew.length > 0) {
+      conditions.push(
+        `NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`,
       );
-      return done;
+    }
+    const book = createOwnerBook(
+      (id) => ({ owner: this.#known.get(id)?.owner ?? null, former: [] }),
+      () => undefined,
+    );
+    const prefix = [
+      'BEGIN',
+      'SET LOCAL synchronous_commit = off',
+      ...(touched.length > 0 ? [this.#operationLocks(touched)] : []),
+      ...(conditions.length > 0
+        ? [`SELECT 1 / (CASE WHEN ${conditions.join(' AND ')} THEN 1 ELSE 0 END)`]
+        : []),
+    ];
+    try {
+      return await this.#write(client, batches, known, book, `${prefix.join('; ')}; `);
     } catch (err) {
       // division_by_zero: the guard refused (another writer appended); anything else is real.
-      if ((err as { code?: unknown }).code !== '22012') throw err;
-      await client.query('ROLLBACK');
-      return null;
+      const code = (err as { code?: unknown }).code;
+      if (code !== '22012' && code !== STALE_FOLD) throw err;
+      // The failed transaction is rolled back at the start of the read's message.
+      return 'refused';
     }
   }
 
-  /** Seals the batches after `head` and builds the SQL writing them (without COMMIT). */
-  #seal(
+  /**
+   * Round trip 1 takes the touched operations' locks and reads their listing rows (and owners and
+   * leases, for fencing), after rolling back a refused guess; round trip 2 writes (#write).
+   */
+  async #readThenWrite(
+    client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
-    head: Head,
+    touched: readonly string[],
+    rollback: boolean,
+  ): Promise<Written> {
+    // What it remembers of these operations may be stale (an owner above all): read afresh.
+    for (const id of touched) this.#known.delete(id);
+    const { operations, owners } = ownerChangesIn(batches);
+    const sql = [...(rollback ? ['ROLLBACK'] : []), 'BEGIN', 'SET LOCAL synchronous_commit = off'];
+    if (touched.length > 0) sql.push(this.#operationLocks(touched));
+    sql.push(listingRowsSql(touched));
+    if (operations.length > 0) {
+      sql.push(
+        `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
+           AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq`,
+        `SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
+           FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
+      );
+    }
+    const replies = (await client.query(sql.join('; '))) as unknown as pg.QueryResult[];
+    const at = sql.length - (operations.length > 0 ? 3 : 1);
+    const rows = listingRows((replies[at] as pg.QueryResult<SqlRow>).rows);
+    const known = new Map<string, OperationRow | undefined>(
+      touched.map((id) => [id, rows.get(id)]),
+    );
+    const book =
+      operations.length > 0
+        ? ownerBookOf(
+            (replies[at + 1] as pg.QueryResult<{ operation_id: string; bytes: Buffer }>).rows,
+            (replies[at + 2] as pg.QueryResult<LeaseRow>).rows,
+          )
+        : null;
+    return this.#write(client, batches, known, book, '');
+  }
+
+  /**
+   * Admits the batches, encodes their records around seq and previous hash, folds the listing with
+   * relative seqs, and sends `prefix`, one `candor_append` call (append.ts) and COMMIT in one
+   * message: the server takes the append lock, assigns the seqs, hashes, inserts and writes the
+   * listing, so the lock covers server work only.
+   */
+  async #write(
+    client: pg.PoolClient,
+    batches: readonly (readonly NewEvent[])[],
     known: ReadonlyMap<string, OperationRow | undefined>,
     book: OwnerBook | null,
-  ): Sealed {
-    let seq = head.seq;
-    let prev = head.hash;
-    const results: (StoredEvent[] | Error)[] = [];
-    const rows: SealedRecord[] = [];
+    prefix: string,
+  ): Promise<Written> {
+    const results: (StoredEvent[] | Error | number)[] = [];
+    const templates: Template[] = [];
     for (const events of batches) {
       // A takeover whose `from` is no longer the owner, or still holds a live lease, is refused
-      // here, under the append lock: of two racing gateways exactly one is written.
+      // here, under the operations' locks: of two racing gateways exactly one is written.
       const refused = book?.admit(events);
       if (refused) {
         results.push(refused);
         continue;
       }
-      // Sealing is pure: a batch that cannot be encoded is dropped before anything is written.
+      // Encoding is pure: a batch that cannot be encoded is dropped before anything is written.
       try {
-        let s = seq;
-        let p = prev;
-        const sealed = events.map((e) => {
-          const r = sealRecord(e, ++s, p);
-          p = r.record.hash;
-          return r;
-        });
-        seq = s;
-        prev = p;
-        rows.push(...sealed);
-        results.push(sealed.map((r) => decodeSealed(r.text, r.record.hash)));
+        const own = events.map(templateOf);
+        results.push(own.length);
+        templates.push(...own);
       } catch (err) {
         results.push(err instanceof Error ? err : new Error(String(err)));
       }
     }
+    if (templates.length === 0) {
+      // Every batch was refused: nothing to write.
+      await client.query(`${prefix}COMMIT`);
+      return { results: results.map((r) => (typeof r === 'number' ? [] : r)), stored: 0 };
+    }
     const present = new Map<string, OperationRow>();
     for (const [id, r] of known) if (r) present.set(id, r);
-    // The write and COMMIT travel in one simple-query message: the lock is held for one round trip.
-    // Watchers (LISTEN) hear of the new head when, and only if, the transaction commits.
-    const notify =
-      rows.length > 0 ? `SELECT pg_notify('${this.#channel}', '${rows.at(-1)!.record.seq}'); ` : '';
-    const write = rows.length > 0 ? writeSql(rows, present) : { sql: '', written: [] };
+    const written: OperationRow[] = [];
+    const writes = derivedWrites(relativeRecords(templates), present, written);
+    const replies = (await client.query(
+      `${prefix}${serverAppendSql(
+        this.#lockKey,
+        templates,
+        writes,
+        this.#channel,
+        new Map([...known].map(([id, r]) => [id, r?.last_seq])),
+      )}; COMMIT`,
+    )) as unknown as pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>[];
+    const reply = replies.at(-2)!.rows[0]!;
+    const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
+    const records = storedRecords(templates, before, reply.hashes);
+    this.#remember(records, written, before.seq);
+    let next = 0;
     return {
-      results,
-      head: { seq, hash: prev },
-      stored: rows.length,
-      sql: `${write.sql}${notify}`,
-      written: write.written,
+      results: results.map((r) => (typeof r === 'number' ? records.slice(next, (next += r)) : r)),
+      stored: records.length,
     };
   }
 
-  /**
-   * The owners the batches' takeovers and attempts speak about, read under the append lock (one
-   * more round trip, only when a batch takes an operation over or starts an attempt of one it does
-   * not open); null when none does.
-   */
-  async #ownerBook(
-    client: pg.PoolClient,
-    batches: readonly (readonly NewEvent[])[],
-  ): Promise<OwnerBook | null> {
-    const { operations, owners } = ownerChangesIn(batches);
-    if (operations.length === 0) return null;
-    const [events, leases] = (await client.query(
-      `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
-         AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq;
-       SELECT owner, expires_at::float8 AS expires_at, heartbeat_at::float8 AS heartbeat_at
-         FROM ledger_leases WHERE owner IN (${owners.length > 0 ? owners.map(lit).join(', ') : 'NULL'})`,
-    )) as unknown as [
-      pg.QueryResult<{ operation_id: string; bytes: Buffer }>,
-      pg.QueryResult<LeaseRow>,
-    ];
-    const byOp = new Map<string, StoredEvent[]>();
-    for (const r of events.rows) {
-      const list = byOp.get(r.operation_id) ?? [];
-      list.push(parseRecord(r.bytes));
-      byOp.set(r.operation_id, list);
+  /** Remembers the rows a commit wrote, and the owners it set (a takeover forgets the owner). */
+  #remember(records: readonly StoredEvent[], written: readonly OperationRow[], head: number): void {
+    const owner = new Map<string, string | null>();
+    for (const e of records) {
+      if (e.operation_id === null) continue;
+      if (e.kind === 'operation_opened') owner.set(e.operation_id, e.data.owner);
+      else if (e.kind === 'owner_changed') owner.set(e.operation_id, null);
     }
-    const leaseBy = new Map(leases.rows.map((l) => [l.owner, l]));
-    return createOwnerBook(
-      (id) => ownerFrom(byOp.get(id) ?? []),
-      (owner) => leaseBy.get(owner),
-    );
+    for (const r of written) {
+      const id = r.operation_id;
+      const was = this.#known.get(id);
+      this.#known.delete(id);
+      this.#known.set(id, {
+        row: {
+          ...r,
+          first_seq: absoluteSeq(r.first_seq, head),
+          last_seq: absoluteSeq(r.last_seq, head),
+        },
+        owner: owner.has(id) ? owner.get(id)! : (was?.owner ?? null),
+      });
+    }
+    while (this.#known.size > KNOWN_ROWS) this.#known.delete(this.#known.keys().next().value!);
   }
 
   readonly leases: OwnerLeases = {
@@ -514,25 +576,17 @@ class PostgresLedgerStore implements LedgerStore {
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
 
 /**
- * SQL inserting the records and their operation-state changes. Values are inlined as literals
- * (strings through `escapeLiteral`, bytes as hex, seq numbers we generated) so that it can share
- * one message with COMMIT; nothing here comes from an unescaped caller string.
+ * Statements writing what the records change beside the events (tags, unresolved states, the
+ * listing); seqs at or above RELATIVE_SEQ are written as `$1 + k` (see listing.ts).
  */
-function writeSql(
-  rows: readonly { record: StoredEvent; bytes: Buffer }[],
+function derivedWrites(
+  records: readonly StoredEvent[],
   known: ReadonlyMap<string, OperationRow>,
-): { sql: string; written: OperationRow[] } {
-  const values = rows.map(
-    ({ record: r, bytes }) =>
-      `(${r.seq}, '${r.hash}', '\\x${bytes.toString('hex')}'::bytea, ${lit(r.kind)}, ${lit(
-        r.operation_id,
-      )}, ${lit(r.session_id)}, ${lit(r.correlation_id)})`,
-  );
-  const parts = [
-    `INSERT INTO ledger_events (seq, hash, bytes, kind, operation_id, session_id, correlation_id) VALUES ${values.join(', ')};`,
-  ];
+  written: OperationRow[],
+): string[] {
+  const parts: string[] = [];
   const tags = new Set(
-    rows.flatMap(({ record }) =>
+    records.flatMap((record) =>
       operationTags(record).map((t) => `(${lit(t)}, ${lit(record.operation_id)})`),
     ),
   );
@@ -541,10 +595,7 @@ function writeSql(
       `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
     );
   }
-  const changes = foldStates(
-    rows.map((r) => r.record),
-    (id) => known.get(id)?.state ?? undefined,
-  );
+  const changes = foldStates(records, (id) => known.get(id)?.state ?? undefined);
   const open = changes.filter((c) => UNRESOLVED_STATES.has(c.state));
   const settled = changes.filter((c) => !UNRESOLVED_STATES.has(c.state));
   if (open.length > 0) {
@@ -559,25 +610,24 @@ function writeSql(
       `DELETE FROM unresolved_operations WHERE operation_id IN (${settled.map((c) => lit(c.operation_id)).join(', ')});`,
     );
   }
-  const written: OperationRow[] = [];
-  const listing = listingWriteSql(
-    rows.map((r) => r.record),
-    known,
-    written,
-  );
-  if (listing) parts.push(listing);
-  return { sql: `${parts.join(' ')} `, written };
+  parts.push(...listingWrites(records, known, written));
+  return parts;
 }
 
-/** `known` with the rows a commit wrote, most recent last, at most KNOWN_ROWS of them. */
-function mergeKnown(
-  known: Map<string, OperationRow | undefined>,
-  written: readonly OperationRow[],
-): Map<string, OperationRow | undefined> {
-  for (const r of written) {
-    known.delete(r.operation_id);
-    known.set(r.operation_id, r);
+/** Fencing's owners from the owner events and leases read under the operations' locks. */
+function ownerBookOf(
+  events: readonly { operation_id: string; bytes: Buffer }[],
+  leases: readonly LeaseRow[],
+): OwnerBook {
+  const byOp = new Map<string, StoredEvent[]>();
+  for (const r of events) {
+    const list = byOp.get(r.operation_id) ?? [];
+    list.push(parseRecord(r.bytes));
+    byOp.set(r.operation_id, list);
   }
-  while (known.size > KNOWN_ROWS) known.delete(known.keys().next().value!);
-  return known;
+  const leaseBy = new Map(leases.map((l) => [l.owner, l]));
+  return createOwnerBook(
+    (id) => ownerFrom(byOp.get(id) ?? []),
+    (owner) => leaseBy.get(owner),
+  );
 }
