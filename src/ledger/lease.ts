@@ -4,8 +4,8 @@
 // may take its operations over with an `owner_changed` event.
 //
 // The guarantee lives in the store, not in the engine: every store admits an `owner_changed`
-// inside its append transaction (under the PostgreSQL append lock, SQLite's write lock, or the
-// memory store's single thread) only when its `from` is still the operation's owner and `from`
+// inside its append transaction (under the PostgreSQL operation's row lock, SQLite's write lock,
+// or the memory store's single thread) only when its `from` is still the operation's owner and `from`
 // holds no live lease at the event's time. Of two gateways racing for one operation, the first
 // append wins and the second is refused with OWNER_CONFLICT; a live owner is never displaced.
 //
