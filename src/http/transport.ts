@@ -5,6 +5,7 @@
 import type { LookupFunction } from 'node:net';
 import { request as undiciRequest } from 'undici';
 import type { LocalError, Phase } from '../core/evidence.js';
+import { merged } from '../core/merge.js';
 import type { HttpTimeouts } from '../core/transport.js';
 import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
 import { createHttpPool, type HttpPool } from './pool.js';
@@ -146,7 +147,7 @@ export async function sendHttp(
     const res = await undiciRequest(url, {
       dispatcher: lease.client,
       method: req.method,
-      headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },
+      headers: merged(req.headers, { [ATTEMPT_HEADER]: req.attemptId }),
       body: req.body ?? null,
       signal: controller.signal,
     });
