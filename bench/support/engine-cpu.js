@@ -5,11 +5,14 @@
 //
 //   node bench/support/engine-cpu.js [--ledger memory|sqlite] [--actions N] [--concurrency C]
 //                                    [--class create|read] [--rounds R] [--only runtime|raw]
-//                                    [--transport http|canned] [--dist DIR]
+//                                    [--transport http|canned] [--dist DIR] [--against DIR]
 //
 // `--transport canned` answers from memory (no socket: the engine and the ledger alone); `--dist`
 // measures another build (e.g. an earlier commit built with `tsc --outDir DIR`) for a before/after
-// on the same machine minutes apart. With the memory ledger it also reports the CPU spent inside
+// on the same machine minutes apart; `--against DIR` loads that other build into the same process
+// and alternates rounds between the two runtimes (each with its own ledger), which a busy machine
+// skews far less than runs minutes apart (rounds of --actions, 20 by default, median and 25th
+// percentile of each side). With the memory ledger it also reports the CPU spent inside
 // the ledger's calls (its sealing and hashing), which is the ledger's share, not the engine's.
 // Run it under `node --cpu-prof` to see where the runtime's share goes (bench/README.md).
 // Imports the built package from dist/ (run `npm run build` first).
@@ -34,20 +37,17 @@ const { values: opts } = parseArgs({
     transport: { type: 'string', default: 'http' },
     // Another build to measure (e.g. the previous commit built into a directory): before/after.
     dist: { type: 'string' },
+    // A second build measured in the same process, rounds alternating with the first.
+    against: { type: 'string' },
   },
 });
 const N = Number(opts.actions);
 const C = Number(opts.concurrency);
 const ROUNDS = Number(opts.rounds);
 
+const buildUrl = (dir) => pathToFileURL(`${dir.replace(/\/$/, '')}/`);
 const dist =
-  typeof opts.dist === 'string'
-    ? pathToFileURL(`${opts.dist.replace(/\/$/, '')}/`)
-    : new URL('../../dist/', import.meta.url);
-const { createRuntime } = await import(new URL('runtime.js', dist).href);
-const { defineAction } = await import(new URL('engine/action.js', dist).href);
-const { staticCredentials } = await import(new URL('engine/ports.js', dist).href);
-const { openLedger } = await import(new URL('ledger/open.js', dist).href);
+  typeof opts.dist === 'string' ? buildUrl(opts.dist) : new URL('../../dist/', import.meta.url);
 const { Agent, Client, request } = await import('undici');
 const { z } = await import('zod');
 
@@ -80,46 +80,58 @@ const origin = `http://127.0.0.1:${port}`;
 const TOKEN = 'bench-token-0123456789';
 
 const dir = mkdtempSync(join(tmpdir(), 'candor-bench-cpu-'));
-const url = opts.ledger === 'sqlite' ? `sqlite:${join(dir, 'ledger.db')}` : 'memory:';
-const opened = await openLedger(url, { durability: 'process' });
-if (!opened.ok) throw new Error(opened.failure.message);
-const ledger = opened.value;
-// Time spent synchronously inside the ledger's methods (all of a memory ledger's work; for SQLite
-// only what runs before its group commit yields): the engine's share is the rest.
-let inLedgerUs = 0;
-for (const m of ['append', 'query', 'read']) {
-  const f = ledger[m].bind(ledger);
-  ledger[m] = (...args) => {
-    const t = process.cpuUsage();
-    try {
-      return f(...args);
-    } finally {
-      const u = process.cpuUsage(t);
-      inLedgerUs += u.user + u.system;
-    }
-  };
+let sides = 0;
+
+/** A runtime of the build at `distUrl` with its own ledger, and the CPU spent in that ledger's calls. */
+async function engineOf(distUrl) {
+  const { createRuntime } = await import(new URL('runtime.js', distUrl).href);
+  const { defineAction } = await import(new URL('engine/action.js', distUrl).href);
+  const { staticCredentials } = await import(new URL('engine/ports.js', distUrl).href);
+  const { openLedger } = await import(new URL('ledger/open.js', distUrl).href);
+  const url = opts.ledger === 'sqlite' ? `sqlite:${join(dir, `ledger-${sides++}.db`)}` : 'memory:';
+  const opened = await openLedger(url, { durability: 'process' });
+  if (!opened.ok) throw new Error(opened.failure.message);
+  const ledger = opened.value;
+  // Time spent synchronously inside the ledger's methods (all of a memory ledger's work; for SQLite
+  // only what runs before its group commit yields): the engine's share is the rest.
+  const side = { inLedgerUs: 0, ledger };
+  for (const m of ['append', 'query', 'read']) {
+    const f = ledger[m].bind(ledger);
+    ledger[m] = (...args) => {
+      const t = process.cpuUsage();
+      try {
+        return f(...args);
+      } finally {
+        const u = process.cpuUsage(t);
+        side.inLedgerUs += u.user + u.system;
+      }
+    };
+  }
+  side.action = defineAction({
+    name: 'create_thing',
+    class: opts.class,
+    subject: 'the thing',
+    input: z.object({ name: z.string() }),
+    request: (i, ctx) => ({
+      method: 'POST',
+      path: '/v1/things',
+      body: { ...i, client_ref: ctx.correlation_id },
+    }),
+    response: z.looseObject({ id: z.string(), state: z.string() }),
+    remoteRef: (d) => d.id,
+    destination: { origin, authority_ref: 'vault:bench' },
+  });
+  side.runtime = createRuntime({
+    ledger,
+    credentials: staticCredentials({ 'vault:bench': { authorization: `Bearer ${TOKEN}` } }),
+    actions: [side.action],
+    agent: 'bench',
+    ...(opts.transport === 'canned' ? { transports: { http: cannedHttp() } } : {}),
+  });
+  return side;
 }
-const action = defineAction({
-  name: 'create_thing',
-  class: opts.class,
-  subject: 'the thing',
-  input: z.object({ name: z.string() }),
-  request: (i, ctx) => ({
-    method: 'POST',
-    path: '/v1/things',
-    body: { ...i, client_ref: ctx.correlation_id },
-  }),
-  response: z.looseObject({ id: z.string(), state: z.string() }),
-  remoteRef: (d) => d.id,
-  destination: { origin, authority_ref: 'vault:bench' },
-});
-const runtime = createRuntime({
-  ledger,
-  credentials: staticCredentials({ 'vault:bench': { authorization: `Bearer ${TOKEN}` } }),
-  actions: [action],
-  agent: 'bench',
-  ...(opts.transport === 'canned' ? { transports: { http: cannedHttp() } } : {}),
-});
+const main = await engineOf(dist);
+const other = typeof opts.against === 'string' ? await engineOf(buildUrl(opts.against)) : null;
 
 /** An HTTP transport that answers every request at once with what the local server would send. */
 function cannedHttp() {
@@ -147,10 +159,11 @@ function cannedHttp() {
 }
 
 let n = 0;
-const viaRuntime = async () => {
-  const env = await runtime.run(action, { name: `thing-${n++}` });
+const runOf = (side) => async () => {
+  const env = await side.runtime.run(side.action, { name: `thing-${n++}` });
   if (!env.ok) throw new Error(`runtime.run: ${env.category}`);
 };
+const viaRuntime = runOf(main);
 const pool = new Agent();
 const raw = async () => {
   const i = n++;
@@ -179,15 +192,15 @@ async function connections() {
   }
 }
 
-/** CPU microseconds per call of `fn` over `count` calls, `C` in flight. */
-async function cpuPer(fn, count) {
+/** CPU microseconds per call of `fn` over `count` calls, `C` in flight (`side`: whose ledger). */
+async function cpuPer(fn, count, side = main) {
   let left = count;
   const conns = await connections();
   const worker = async () => {
     while (left-- > 0) await fn();
   };
   const t0 = performance.now();
-  const ledgerBefore = inLedgerUs;
+  const ledgerBefore = side.inLedgerUs;
   const before = process.cpuUsage();
   await Promise.all(Array.from({ length: C }, worker));
   const used = process.cpuUsage(before);
@@ -197,13 +210,55 @@ async function cpuPer(fn, count) {
     cpu: (used.user + used.system) / count,
     sys: used.system / count,
     wall,
-    ledger: (inLedgerUs - ledgerBefore) / count,
+    ledger: (side.inLedgerUs - ledgerBefore) / count,
     conns: ((await connections()) - conns - 1) / count,
   };
 }
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quartile = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 4)];
+
+/** `--against`: both builds' runtimes, rounds alternating (which goes first alternates too). */
+async function alternate() {
+  const pair = [
+    ['this build', main],
+    [opts.against, other],
+  ];
+  const rounds = Math.max(ROUNDS, 20);
+  for (const [, side] of pair) await cpuPer(runOf(side), Math.min(N, 500), side);
+  const got = new Map(pair.map(([name]) => [name, []]));
+  for (let r = 0; r < rounds; r++) {
+    for (const [name, side] of r % 2 ? pair : [...pair].reverse())
+      got.get(name).push(await cpuPer(runOf(side), N, side));
+  }
+  console.log(
+    `engine-cpu: ${opts.class} action, ${opts.ledger} ledger, ${opts.transport} transport, ${N} actions x ${rounds} rounds per build, alternating, ${C} in flight`,
+  );
+  for (const [name, xs] of got) {
+    const cpu = xs.map((x) => x.cpu);
+    const outside = xs.map((x) => x.cpu - x.ledger);
+    console.log(
+      `  ${name.padEnd(24)} ${median(cpu).toFixed(0).padStart(5)} us CPU/action (p25 ${quartile(cpu).toFixed(0)}), outside the ledger's calls ${median(outside).toFixed(0)} us (p25 ${quartile(outside).toFixed(0)})`,
+    );
+  }
+}
+
 try {
+  if (other) await alternate();
+  else await againstRaw();
+} finally {
+  for (const side of other ? [main, other] : [main]) {
+    await side.runtime.endSession('bench finished');
+    await side.runtime.close();
+    await side.ledger.close();
+  }
+  await pool.close();
+  child.kill();
+  rmSync(dir, { recursive: true, force: true });
+}
+
+/** The runtime against raw undici requests of the same POST, rounds alternating. */
+async function againstRaw() {
   const sides = { runtime: opts.only !== 'raw', raw: opts.only !== 'runtime' };
   const none = { cpu: NaN, sys: NaN, wall: NaN, ledger: NaN, conns: NaN };
   if (sides.runtime) await cpuPer(viaRuntime, Math.min(N, 500));
@@ -239,11 +294,4 @@ try {
     console.log(
       `  runtime.run over raw undici: ${(cpuRt - cpuRaw).toFixed(0)} us CPU per action (the ledger's calls included)`,
     );
-} finally {
-  await runtime.endSession('bench finished');
-  await runtime.close();
-  await ledger.close();
-  await pool.close();
-  child.kill();
-  rmSync(dir, { recursive: true, force: true });
 }

@@ -1,8 +1,16 @@
 // Property tests for classify(): seeded and replayable (set CANDOR_SEED to replay a printed seed).
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { classify } from './classify.js';
-import { ContractCheck, LocalError, Phase, type Contract, type Evidence } from './evidence.js';
+import { classify, EVIDENCE_FIELDS } from './classify.js';
+import {
+  ContractCheck,
+  contractSchema,
+  evidenceSchema,
+  LocalError,
+  Phase,
+  type Contract,
+  type Evidence,
+} from './evidence.js';
 import { ActionClass, valuesOf } from './vocabulary.js';
 
 const seed = Number(process.env.CANDOR_SEED ?? 20261130);
@@ -154,6 +162,83 @@ describe(`classify properties (seed ${seed}, ${numRuns} cases each)`, () => {
       fc.property(evidenceArb, contractArb, (e, c) => {
         const out = classify(e, c);
         expect(out.retry === 'after_delay').toBe(out.retry_after_ms !== null);
+      }),
+      params,
+    );
+  });
+
+  it('takes plain evidence and contracts without zod exactly as the schemas would (same claim for the same fields, also when a field is wrong, missing or undefined)', () => {
+    expect(Object.keys(EVIDENCE_FIELDS).sort()).toEqual(Object.keys(evidenceSchema.shape).sort());
+    // A field of the right kind, or a value of the wrong kind or out of range.
+    const odd = fc.constantFrom<unknown>(
+      undefined,
+      null,
+      -1,
+      0,
+      1.5,
+      99,
+      1000,
+      Number.NaN,
+      Infinity,
+      2 ** 60,
+      'x',
+      '',
+      true,
+      {},
+      [],
+    );
+    // Absent keys come from the record itself; a present key holds mostly a good value.
+    const field = (good: fc.Arbitrary<unknown>) =>
+      fc.oneof({ weight: 12, arbitrary: good }, { weight: 1, arbitrary: odd });
+    const looseEvidence = fc.record(
+      {
+        phase: fc.oneof(
+          { weight: 6, arbitrary: fc.constantFrom<unknown>(...valuesOf(Phase)) },
+          { weight: 1, arbitrary: odd },
+        ),
+        blocked: field(fc.constantFrom('gate_locked', 'approval_denied')),
+        local_error: field(fc.constantFrom(...valuesOf(LocalError))),
+        error_code: field(fc.string({ maxLength: 6 })),
+        response_misframed: field(fc.boolean()),
+        status: field(statusArb),
+        www_authenticate: field(fc.boolean()),
+        retry_after_ms: field(fc.integer({ min: 0, max: 600_000 })),
+        idempotent_replay: field(fc.boolean()),
+        idempotency_in_progress: field(fc.boolean()),
+        contract_check: field(fc.constantFrom(...valuesOf(ContractCheck))),
+        exit_status: field(fc.option(fc.integer({ min: -5, max: 255 }), { nil: null })),
+        mcp_reply: field(
+          fc.constantFrom('result', 'tool_error', 'rpc_error', 'rpc_internal_error'),
+        ),
+        reconciliation_matches: field(fc.nat(3)),
+        extra: field(fc.string({ maxLength: 3 })),
+      },
+      { requiredKeys: [] },
+    );
+    const looseContract = fc.record(
+      {
+        action_class: fc.oneof(
+          { weight: 6, arbitrary: fc.constantFrom<unknown>(...valuesOf(ActionClass)) },
+          { weight: 1, arbitrary: odd },
+        ),
+        idempotency_honoured: field(fc.boolean()),
+        reconciliation: field(fc.boolean()),
+        five_xx: field(fc.constantFrom('unknown', 'not_applied')),
+        default_retry_after_ms: field(fc.nat(60_000)),
+        extra: field(fc.boolean()),
+      },
+      { requiredKeys: [] },
+    );
+    // The same fields behind another prototype: classify then reads them through the schemas only.
+    const viaSchema = (o: object): object => Object.assign(Object.create({}) as object, o);
+    fc.assert(
+      fc.property(looseEvidence, looseContract, (e, c) => {
+        expect(classify(e, c)).toEqual(classify(viaSchema(e), viaSchema(c)));
+        // The schema path itself is what the schemas say (a refused contract is the worst case).
+        if (contractSchema.safeParse(c).success && evidenceSchema.safeParse(e).success)
+          expect(classify(e, c)).toEqual(
+            classify(evidenceSchema.parse(e), contractSchema.parse(c)),
+          );
       }),
       params,
     );

@@ -2,9 +2,12 @@
 // may honestly claim. It never throws; evidence it cannot read is treated as the worst case
 // (bytes may have left, nothing came back). The rules are the data tables below, in order.
 import {
+  ContractCheck,
   contractSchema,
   evidenceSchema,
+  FiveXxMeaning,
   LocalError,
+  Phase,
   type Evidence,
   type LocalError as LocalErrorT,
   type ResolvedContract,
@@ -178,9 +181,8 @@ const WORST_CASE_CONTRACT: ResolvedContract = {
 
 export function classify(evidence: unknown, contract: unknown): Classification {
   try {
-    const c = contractSchema.safeParse(contract);
-    const ctr = c.success ? c.data : WORST_CASE_CONTRACT;
-    const e = evidenceSchema.safeParse(evidence);
+    const ctr = plainContract(contract) ?? parsedContract(contract);
+    const e = plainEvidence(evidence) ?? evidenceSchema.safeParse(evidence);
     if (!e.success) {
       return result({
         category: Category.outcome_unknown,
@@ -203,6 +205,97 @@ export function classify(evidence: unknown, contract: unknown): Classification {
       rule: 'classifier_fault',
     });
   }
+}
+
+function parsedContract(contract: unknown): ResolvedContract {
+  const c = contractSchema.safeParse(contract);
+  return c.success ? c.data : WORST_CASE_CONTRACT;
+}
+
+// Fast paths for the objects the engine and its transports build: a plain object whose fields all
+// have the schema's types is taken without a zod pass (the same fields, the same defaults; keys
+// the schema does not know are left out, as the schema strips them). Anything else — another
+// prototype, a field present but undefined, a value out of range — goes through the schema, so
+// these never accept what the schema would refuse.
+
+const isPlain = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' &&
+  v !== null &&
+  (Object.getPrototypeOf(v) === Object.prototype || Object.getPrototypeOf(v) === null);
+const oneOf =
+  (values: readonly string[]) =>
+  (v: unknown): boolean =>
+    typeof v === 'string' && values.includes(v);
+const isBoolean = (v: unknown): boolean => typeof v === 'boolean';
+const isString = (v: unknown): boolean => typeof v === 'string';
+const intIn =
+  (min: number, max: number) =>
+  (v: unknown): boolean =>
+    Number.isSafeInteger(v) && (v as number) >= min && (v as number) <= max;
+const ANY_INT = intIn(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
+const COUNT = intIn(0, Number.MAX_SAFE_INTEGER);
+
+/** evidenceSchema's fields as checks (kept beside it by a test that compares the two). */
+export const EVIDENCE_FIELDS: Readonly<Record<keyof Evidence, (v: unknown) => boolean>> = {
+  phase: oneOf(valuesOf(Phase)),
+  blocked: oneOf(['gate_locked', 'approval_denied']),
+  local_error: oneOf(valuesOf(LocalError)),
+  error_code: isString,
+  response_misframed: isBoolean,
+  status: intIn(100, 999),
+  www_authenticate: isBoolean,
+  retry_after_ms: COUNT,
+  idempotent_replay: isBoolean,
+  idempotency_in_progress: isBoolean,
+  contract_check: oneOf(valuesOf(ContractCheck)),
+  exit_status: (v) => v === null || ANY_INT(v),
+  mcp_reply: oneOf(['result', 'tool_error', 'rpc_error', 'rpc_internal_error']),
+  reconciliation_matches: COUNT,
+};
+const EVIDENCE_KEYS = Object.keys(EVIDENCE_FIELDS) as (keyof Evidence)[];
+
+function plainEvidence(evidence: unknown): { success: true; data: Evidence } | null {
+  if (!isPlain(evidence)) return null;
+  const out: Record<string, unknown> = {};
+  for (const key of EVIDENCE_KEYS) {
+    if (!(key in evidence)) continue;
+    const v = evidence[key];
+    if (!EVIDENCE_FIELDS[key](v)) return null;
+    out[key] = v;
+  }
+  return out['phase'] === undefined ? null : { success: true, data: out as Evidence };
+}
+
+const isActionClass = oneOf(valuesOf(ActionClass));
+const isFiveXx = oneOf(valuesOf(FiveXxMeaning));
+
+function plainContract(contract: unknown): ResolvedContract | null {
+  if (!isPlain(contract)) return null;
+  const field = <T>(key: string, ok: (v: unknown) => boolean, fallback: T): T | undefined => {
+    if (!(key in contract)) return fallback;
+    const v = contract[key];
+    return ok(v) ? (v as T) : undefined;
+  };
+  const action_class = contract['action_class'];
+  if (!isActionClass(action_class)) return null;
+  const idempotency_honoured = field('idempotency_honoured', isBoolean, false);
+  const reconciliation = field('reconciliation', isBoolean, false);
+  const five_xx = field<FiveXxMeaning>('five_xx', isFiveXx, 'unknown');
+  const default_retry_after_ms = field('default_retry_after_ms', COUNT, 1000);
+  if (
+    idempotency_honoured === undefined ||
+    reconciliation === undefined ||
+    five_xx === undefined ||
+    default_retry_after_ms === undefined
+  )
+    return null;
+  return {
+    action_class: action_class as ActionClass,
+    idempotency_honoured,
+    reconciliation,
+    five_xx,
+    default_retry_after_ms,
+  };
 }
 
 function decide(ev: Evidence, ctr: ResolvedContract): Classification {

@@ -1,7 +1,7 @@
 // Request fingerprints: sha256 over a canonical form of the request without secrets and without
 // volatile transport headers. Two attempts of one operation must produce the same fingerprint;
 // a different account, amount, host, path or permission gives a different one.
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import { canonicalJson } from './canonical.js';
 
 /** Headers that carry secrets: never part of a fingerprint (or of anything stored in clear). */
@@ -44,7 +44,8 @@ export interface FingerprintInput {
 }
 
 export function sha256Hex(data: string | Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
+  // One-shot: no Hash object per digest (a string is hashed as UTF-8, as `update` does).
+  return hash('sha256', data, 'hex');
 }
 
 export function requestFingerprint(input: FingerprintInput): string {
@@ -90,5 +91,5 @@ function canonicalTarget(target: string): string {
  * operation (including after a restart) sends the same key, and no attempt id ever leaks into it.
  */
 export function idempotencyKeyFor(operationId: string): string {
-  return `candor-${createHash('sha256').update(`candor-idempotency-v1\0${operationId}`).digest('base64url').slice(0, 32)}`;
+  return `candor-${hash('sha256', `candor-idempotency-v1\0${operationId}`, 'base64url').slice(0, 32)}`;
 }

@@ -3,7 +3,8 @@
 // fast-check prints the seed and path of a failing case; CANDOR_PROPERTY_SEED / _RUNS replay or widen.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { createRedactor, REDACTED } from './redact.js';
+import { createRedactor, REDACTED, type Redactor } from './redact.js';
+import { SECRET_HEADERS } from './fingerprint.js';
 import { listedForms } from './secret-forms.js';
 
 const SEED = 20260101;
@@ -139,4 +140,113 @@ describe('redaction properties (seeded)', () => {
       { seed: SEED + 1, numRuns: 400 },
     );
   });
+
+  it('redactValue copies exactly as the entries-based copy it replaced (keys redacted alike, __proto__, shared values, cycles)', () => {
+    // Keys drawn from a small set so that redacted keys collide with each other and with plain ones.
+    const keyArb = fc.constantFrom(
+      'a',
+      'b',
+      'token',
+      'Authorization',
+      '__proto__',
+      REDACTED,
+      `${REDACTED}#2`,
+      'k-sekret-1',
+      'x sekret-2 y',
+      'sekret-1',
+      'sekret-2',
+      '0',
+      '10',
+    );
+    const leaf = fc.oneof(
+      fc.constantFrom('sekret-1', 'sekret-2', 'plain', '', 'Bearer sekret-1'),
+      fc.integer(),
+      fc.boolean(),
+      fc.constant(null),
+    );
+    const { tree } = fc.letrec((tie) => ({
+      tree: fc.oneof({ depthSize: 'small' }, leaf, tie('obj'), tie('arr')),
+      obj: fc.array(fc.tuple(keyArb, tie('tree')), { maxLength: 5 }).map((entries) => {
+        const o: Record<string, unknown> = {};
+        for (const [k, v] of entries)
+          Object.defineProperty(o, k, {
+            value: v,
+            enumerable: true,
+            writable: true,
+            configurable: true,
+          });
+        return o;
+      }),
+      arr: fc.array(fc.oneof(fc.constantFrom('authorization', 'cookie'), tie('tree')), {
+        maxLength: 4,
+      }),
+    }));
+    fc.assert(
+      fc.property(tree, fc.boolean(), (doc, cyclic) => {
+        const value: unknown =
+          cyclic && typeof doc === 'object' && doc !== null && !Array.isArray(doc)
+            ? { doc, again: doc, self: null }
+            : doc;
+        if (value !== doc) (value as { self: unknown }).self = value;
+        const redactor = createRedactor(['sekret-1', 'sekret-2']);
+        const got = redactor.redactValue(value);
+        const want = entriesCopy(redactor, value, new WeakSet());
+        expect(got).toStrictEqual(want);
+        expect(Object.keys(got ?? {})).toStrictEqual(Object.keys(want ?? {}));
+      }),
+      { seed: SEED + 2, numRuns: 400 },
+    );
+  });
 });
+
+/** The copy redactValue made before (Object.entries / Object.fromEntries, a WeakSet of the path). */
+function entriesCopy(r: Redactor, value: unknown, seen: WeakSet<object>): unknown {
+  if (typeof value === 'string') return r.redactString(value);
+  if (value === null || typeof value !== 'object') return value;
+  if (seen.has(value)) return '[Circular]';
+  seen.add(value);
+  try {
+    if (Array.isArray(value)) {
+      const items: unknown[] = value;
+      return items.map((item, i) => {
+        const prev = items[i - 1];
+        const afterHeaderName = typeof prev === 'string' && SECRET_HEADERS.has(prev.toLowerCase());
+        return afterHeaderName && typeof item === 'string' && item !== ''
+          ? REDACTED
+          : entriesCopy(r, item, seen);
+      });
+    }
+    const secretFields = new Set([
+      ...SECRET_HEADERS,
+      'password',
+      'passwd',
+      'passphrase',
+      'secret',
+      'client_secret',
+      'token',
+      'access_token',
+      'refresh_token',
+      'id_token',
+      'api_key',
+      'apikey',
+      'private_key',
+    ]);
+    const hide = (v: unknown): unknown =>
+      v === null || v === undefined || v === '' ? v : Array.isArray(v) ? v.map(hide) : REDACTED;
+    const entries: [string, unknown][] = [];
+    const used = new Set<string>();
+    for (const [key, item] of Object.entries(value)) {
+      const redacted = secretFields.has(key.toLowerCase())
+        ? hide(item)
+        : entriesCopy(r, item, seen);
+      let name = r.redactString(key);
+      const base = name;
+      for (let n = 2; used.has(name); n++) name = `${base}#${n}`;
+      used.add(name);
+      entries.push([name, redacted]);
+    }
+    return Object.fromEntries(entries);
+  } finally {
+    seen.delete(value);
+  }
+}

@@ -304,15 +304,19 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
     return current;
   };
 
-  const redactValue = (value: unknown, seen: WeakSet<object>): unknown => {
+  /**
+   * `path`: the objects being copied, outermost first (a value met again on its own path is a
+   * cycle; one met again elsewhere is copied again). A short array: paths are a few levels deep.
+   */
+  const redactValue = (value: unknown, path: object[]): unknown => {
     if (typeof value === 'string') return redactString(value);
     if (value === null || typeof value !== 'object') return value;
-    if (seen.has(value)) return '[Circular]';
-    seen.add(value);
+    if (path.includes(value)) return '[Circular]';
+    path.push(value);
     try {
       const withJson = value as { toJSON?: unknown };
       if (typeof withJson.toJSON === 'function') {
-        return redactValue((withJson.toJSON as () => unknown).call(value), seen);
+        return redactValue((withJson.toJSON as () => unknown).call(value), path);
       }
       if (Array.isArray(value)) {
         const items: unknown[] = value;
@@ -322,19 +326,26 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
             typeof prev === 'string' && SECRET_HEADERS.has(prev.toLowerCase());
           return afterHeaderName && typeof item === 'string' && item !== ''
             ? REDACTED
-            : redactValue(item, seen);
+            : redactValue(item, path);
         });
       }
-      const entries: [string, unknown][] = [];
-      const used = new Set<string>();
-      for (const [key, item] of Object.entries(value)) {
-        const secretField = SECRET_FIELDS.has(key.toLowerCase());
-        const redacted = secretField ? hideWhole(item) : redactValue(item, seen);
-        entries.push([uniqueKey(redactString(key), used), redacted]);
+      const source = value as Record<string, unknown>;
+      const out: Record<string, unknown> = {};
+      // The names given so far; kept only once a key has changed (until then the keys are the
+      // object's own, which are distinct), so that two keys redacted alike stay apart.
+      let used: Set<string> | null = null;
+      for (const key of Object.keys(source)) {
+        const item = source[key];
+        const redacted = SECRET_FIELDS.has(key.toLowerCase())
+          ? hideWhole(item)
+          : redactValue(item, path);
+        const name = redactString(key);
+        if (used === null && name !== key) used = new Set(Object.keys(out));
+        define(out, used === null ? name : uniqueKey(name, used), redacted);
       }
-      return Object.fromEntries(entries);
+      return out;
     } finally {
-      seen.delete(value);
+      path.pop();
     }
   };
 
@@ -342,7 +353,7 @@ export function createRedactor(secrets: Iterable<string> = []): Redactor {
 
   return {
     redactString,
-    redactValue: <T>(value: T): T => redactValue(value, new WeakSet()) as T,
+    redactValue: <T>(value: T): T => redactValue(value, []) as T,
     addSecret,
     containsSecret: (text) => {
       const spans: [number, number][] = [];
@@ -474,6 +485,18 @@ function hideWhole(value: unknown): unknown {
   if (value === null || value === undefined || value === '') return value;
   if (Array.isArray(value)) return value.map(hideWhole);
   return REDACTED;
+}
+
+/** An own data property, as `Object.fromEntries` makes it (`__proto__` too is a plain key). */
+function define(target: Record<string, unknown>, key: string, value: unknown): void {
+  if (key === '__proto__')
+    Object.defineProperty(target, key, {
+      value,
+      enumerable: true,
+      writable: true,
+      configurable: true,
+    });
+  else target[key] = value;
 }
 
 /** Two keys that redact alike must not overwrite each other: later ones get `#2`, `#3`, …. */

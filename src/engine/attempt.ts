@@ -17,6 +17,7 @@ import { type EngineContext, type Licence, type RunOptions } from './context.js'
 import { prepare, type PreparedAttempt } from './request.js';
 import { sshSecretEnv } from './ssh-action.js';
 import { checkResponse } from './response-check.js';
+import { merged } from '../core/merge.js';
 
 export interface AttemptResult {
   classification: Classification;
@@ -235,12 +236,12 @@ async function withCredentials(
 ): Promise<Prepared | { blocked: Evidence }> {
   const request = prepared.request;
   // MCP: the upstream's secrets are in its child environment or connection, never a request.
-  if (request.kind === 'mcp') return { ...request, id: attemptId };
+  if (request.kind === 'mcp') return merged(request, { id: attemptId });
   // SSH: the transport resolves the host key itself; vault values for the command's secret
   // environment are resolved here, inside the runtime, and go to the redactor first.
   if (request.kind === 'ssh') {
     const dest = action.destination;
-    if (dest.kind !== 'ssh' || !dest.secret_refs) return { ...request, id: attemptId };
+    if (dest.kind !== 'ssh' || !dest.secret_refs) return merged(request, { id: attemptId });
     const secrets = await sshSecretEnv(
       ctx.options.resolveSshSecret,
       ctx.redactor,
@@ -267,7 +268,7 @@ async function withCredentials(
     };
   }
   for (const s of cred.secrets) ctx.redactor.addSecret(s);
-  return { ...request, id: attemptId, headers: { ...request.headers, ...cred.headers } };
+  return merged(request, { id: attemptId, headers: merged(request.headers, cred.headers) });
 }
 
 /** The agent sees an SSH command's stdout: a secret the command printed is hidden from it too. */

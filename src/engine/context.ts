@@ -6,6 +6,7 @@ import type { classify, Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import { canonicalJson } from '../core/canonical.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
+import { merged } from '../core/merge.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Transports } from '../core/transport.js';
@@ -296,7 +297,11 @@ export function deferOpening(
     if (pending !== null) await append([]);
   };
   return {
-    ctx: { ...ctx, append, ...recorders(append, ctx.ledger, ctx.ids, ctx.clock), recorded: flush },
+    // Every key replaced here is one of ctx's own, so the copy keeps ctx's shape (core/merge.ts).
+    ctx: merged(merged(ctx, recorders(append, ctx.ledger, ctx.ids, ctx.clock)), {
+      append,
+      recorded: flush,
+    }),
     flush,
   };
 }

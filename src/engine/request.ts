@@ -3,6 +3,7 @@
 // volatile, the body and whatever else the transport says identifies it (SSH: host and check).
 import { canonicalJson } from '../core/canonical.js';
 import { requestFingerprint, sha256Hex } from '../core/fingerprint.js';
+import { merged } from '../core/merge.js';
 import type { HttpPrepared, McpPrepared, SshRunPrepared, Transport } from '../core/transport.js';
 import type { OperationView } from '../ledger/projection.js';
 import {
@@ -46,12 +47,14 @@ export function prepare<I, O>(
   const line = requestLine(dest, spec);
   const specHeaders = 'headers' in spec ? spec.headers : undefined;
   const specBody = 'body' in spec ? spec.body : 'arguments' in spec ? spec.arguments : undefined;
-  const headers: Record<string, string> = {
-    accept: 'application/json',
-    'x-correlation-id': rctx.correlation_id,
-    'x-candor-call-id': rctx.correlation_id,
-    ...(specHeaders ?? {}),
-  };
+  const headers: Record<string, string> = merged(
+    {
+      accept: 'application/json',
+      'x-correlation-id': rctx.correlation_id,
+      'x-candor-call-id': rctx.correlation_id,
+    },
+    specHeaders ?? {},
+  );
   let body: string | undefined;
   if (specBody !== undefined) {
     body = JSON.stringify(specBody);

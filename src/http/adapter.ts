@@ -4,10 +4,11 @@
 import type { LookupFunction } from 'node:net';
 import { parseRetryAfter, type Evidence } from '../core/evidence.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
+import { merged } from '../core/merge.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Dispatched, HttpPrepared, Reply, Transport } from '../core/transport.js';
 import { createHttpPool } from './pool.js';
-import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome } from './transport.js';
+import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome, type HttpTimeouts } from './transport.js';
 
 export interface HttpTransportOptions {
   /** Host name resolution for every request (tests resolve `.invalid` locally). */
@@ -33,7 +34,9 @@ export function httpTransport(options: HttpTransportOptions = {}): Transport<Htt
           headers: p.headers,
           ...(p.body !== undefined ? { body: p.body } : {}),
           attemptId: p.id,
-          timeouts: { ...DEFAULT_TIMEOUTS, ...p.timeouts },
+          timeouts: p.timeouts
+            ? (merged(DEFAULT_TIMEOUTS, p.timeouts) as HttpTimeouts)
+            : DEFAULT_TIMEOUTS,
           ...(signal ? { signal } : {}),
           reuseConnection: p.reuse_connection,
           pool,

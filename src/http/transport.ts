@@ -5,6 +5,7 @@
 import type { LookupFunction } from 'node:net';
 import { request as undiciRequest } from 'undici';
 import type { LocalError, Phase } from '../core/evidence.js';
+import { merged } from '../core/merge.js';
 import type { HttpTimeouts } from '../core/transport.js';
 import { ATTEMPT_HEADER, trackAttempt } from './channels.js';
 import { createHttpPool, type HttpPool } from './pool.js';
@@ -104,15 +105,28 @@ export async function sendHttp(
   const onExternalAbort = (): void => abort('cancelled');
   if (req.signal?.aborted) abort('cancelled');
   req.signal?.addEventListener('abort', onExternalAbort, { once: true });
-  const totalTimer = setTimeout(() => abort('deadline'), req.timeouts.total_ms);
-  let writeTimer: NodeJS.Timeout | undefined;
+  // One timer for both deadlines (the whole exchange, and the request write once it begins): it
+  // first fires when the earliest write deadline could pass, and there finds what has expired or
+  // sleeps on until the next deadline. An exchange that ends in time never re-arms it.
+  const { total_ms, write_ms } = req.timeouts;
+  const t0 = performance.now();
+  let writeDeadline: number | undefined;
+  const onTimer = (): void => {
+    const t = performance.now();
+    // Timers count whole milliseconds: within 1 ms of a deadline is past it.
+    if (writeDeadline !== undefined && t >= writeDeadline - 1) return abort('write_timeout');
+    if (t >= t0 + total_ms - 1) return abort('deadline');
+    const next = Math.min(t0 + total_ms, writeDeadline ?? t + write_ms);
+    timer = setTimeout(onTimer, Math.max(1, next - t));
+  };
+  let timer = setTimeout(onTimer, Math.min(total_ms, write_ms));
   let request_sent_at: number | undefined;
   tracker.on = (phase) => {
     if (phase === 'send_headers') {
       request_sent_at = clock();
-      writeTimer = setTimeout(() => abort('write_timeout'), req.timeouts.write_ms);
+      writeDeadline = performance.now() + write_ms;
     } else if (phase === 'body_sent' || phase === 'headers') {
-      clearTimeout(writeTimer);
+      writeDeadline = undefined;
     }
   };
 
@@ -133,20 +147,29 @@ export async function sendHttp(
     const res = await undiciRequest(url, {
       dispatcher: lease.client,
       method: req.method,
-      headers: { ...req.headers, [ATTEMPT_HEADER]: req.attemptId },
+      headers: merged(req.headers, { [ATTEMPT_HEADER]: req.attemptId }),
       body: req.body ?? null,
       signal: controller.signal,
     });
     status = res.statusCode;
     headers_at = clock();
     headers = flattenHeaders(res.headers);
-    for await (const chunk of res.body) {
-      const buf = chunk as Buffer;
-      if (kept < max) {
-        chunks.push(buf.subarray(0, max - kept));
-        kept += Math.min(buf.length, max - kept);
-      }
-    }
+    // Read by events, not an async iterator (its promise per chunk costs more than the read).
+    await new Promise<void>((resolve, reject) => {
+      const body = res.body;
+      body.on('data', (buf: Buffer) => {
+        if (kept < max) {
+          chunks.push(buf.subarray(0, max - kept));
+          kept += Math.min(buf.length, max - kept);
+        }
+      });
+      body.once('end', resolve);
+      body.once('error', reject);
+      // Closed without an end or an error: what an iterator reports as a premature close.
+      body.once('close', () => {
+        if (!body.readableEnded) reject(prematureClose());
+      });
+    });
     // A complete exchange: the connection may serve another request.
     lease.release(headers);
     return {
@@ -194,12 +217,16 @@ export async function sendHttp(
     if (chunks.length) outcome.body = Buffer.concat(chunks);
     return outcome;
   } finally {
-    clearTimeout(totalTimer);
-    clearTimeout(writeTimer);
+    clearTimeout(timer);
     req.signal?.removeEventListener('abort', onExternalAbort);
     release();
     await lease.discard();
   }
+}
+
+/** The error a stream iterator gives for a body closed before its end (same code). */
+function prematureClose(): Error {
+  return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 
 function errorCode(error: unknown): string | undefined {
