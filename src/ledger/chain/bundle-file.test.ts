@@ -246,3 +246,16 @@ describe('a hashing thread that dies mid-run', () => {
     );
   });
 });
+
+describe('a file that cannot be read', () => {
+  it.skipIf(process.platform !== 'linux')(
+    'a read error names the file (open succeeds, read fails: /proc/self/mem is EIO)',
+    async () => {
+      for (const workers of [0, 2]) {
+        const r = verifyBundleFile('/proc/self/mem', { workers });
+        await expect(r).rejects.toMatchObject({ code: 'EIO', path: '/proc/self/mem' });
+        await expect(r).rejects.toThrow('"/proc/self/mem"');
+      }
+    },
+  );
+});
