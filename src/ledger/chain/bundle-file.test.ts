@@ -5,6 +5,8 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
+import type * as Os from 'node:os';
+import type * as WorkerThreads from 'node:worker_threads';
 import { GENESIS_HASH, type NewEvent } from '../events.js';
 import { sealRecord } from '../record.js';
 import { checkpointFor, encodeBundle, parseBundle, verifyBundle } from './bundle.js';
@@ -21,9 +23,9 @@ const hooks = vi.hoisted(() => ({
 }));
 
 vi.mock('node:worker_threads', async (importOriginal) => {
-  const real = await importOriginal<typeof import('node:worker_threads')>();
+  const real = await importOriginal<typeof WorkerThreads>();
   class Worker extends real.Worker {
-    constructor(source: string, options: import('node:worker_threads').WorkerOptions) {
+    constructor(source: string, options: WorkerThreads.WorkerOptions) {
       let src = source;
       if (hooks.dieAt > 0) {
         const die = `if (m.ticket === ${hooks.dieAt}) process.exit(7);`;
@@ -39,7 +41,7 @@ vi.mock('node:worker_threads', async (importOriginal) => {
 });
 
 vi.mock('node:os', async (importOriginal) => {
-  const real = await importOriginal<typeof import('node:os')>();
+  const real = await importOriginal<typeof Os>();
   return {
     ...real,
     availableParallelism: () => hooks.cpus || real.availableParallelism(),
@@ -83,7 +85,19 @@ function records(n: number, pick: (n: number) => number): Buffer[] {
       session_id: null,
       operation_id: `op_${seq}`,
       correlation_id: `c-${seq}${pad}`,
-      data: { i: seq, s: 'é"\\' },
+      data: {
+        attempt_id: `att_${seq}`,
+        dispatch_state: 'sent_no_response',
+        category: 'outcome_unknown',
+        retry: 'reconcile_first',
+        remote_effect: 'unknown',
+        rule: 'read_timeout_after_send',
+        phases: { started_at: seq },
+        response: null,
+        duration_ms: seq,
+        diagnostics_ref: `d "é" \\ ${seq}`,
+        diagnostics: null,
+      },
     };
     const { record, bytes } = sealRecord(e, seq, prev);
     prev = record.hash;
