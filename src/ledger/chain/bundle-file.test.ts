@@ -176,7 +176,7 @@ describe('streaming verification, differential', () => {
   it('random valid and damaged bundles: same verdict as in memory on every path, roots independent', async () => {
     const seed = 20_261_201;
     const pick = random(seed);
-    const runs = 60;
+    const runs = 48;
     const codes = new Set<string>();
     for (let run = 0; run < runs; run++) {
       const recs = records(SIZES[pick(SIZES.length)]!, pick);
@@ -215,7 +215,49 @@ describe('streaming verification, differential', () => {
     // The damage reaches the record codes and the framing codes, not only INTACT.
     expect([...codes]).toEqual(expect.arrayContaining(['INTACT', 'MODIFIED', 'BAD_CHECKPOINT']));
     expect(codes.size).toBeGreaterThanOrEqual(5);
-  });
+    // Each run starts hashing threads (tens of ms of CPU each, far more on a loaded machine).
+  }, 120_000);
+
+  it('every chunk size from 2 bytes to past the longest line: records straddle every way', async () => {
+    const pick = random(3);
+    const recs = records(6, pick);
+    const data = encodeBundle({
+      origin: signer.signer.name,
+      logKey: signer.key.verifierKey,
+      records: recs,
+      checkpoints: [checkpointFor(recs.slice(0, 5), signer.signer)],
+    });
+    const lines = data.toString('latin1').split('\n');
+    const longest = Math.max(...lines.map((l) => l.length));
+    // Damaged copies: a record edited, and the final newline gone.
+    const edited = Buffer.from(data.toString('latin1').replace('"op_3"', '"op_X"'), 'latin1');
+    const unterminated = data.subarray(0, data.length - 1);
+    for (const [name, bytes] of [
+      ['intact', data],
+      ['edited', edited],
+      ['unterminated', unterminated],
+    ] as const) {
+      const path = join(dir, `straddle-${name}.jsonl`);
+      writeFileSync(path, bytes);
+      const mem = verifyBundle(parseBundle(bytes));
+      expect(mem.code, name).toBe(
+        { intact: 'INTACT', edited: 'MODIFIED', unterminated: 'BAD_CHECKPOINT' }[name],
+      );
+      // Every small size, and each line's length give or take two (a line that just fits, just
+      // misses its newline, or leaves one byte of the next line).
+      const around = lines.flatMap((l) => [l.length - 1, l.length, l.length + 1, l.length + 2]);
+      const sizes = [...new Set([...Array.from({ length: 79 }, (_, i) => i + 2), ...around])];
+      for (const chunkSize of sizes.filter((c) => c >= 2)) {
+        const r = await verifyBundleFile(path, { chunkSize, workers: 0 });
+        expect(r, `${name} @${chunkSize}`).toEqual(mem);
+      }
+      // Through a worker too, at sizes around the longest line.
+      for (const chunkSize of [2, 3, longest - 1, longest, longest + 1, longest + 2]) {
+        const r = await verifyBundleFile(path, { chunkSize, workers: 1, readerHashes: false });
+        expect(r, `${name} @${chunkSize} on a worker`).toEqual(mem);
+      }
+    }
+  }, 120_000);
 });
 
 describe('a hashing thread that dies mid-run', () => {
