@@ -20,6 +20,9 @@ const hooks = vi.hoisted(() => ({
   dieAt: 0,
   claimFirst: false,
   cpus: 0,
+  /** The nth worker construction (1-based) throws; every worker made is kept here. */
+  failStart: 0,
+  made: [] as { threadId: number }[],
 }));
 
 vi.mock('node:worker_threads', async (importOriginal) => {
@@ -34,7 +37,11 @@ vi.mock('node:worker_threads', async (importOriginal) => {
           : src.replace("parentPort.on('message', (m) => {", `$& ${die}`);
         if (src === source) throw new Error('the worker source changed: update the test hook');
       }
+      if (hooks.failStart > 0 && hooks.made.length + 1 === hooks.failStart) {
+        throw new Error('no room for another thread');
+      }
       super(src, options);
+      hooks.made.push(this);
     }
   }
   return { ...real, Worker };
@@ -62,6 +69,8 @@ afterEach(() => {
   hooks.dieAt = 0;
   hooks.claimFirst = false;
   hooks.cpus = 0;
+  hooks.failStart = 0;
+  hooks.made = [];
 });
 
 /** A small seeded generator (replayable from the printed seed). */
@@ -300,6 +309,30 @@ describe('a hashing thread that dies mid-run', () => {
     expect(await verifyBundleFile(bigPath, { chunkSize: 500 })).toEqual(
       verifyBundle(parseBundle(big)),
     );
+  });
+});
+
+describe('a hashing thread that cannot start', () => {
+  it('stops the threads already started and reports an environment error; by default, one thread', async () => {
+    const pick = random(9);
+    const data = encodeBundle({ origin: null, logKey: null, records: records(30, pick) });
+    const path = join(dir, 'no-start.jsonl');
+    writeFileSync(path, data);
+    hooks.failStart = 2;
+    const r = verifyBundleFile(path, { chunkSize: 500, workers: 3 });
+    await expect(r).rejects.toBeInstanceOf(HashWorkerError);
+    await expect(r).rejects.toThrow(/could not start: no room for another thread/);
+    expect(hooks.made).toHaveLength(1);
+    // A thread left running would keep the CLI process alive after its verdict.
+    await vi.waitFor(() => expect(hooks.made[0]!.threadId).toBe(-1));
+    // Workers by default (a large file, idle CPUs): verified on this thread alone.
+    hooks.made = [];
+    hooks.cpus = 4;
+    const big = Buffer.concat([data, Buffer.alloc(9 << 20, 0x20), Buffer.from('\n')]);
+    const bigPath = join(dir, 'no-start-big.jsonl');
+    writeFileSync(bigPath, big);
+    expect(await verifyBundleFile(bigPath)).toEqual(verifyBundle(parseBundle(big)));
+    expect(hooks.made).toHaveLength(1);
   });
 });
 
