@@ -56,6 +56,18 @@ describe('no stack traces', () => {
     expect(r.err).not.toMatch(STACK_OR_CLASS);
   });
 
+  // A file that opens but fails to read (Linux: /proc/self/mem at offset 0 is EIO). The read
+  // error names no file by itself; the message must.
+  it.skipIf(process.platform !== 'linux')(
+    'audit verify on a file whose read fails: one line naming the file, exit 3',
+    async () => {
+      const r = await runCli(['audit', 'verify', '/proc/self/mem']);
+      expect(r.code).toBe(3);
+      expect(r.err).toMatch(/^candor audit: EIO: .*"\/proc\/self\/mem"\n$/);
+      expect(r.err).not.toMatch(STACK_OR_CLASS);
+    },
+  );
+
   it('audit verify on a corrupt SQLite ledger: one line, no driver class name', async () => {
     const file = join(dir, 'corrupt.db');
     writeFileSync(file, Buffer.alloc(8192, 0x5a));

@@ -84,9 +84,23 @@ export async function verifyBundleFile(
       }
     }
     return await verifyStream(fh, opts, 0);
+  } catch (e) {
+    throw namingFile(e, path);
   } finally {
     await fh.close();
   }
+}
+
+/**
+ * A failed read names no file (`EIO: i/o error, read`): the error is given the path, as `open`'s
+ * errors have it, so the CLI's one-line message says which file could not be read.
+ */
+function namingFile(e: unknown, path: string): unknown {
+  const err = e as NodeJS.ErrnoException;
+  if (!(e instanceof Error) || typeof err.code !== 'string' || err.path !== undefined) return e;
+  err.path = path;
+  err.message = `${err.message} ${JSON.stringify(path)}`;
+  return err;
 }
 
 /** A chunk of the file and everything its hashing needs; shared memory when there are workers. */

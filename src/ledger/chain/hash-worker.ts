@@ -63,7 +63,17 @@ export class HashWorkers {
 
   constructor(count: number) {
     for (let i = 0; i < count; i++) {
-      const m: Member = { worker: new Worker(WORKER_SOURCE, { eval: true }), pending: new Map() };
+      let worker: Worker;
+      try {
+        worker = new Worker(WORKER_SOURCE, { eval: true });
+      } catch (e) {
+        // The threads already started would keep the process alive: stop them, and report an
+        // environment problem (so the caller can verify on its own thread).
+        for (const m of this.#members) void m.worker.terminate();
+        const why = e instanceof Error ? e.message : String(e);
+        throw new HashWorkerError(`a hashing thread could not start: ${why}`, { cause: e });
+      }
+      const m: Member = { worker, pending: new Map() };
       m.worker.on('message', (id: number) => {
         m.pending.get(id)?.();
         m.pending.delete(id);
