@@ -342,7 +342,12 @@ function prepareSshRow(
                 .map(Number)
                 .slice(0, 1);
         const want = existsSync(m) ? 2 : 1;
-        await waitFor(() => pidsNow().length === want, 'the pids of the started command');
+        // The job writes its pid file after its `count` line: killing before that (the marker's
+        // pids are known as soon as `start` is logged) would leave a started run uncounted.
+        await waitFor(
+          () => pidsNow().length === want && lines(readText(file('pid'))).length > 0,
+          'the pids of the started command',
+        );
         const pids = pidsNow();
         for (const pid of pids) {
           try {

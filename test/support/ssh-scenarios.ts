@@ -128,6 +128,8 @@ export function sshScenario(
     await waitFor(async () => {
       const m = await lookup();
       if (m?.state !== 'started' || m.pid === null || m.child_pid === null) return false;
+      // The command counts its run on the line after `start`: kill only once it has.
+      if (read('count').trim() === '') return false;
       pids = [m.pid, m.child_pid];
       return true;
     }, 'the start marker with both pids');
