@@ -1,6 +1,7 @@
 // merged(a, b) is `{ ...a, ...b }`: same keys, order, values and prototype, on random objects.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { objectOfEntries } from '../../test/support/own-keys.js';
 import { merged } from './merge.js';
 
 const keyArb = fc.constantFrom(
@@ -24,17 +25,7 @@ const objArb = fc
       maxLength: 6,
     },
   )
-  .map((entries) => {
-    const o: Record<string, unknown> = {};
-    for (const [k, v] of entries)
-      Object.defineProperty(o, k, {
-        value: v,
-        enumerable: true,
-        writable: true,
-        configurable: true,
-      });
-    return o;
-  });
+  .map(objectOfEntries);
 
 describe('merged', () => {
   it('equals the spread of both objects (keys, order, values, prototype)', () => {

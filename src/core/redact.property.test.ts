@@ -3,6 +3,7 @@
 // fast-check prints the seed and path of a failing case; CANDOR_PROPERTY_SEED / _RUNS replay or widen.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { objectOfEntries } from '../../test/support/own-keys.js';
 import { createRedactor, REDACTED, type Redactor } from './redact.js';
 import { SECRET_HEADERS } from './fingerprint.js';
 import { listedForms } from './secret-forms.js';
@@ -166,17 +167,7 @@ describe('redaction properties (seeded)', () => {
     );
     const { tree } = fc.letrec((tie) => ({
       tree: fc.oneof({ depthSize: 'small' }, leaf, tie('obj'), tie('arr')),
-      obj: fc.array(fc.tuple(keyArb, tie('tree')), { maxLength: 5 }).map((entries) => {
-        const o: Record<string, unknown> = {};
-        for (const [k, v] of entries)
-          Object.defineProperty(o, k, {
-            value: v,
-            enumerable: true,
-            writable: true,
-            configurable: true,
-          });
-        return o;
-      }),
+      obj: fc.array(fc.tuple(keyArb, tie('tree')), { maxLength: 5 }).map(objectOfEntries),
       arr: fc.array(fc.oneof(fc.constantFrom('authorization', 'cookie'), tie('tree')), {
         maxLength: 4,
       }),
