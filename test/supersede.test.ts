@@ -43,7 +43,14 @@ describe('supersession', () => {
       { amount: 150, currency: 'EUR' },
       { operationId: first.operation_id! },
     );
-    expect(changed).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    // The envelope states the operation (rate limited, nothing applied) and the refusal's code.
+    expect(changed).toMatchObject({
+      ok: false,
+      category: 'rate_limited',
+      remote_effect: 'none',
+      operation_id: first.operation_id,
+      data: { refusal: { code: 'request_changed' }, reason: 'other_input' },
+    });
     expect(changed.message).toMatch(/a changed request is a new operation/i);
     expect(
       projectOperation(await ledger.query({ operation_id: first.operation_id! }))!.attempts,

@@ -4,7 +4,10 @@
 // (src/runtime.ts). `candor serve` adds only the MCP server around it (mcp/start.ts); `candor
 // recover` and other commands use it as it is, without loading the MCP SDK. HTTP connection pools
 // belong to the runtime and close with it.
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
+import { resolve } from 'node:path';
 import {
   anyLock,
   consoleApprover,
@@ -81,6 +84,10 @@ export function composeRuntime(options: ComposeOptions): Composed {
   });
   const runtime = createRuntime({
     ledger: options.ledger,
+    // A single gateway is the same owner across restarts: it takes its own operations back
+    // (continuations, reconcile, recover). A fleet member is one process among several, so each
+    // process is its own owner and takes others' operations over only when their lease lapses.
+    ...(options.loaded.config.fleet ? {} : { owner: stableOwner(options.loaded) }),
     credentials,
     redactor,
     agent: options.agent ?? 'candor',
@@ -190,4 +197,16 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
     lock,
     ...(spec.wait_ms !== undefined ? { wait_ms: spec.wait_ms } : {}),
   });
+}
+
+/**
+ * The owner id of a gateway that is not part of a fleet: the same for every process started from
+ * this configuration file on this host against this ledger, so a restart keeps ownership.
+ */
+export function stableOwner(loaded: Pick<LoadedConfig, 'file' | 'config'>): string {
+  const digest = createHash('sha256')
+    .update(`${resolve(loaded.file)}\n${loaded.config.ledger}`)
+    .digest('hex')
+    .slice(0, 12);
+  return `gateway:${hostname()}:${digest}`;
 }

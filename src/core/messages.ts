@@ -1,5 +1,6 @@
 // One plain sentence per outcome, for people. Agents must never need to parse it (DESIGN.md §1).
-import type { Category } from './vocabulary.js';
+import type { EarlierAttempt } from './operation-outcome.js';
+import type { Category, RemoteEffect } from './vocabulary.js';
 
 export interface MessageContext {
   /** A short noun for the effect, e.g. "the deployment" or "the command". */
@@ -9,6 +10,10 @@ export interface MessageContext {
   retry_declined?: { remote_effect: 'applied' | 'unknown' };
   /** The classification rule; `not_sent_credential_unavailable` names the credential as the cause. */
   rule?: string;
+  /** The operation's remote effect (the message never contradicts it). */
+  remote_effect?: RemoteEffect;
+  /** What this attempt said, when earlier attempts overrule it (core/operation-outcome.ts). */
+  earlier?: { kind: EarlierAttempt; attempt_category: Category };
 }
 
 const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
@@ -25,9 +30,15 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   confirmed_rejection: (c) => `The destination rejected the request; ${c.subject} was not applied.`,
   confirmed_failure: (c) => `The destination reported that ${c.subject} failed.`,
   malformed_response: (c) =>
-    `The destination answered in a form that breaks its contract; whether ${c.subject} took effect must be checked before anything else.`,
+    c.remote_effect === 'applied'
+      ? `The destination accepted ${c.subject} (it was applied), but its answer breaks its contract; look it up before relying on the details.`
+      : c.remote_effect === 'none'
+        ? `The destination answered in a form that breaks its contract; nothing was changed, and the answer cannot be used.`
+        : `The destination answered in a form that breaks its contract; whether ${c.subject} took effect must be checked before anything else.`,
   outcome_unknown: (c) =>
-    `The request was sent but no usable answer arrived; whether ${c.subject} was applied is unknown.`,
+    c.remote_effect === 'applied'
+      ? `The destination accepted ${c.subject} (it was applied), but its answer was cut off; the details must be looked up.`
+      : `The request was sent but no usable answer arrived; whether ${c.subject} was applied is unknown.`,
   approval_denied: (c) => `A person declined; ${c.subject} was not attempted.`,
   approval_pending: (c) =>
     `A person has been asked to approve ${c.subject} and has not answered yet; nothing was sent.`,
@@ -38,6 +49,13 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
 };
 
 export function messageFor(category: Category, context: MessageContext): string {
+  const earlier = context.earlier;
+  if (earlier) {
+    const said = earlier.attempt_category.replace(/_/g, ' ');
+    return earlier.kind === 'earlier_attempt_applied'
+      ? `Done: an earlier attempt applied ${context.subject}; this later attempt was answered ${said}, which does not undo it.`
+      : `This attempt was answered ${said}, but an earlier attempt may have applied ${context.subject}: whether it was applied is unknown.`;
+  }
   const declined = context.retry_declined;
   if (declined && (category === 'approval_denied' || category === 'gate_locked')) {
     const who =

@@ -33,6 +33,12 @@ export interface AttemptResult {
    * (fencing, src/ledger/lease.ts): nothing was recorded or sent. Says who owns it now.
    */
   ownerLost?: string;
+  /**
+   * Set when the attempt was made but the store refused to record its answer because another
+   * gateway took the operation over meanwhile (fencing): the answer was recorded as an
+   * observation instead, and `view` is the operation as it stands now.
+   */
+  fenced?: { why: string; view: OperationView };
 }
 
 export interface AttemptOptions {
@@ -96,10 +102,28 @@ export async function attempt<I, O>(
       outcome.problem = `remoteRef failed: ${errorName(error)}`;
     }
   }
-  const { diagnosticsRef, settles } = await record(ctx, view, attemptId, started, outcome, {
-    remoteRef,
-    settledBy: opts.settledBy,
-  });
+  let recorded: { diagnosticsRef: string | null; settles: boolean };
+  try {
+    recorded = await record(ctx, view, attemptId, started, outcome, {
+      remoteRef,
+      settledBy: opts.settledBy,
+    });
+  } catch (error) {
+    if (!(error instanceof LedgerError && error.code === 'OWNER_CONFLICT')) throw error;
+    // Fenced while the request was out: what this former owner learned is evidence, recorded as
+    // an observation that can only add knowledge (core/fold.ts), never as the attempt's result.
+    const fenced = await lateAnswer(ctx, view, attemptId, outcome.classification, remoteRef);
+    return {
+      classification: outcome.classification,
+      data: null,
+      remoteRef,
+      diagnosticsRef: null,
+      attemptId,
+      resolved: false,
+      fenced: { why: error.message, view: fenced },
+    };
+  }
+  const { diagnosticsRef, settles } = recorded;
   return {
     classification: outcome.classification,
     data: ok ? outcome.data : null,
@@ -371,6 +395,7 @@ async function record(
         duration_ms: finishedAt - started,
         diagnostics_ref: diagnosticsRef,
         diagnostics: stored,
+        writer: ctx.owner,
       },
     },
     ...(settles
@@ -386,6 +411,7 @@ async function record(
               category: classification.category,
               by: opts.settledBy!,
               remote_refs: opts.remoteRef ? [opts.remoteRef] : [],
+              writer: ctx.owner,
             },
           },
         ]
@@ -458,4 +484,31 @@ function asBuffer(bytes: Uint8Array): Buffer {
 function errorName(error: unknown): string {
   const code = (error as { code?: unknown } | null)?.code;
   return typeof code === 'string' ? code : 'exception';
+}
+
+/**
+ * A fenced former owner's late answer, as an observation: `applied` adds that knowledge; anything
+ * else proves nothing about the operation (the new owner's attempts may have applied it) and is
+ * recorded for the investigator only. Returns the operation as it stands afterwards.
+ */
+async function lateAnswer(
+  ctx: EngineContext,
+  view: OperationView,
+  attemptId: string,
+  c: Classification,
+  remoteRef: string | null,
+): Promise<OperationView> {
+  const applied = c.remote_effect === 'applied';
+  await ctx.observe(view, {
+    source: 'late_answer',
+    checked: `attempt ${attemptId}`,
+    checked_at: ctx.clock.now(),
+    matches: applied ? 1 : 0,
+    remote_refs: remoteRef ? [remoteRef] : [],
+    conclusion: applied
+      ? `a late answer to attempt ${attemptId} of a former owner (${ctx.owner}) shows the effect applied (${c.category})`
+      : `a late answer to attempt ${attemptId} of a former owner (${ctx.owner}): ${c.category}; it speaks for that attempt only`,
+    state_after: applied ? 'succeeded' : 'unknown',
+  });
+  return (await ctx.load(view.operation_id)) ?? view;
 }

@@ -10,11 +10,13 @@ import { merged } from '../core/merge.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Transports } from '../core/transport.js';
-import type { OperationState, Retry } from '../core/vocabulary.js';
+import type { Category, OperationState, Retry } from '../core/vocabulary.js';
+import type { EarlierAttempt } from '../core/operation-outcome.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { createRedactor } from '../core/redact.js';
 import type { LedgerStore } from '../ledger/store.js';
+import { LedgerError } from '../ledger/ledger-error.js';
 import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import type { ResolveSshSecret } from './ssh-action.js';
@@ -107,7 +109,24 @@ export interface EnvelopeParts {
   diagnosticsRef: string | null;
   /** `retry_declined`: the message says a retry was asked for and not made. */
   variant?: 'retry_declined' | undefined;
+  /** This attempt's own category, when earlier attempts overrule it (core/operation-outcome.ts). */
+  earlier?: { kind: EarlierAttempt; attempt_category: Category } | undefined;
+  /**
+   * A call on an existing operation that was refused: the envelope states the operation, and the
+   * refusal is `data.refusal: { code, detail }` (a stable code and a sentence of its own, which
+   * also follows the message).
+   */
+  refusal?: { code: RefusalCode; sentence: string } | undefined;
 }
+
+/** Why a call on an existing operation was not carried out (the envelope's `data.refusal`). */
+export type RefusalCode =
+  | 'request_changed'
+  | 'not_owner'
+  | 'owner_lost'
+  | 'budget_spent'
+  | 'already_settled'
+  | 'request_unbuildable';
 
 export interface EngineContext {
   /** The options as given (defaults below are resolved once, here). */
@@ -206,24 +225,37 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return opened?.kind === 'operation_opened' ? opened.data.params : undefined;
     },
 
-    envelopeOf: ({ action, view, outcome: c, data, diagnosticsRef, variant }) => {
+    envelopeOf: ({ action, view, outcome: c, data, diagnosticsRef, variant, earlier, refusal }) => {
+      const message = messageFor(c.category, {
+        subject: action.subject,
+        retry_after_ms: c.retry_after_ms,
+        remote_effect: c.remote_effect,
+        ...(c.rule !== undefined ? { rule: c.rule } : {}),
+        ...(earlier ? { earlier } : {}),
+        ...(variant === 'retry_declined' && c.remote_effect !== 'none'
+          ? { retry_declined: { remote_effect: c.remote_effect } }
+          : {}),
+      });
+      const refusalData = refusal
+        ? {
+            ...(data !== null && data !== undefined && typeof data === 'object' ? data : {}),
+            refusal: { code: refusal.code, detail: refusal.sentence },
+          }
+        : data;
       const env: Envelope = {
-        ok: c.category === 'succeeded',
+        // A refused call did not do what it asked, except asking again for what is already done.
+        ok: c.category === 'succeeded' && (!refusal || refusal.code === 'already_settled'),
         category: c.category,
         operation: action.name,
         operation_id: view.operation_id,
         retry: c.retry,
         remote_effect: c.remote_effect,
         correlation_id: view.correlation_id,
-        message: messageFor(c.category, {
-          subject: action.subject,
-          retry_after_ms: c.retry_after_ms,
-          ...(c.rule !== undefined ? { rule: c.rule } : {}),
-          ...(variant === 'retry_declined' && c.remote_effect !== 'none'
-            ? { retry_declined: { remote_effect: c.remote_effect } }
-            : {}),
-        }),
-        data: data === undefined ? null : redactor.redactValue(data),
+        message: refusal ? `${message} ${refusal.sentence}` : message,
+        data:
+          refusalData === undefined || refusalData === null
+            ? null
+            : redactor.redactValue(refusalData),
         diagnostics_ref: diagnosticsRef,
       };
       if (c.retry === 'after_delay' && c.retry_after_ms !== null)
@@ -231,7 +263,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return env;
     },
 
-    ...recorders(append, ledger, ids, clock),
+    ...recorders(append, ledger, ids, clock, owner),
   };
 }
 
@@ -241,6 +273,7 @@ function recorders(
   ledger: LedgerStore,
   ids: IdFactory,
   clock: Clock,
+  owner: string,
 ): Pick<EngineContext, 'observe' | 'resolve'> {
   return {
     observe: async (view, data) => {
@@ -261,16 +294,23 @@ function recorders(
     },
 
     resolve: async (view, state, category, by, remoteRefs) => {
-      await append([
-        {
-          kind: 'operation_resolved',
-          at: clock.now(),
-          session_id: view.session_id,
-          operation_id: view.operation_id,
-          correlation_id: view.correlation_id,
-          data: { state, category, by, remote_refs: remoteRefs },
-        },
-      ]);
+      try {
+        await append([
+          {
+            kind: 'operation_resolved',
+            at: clock.now(),
+            session_id: view.session_id,
+            operation_id: view.operation_id,
+            correlation_id: view.correlation_id,
+            data: { state, category, by, remote_refs: remoteRefs, writer: owner },
+          },
+        ]);
+      } catch (error) {
+        // Fenced (ledger/lease.ts): another gateway owns the operation now, and a former owner's
+        // resolution is not written; its evidence is already on record.
+        if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT') return;
+        throw error;
+      }
     },
   };
 }
@@ -298,7 +338,7 @@ export function deferOpening(
   };
   return {
     // Every key replaced here is one of ctx's own, so the copy keeps ctx's shape (core/merge.ts).
-    ctx: merged(merged(ctx, recorders(append, ctx.ledger, ctx.ids, ctx.clock)), {
+    ctx: merged(merged(ctx, recorders(append, ctx.ledger, ctx.ids, ctx.clock, ctx.owner)), {
       append,
       recorded: flush,
     }),

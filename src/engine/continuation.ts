@@ -14,6 +14,7 @@ import type { OperationView } from '../ledger/projection.js';
 import { hasLookup, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
 import { prepare } from './request.js';
+import { operationEnvelope } from './truth.js';
 
 /** Why a continuation is not the operation's request. */
 export type ChangedRequest = 'other_action' | 'other_input' | 'other_request' | 'unbuildable';
@@ -52,27 +53,21 @@ const WHY: Readonly<Record<ChangedRequest, string>> = {
   unbuildable: 'cannot be rebuilt from this input',
 };
 
-/** The refusal of a changed request: nothing was sent for it, nothing recorded. */
+/**
+ * The refusal of a changed request: nothing was sent or recorded for it. The envelope states the
+ * operation it named (what its attempts established), with the refusal as `data.refusal`.
+ */
 export function changedRequestEnvelope(
-  action: { name: string },
-  operationId: string,
+  ctx: EngineContext,
+  action: { name: string; subject: string },
   why: ChangedRequest,
-  view: Pick<OperationView, 'action'>,
+  view: OperationView,
 ): Envelope {
-  return {
-    ok: false,
-    category: 'invalid_input',
-    operation: action.name,
-    // Not the refused operation's id: this call made no operation, and the envelope's
-    // remote_effect speaks about this call only.
-    operation_id: null,
-    retry: 'never',
-    remote_effect: 'none',
-    correlation_id: null,
-    message: `A changed request is a new operation: operation ${operationId} ${WHY[why]}, so this call was not sent; call without operation_id to start a new operation.`,
-    data: { refused_operation_id: operationId, reason: why, operation_action: view.action },
-    diagnostics_ref: null,
-  };
+  return operationEnvelope(ctx, ctx.actions.get(view.action ?? '') ?? action, view, {
+    code: 'request_changed',
+    sentence: `This call was refused and not sent: operation ${view.operation_id} ${WHY[why]}. A changed request is a new operation: call without operation_id to start one.`,
+    data: { refused_operation_id: view.operation_id, reason: why, operation_action: view.action },
+  });
 }
 
 /**
@@ -100,8 +95,9 @@ export function budgetSpent(
 ): Envelope {
   const { envelopeOf } = ctx;
   const last = view.attempts.at(-1)?.finish ?? null;
-  const allNone =
-    view.attempts.length > 0 && view.attempts.every((a) => a.finish?.remote_effect === 'none');
+  // What all the attempts established (core/fold.ts), not whether each one was answered.
+  if (view.remote_effect === 'applied') return operationEnvelope(ctx, action, view);
+  const allNone = view.attempts.length > 0 && view.remote_effect === 'none';
   const lookup = !lookedUp && hasLookup(action);
   const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
   if (last && allNone) {

@@ -10,6 +10,8 @@ import { attempt } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } from './context.js';
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
 import { openGate } from './ports.js';
+import { operationLicence, unknownNextStep } from '../core/operation-outcome.js';
+import { attemptEnvelope, factsOf, operationEnvelope } from './truth.js';
 import { prepare, type PreparedAttempt } from './request.js';
 
 /** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
@@ -93,7 +95,7 @@ export async function gateRefusal<I, O>(
         ...base,
         category: 'approval_pending',
         retry: 'after_approval',
-        remote_effect: last ? (last.finish?.remote_effect ?? 'unknown') : 'none',
+        remote_effect: view.remote_effect,
       },
       data: { approval_id: decision.approval_id },
       diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
@@ -105,8 +107,9 @@ export async function gateRefusal<I, O>(
     await resolve(view, 'cancelled', category, 'operator', []);
     return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
-  // A refused retry: this attempt was not made, but the earlier one may have taken effect.
-  const effect = last.finish?.remote_effect ?? 'unknown';
+  // A refused retry: this attempt was not made, but an earlier one may have taken effect (the
+  // operation's fold over all of them, not the last attempt's word).
+  const effect = view.remote_effect;
   const retryNext =
     effect === 'none'
       ? c.retry
@@ -135,35 +138,45 @@ export async function drive<I, O>(
   const { sleep, backoff, load, resolve, envelopeOf } = ctx;
   let preparedNext = firstPrepared;
   let retry: Licence | null = null;
+  // A settled operation called again answers its settled state and sends nothing.
+  if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
+    return operationEnvelope(ctx, action, view, {
+      code: 'already_settled',
+      sentence: `Nothing was sent for this call: operation ${view.operation_id} is already settled.`,
+    });
+  }
   if (view.attempts.length > 0) {
     const last = view.attempts.at(-1)!;
     const f = last.finish;
     // A rule this version does not know licenses nothing it would not license for any other rule.
-    const lic = f
-      ? licenceFor(action, { ...f, rule: isRuleId(f.rule) ? f.rule : 'unreadable_evidence' }, false)
-      : null;
+    const lic = operationLicence(
+      f
+        ? licenceFor(
+            action,
+            { ...f, rule: isRuleId(f.rule) ? f.rule : 'unreadable_evidence' },
+            false,
+          )
+        : null,
+      factsOf(action, view),
+    );
     // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
     if (!lic) {
       const c = last.finish;
-      return envelopeOf({
+      return attemptEnvelope(
+        ctx,
         action,
         view,
-        outcome: c
+        c
           ? {
               category: c.category,
               retry: c.retry === 'allowed' ? 'reconcile_first' : c.retry,
               remote_effect: c.remote_effect,
               retry_after_ms: null,
+              rule: c.rule,
             }
-          : {
-              category: 'outcome_unknown',
-              retry: contractOf(action).reconciliation ? 'reconcile_first' : 'escalate',
-              remote_effect: 'unknown',
-              retry_after_ms: null,
-            },
-        data: null,
-        diagnosticsRef: c?.diagnostics_ref ?? null,
-      });
+          : unknownOutcome(unknownNextStep(factsOf(action, view))),
+        { data: null, diagnosticsRef: c?.diagnostics_ref ?? null },
+      );
     }
     retry = lic;
   }
@@ -191,9 +204,10 @@ export async function drive<I, O>(
     });
     if (result.attemptId === null)
       return result.ownerLost !== undefined
-        ? ownerLost(ctx, action, view, result.ownerLost)
+        ? ownerLost(ctx, action, (await load(view.operation_id)) ?? view, result.ownerLost)
         : notAttempted(ctx, action, view);
     const c = result.classification;
+    if (result.fenced) return ownerLost(ctx, action, result.fenced.view, result.fenced.why);
     if (c.category === 'succeeded')
       return envelopeOf({
         action,
@@ -202,7 +216,10 @@ export async function drive<I, O>(
         data: result.data,
         diagnosticsRef: result.diagnosticsRef,
       });
-    const next = opts.worker ? null : licenceFor(action, c, true);
+    // The operation as all its attempts establish it: this attempt's answer speaks for itself only.
+    const after = (await load(view.operation_id)) ?? view;
+    const facts = factsOf(action, after);
+    const next = opts.worker ? null : operationLicence(licenceFor(action, c, true), facts);
     const left = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
     if (next && left > 0 && !opts.signal?.aborted) {
       if (next.reason === 'connection_not_established')
@@ -215,24 +232,18 @@ export async function drive<I, O>(
       retry = next;
       continue;
     }
-    if (
-      c.remote_effect === 'none' &&
-      c.category !== 'gate_locked' &&
-      c.category !== 'approval_denied'
-    ) {
-      await resolve(view, 'failed', c.category, 'attempt', []);
-    } else if (c.category === 'gate_locked' || c.category === 'approval_denied') {
-      await resolve(view, 'cancelled', c.category, 'attempt', []);
+    // Settled as failed or cancelled only while nothing may have applied.
+    if (facts.effect === 'none') {
+      if (c.category === 'gate_locked' || c.category === 'approval_denied')
+        await resolve(view, 'cancelled', c.category, 'attempt', []);
+      else await resolve(view, 'failed', c.category, 'attempt', []);
     }
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
       const now = await load(view.operation_id);
       if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
     }
-    return envelopeOf({
-      action,
-      view,
-      outcome: c,
+    return attemptEnvelope(ctx, action, after, c, {
       data: null,
       diagnosticsRef: result.diagnosticsRef,
     });
@@ -278,18 +289,26 @@ export async function licensedAttempt(
   });
   if (result.attemptId === null)
     return result.ownerLost !== undefined
-      ? ownerLost(ctx, a, view, result.ownerLost)
+      ? ownerLost(ctx, a, (await ctx.load(view.operation_id)) ?? view, result.ownerLost)
       : notAttempted(ctx, a, view);
   const c = result.classification;
+  if (result.fenced) return ownerLost(ctx, a, result.fenced.view, result.fenced.why);
   if (c.category === 'succeeded' && !result.resolved) {
     await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
-  } else if (c.remote_effect === 'none' && by === 'recovery')
+  }
+  if (c.category === 'succeeded')
+    return envelopeOf({
+      action: a,
+      view,
+      outcome: c,
+      data: result.data,
+      diagnosticsRef: result.diagnosticsRef,
+    });
+  const after = (await ctx.load(view.operation_id)) ?? view;
+  if (after.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
-  return envelopeOf({
-    action: a,
-    view,
-    outcome: c,
-    data: result.data,
+  return attemptEnvelope(ctx, a, after, c, {
+    data: null,
     diagnosticsRef: result.diagnosticsRef,
   });
 }
@@ -322,13 +341,10 @@ function ownerLost(
   view: OperationView,
   why: string,
 ): Envelope {
-  return nothingSentNow(
-    ctx,
-    action,
-    view,
-    (sent) =>
-      `This gateway no longer owns the operation (${why}), so nothing was sent from here; ${sent ? `whether an earlier attempt applied ${action.subject} is unknown, and ` : ''}its new owner settles it: ask operation_status rather than calling again.`,
-  );
+  return operationEnvelope(ctx, action, view, {
+    code: 'owner_lost',
+    sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and recorded what it learned as an observation; ask operation_status for what is known.`,
+  });
 }
 
 /**
@@ -341,22 +357,33 @@ function nothingSentNow(
   view: OperationView,
   message: (earlierSent: boolean) => string,
 ): Envelope {
-  const sent = view.attempts.some((x) => x.finish?.dispatch_state !== 'not_sent');
+  // What the operation's attempts established (core/fold.ts), not whether one was answered.
+  const effect = view.remote_effect;
+  const sent = effect !== 'none';
   const env = ctx.envelopeOf({
     action,
     view,
-    outcome: sent
-      ? unknownOutcome('escalate')
-      : {
-          category: 'local_failure',
-          retry: 'escalate',
-          remote_effect: 'none',
-          retry_after_ms: null,
-        },
+    outcome:
+      effect === 'applied'
+        ? { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null }
+        : sent
+          ? unknownOutcome('escalate')
+          : {
+              category: 'local_failure',
+              retry: 'escalate',
+              remote_effect: 'none',
+              retry_after_ms: null,
+            },
     data: null,
     diagnosticsRef: null,
   });
-  return { ...env, message: message(sent) };
+  return {
+    ...env,
+    message:
+      effect === 'applied'
+        ? `${action.subject[0]!.toUpperCase()}${action.subject.slice(1)} was applied by an earlier attempt; nothing was sent now.`
+        : message(sent),
+  };
 }
 
 /** The attempt's request, or null when the action's request function cannot build it now. */

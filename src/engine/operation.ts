@@ -7,15 +7,10 @@ import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { EVENT_VERSION, type NewEvent, type StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { httpDestination, type EngineAction } from './action.js';
-import {
-  RequestUnbuildable,
-  UsageError,
-  type EngineContext,
-  type RunOptions,
-  unknownOutcome,
-} from './context.js';
+import { RequestUnbuildable, UsageError, type EngineContext, type RunOptions } from './context.js';
 import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
+import { operationEnvelope } from './truth.js';
 
 /** An operation ready to be opened: its records (not yet written) and its first request. */
 export interface Opening {
@@ -157,66 +152,11 @@ function unwritten(e: NewEvent): StoredEvent {
   } as StoredEvent;
 }
 
+/** The envelope an operation stands at, from its ledger view alone (engine/truth.ts). */
 export function envelopeFromView(
   ctx: EngineContext,
-  action: { name: string; subject: string },
+  action: Parameters<typeof operationEnvelope>[1],
   view: OperationView,
 ): Envelope {
-  const { envelopeOf } = ctx;
-  const last = view.attempts.at(-1)?.finish;
-  const state = view.state;
-  if (state === 'succeeded') {
-    return envelopeOf({
-      action,
-      view,
-      outcome: {
-        category: 'succeeded',
-        retry: 'never',
-        remote_effect: 'applied',
-        retry_after_ms: null,
-      },
-      data: null,
-      diagnosticsRef: last?.diagnostics_ref ?? null,
-    });
-  }
-  if (state === 'duplicate_effect_confirmed') {
-    return envelopeOf({
-      action,
-      view,
-      outcome: {
-        category: 'duplicate_effect',
-        retry: 'escalate',
-        remote_effect: 'applied',
-        retry_after_ms: null,
-      },
-      data: null,
-      diagnosticsRef: null,
-    });
-  }
-  if (last)
-    return envelopeOf({
-      action,
-      view,
-      outcome: { ...last, retry_after_ms: null },
-      data: null,
-      diagnosticsRef: last.diagnostics_ref,
-    });
-  if (view.attempts.length > 0) {
-    // Started, never finished: the bytes may have left.
-    return envelopeOf({
-      action,
-      view,
-      outcome: unknownOutcome('reconcile_first'),
-      data: null,
-      diagnosticsRef: null,
-    });
-  }
-  const cat = view.resolution?.category ?? 'local_failure';
-  return envelopeOf({
-    action,
-    view,
-    outcome: { category: cat, retry: 'never', remote_effect: 'none', retry_after_ms: null },
-    data: null,
-    diagnosticsRef: null,
-  });
+  return operationEnvelope(ctx, action, view);
 }

@@ -8,7 +8,6 @@ import type { Dispatched, HttpPrepared, Transport } from '../core/transport.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { defineAction } from './action.js';
-import { isUsageError } from '../core/errors.js';
 import { staticCredentials } from './ports.js';
 import { createEngine, type Runtime } from './runtime.js';
 
@@ -110,11 +109,16 @@ describe('ownership leases between gateways', () => {
 
     now += LEASE - 1;
     expect(await b.runtime.recover()).toEqual([]);
-    await expect(
-      b.runtime.run(createDeployment, { service: 'api' }, { operationId: op }),
-    ).rejects.toSatisfy(
-      (e) => isUsageError(e, 'not_owner') && /gw-a, whose lease is live/.test(e.message),
-    );
+    // Refused, and the envelope states the operation (unknown), not the refused call.
+    const refused = await b.runtime.run(createDeployment, { service: 'api' }, { operationId: op });
+    expect(refused).toMatchObject({
+      ok: false,
+      operation_id: op,
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      data: { refusal: { code: 'not_owner' } },
+    });
+    expect(refused.message).toMatch(/gw-a, whose lease is live/);
     expect(b.sent).toEqual([]);
     expect(await ownerEvents(ledger, op)).toEqual([]);
 
@@ -135,9 +139,14 @@ describe('ownership leases between gateways', () => {
     expect(status?.view).toMatchObject({ owner: 'gw-b', state: 'succeeded' });
 
     // gw-a comes back (a stalled process): gw-b is live now, so gw-a cannot take it back.
-    await expect(
-      a.runtime.run(createDeployment, { service: 'api' }, { operationId: op }),
-    ).rejects.toSatisfy((e) => isUsageError(e, 'not_owner'));
+    // The operation is settled (gw-b found it): gw-a's agent is told so, and nothing is sent.
+    const back = await a.runtime.run(createDeployment, { service: 'api' }, { operationId: op });
+    expect(back).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      remote_effect: 'applied',
+      data: { refusal: { code: 'already_settled' } },
+    });
     expect(await ownerEvents(ledger, op)).toHaveLength(1);
   });
 
@@ -230,16 +239,17 @@ describe('ownership leases between gateways', () => {
     wake(); // gw-a resumes and goes on with its retry
     const env = await call;
     // What the agent sees: nothing sent from here; gw-b's own attempt (its answer lost) may have
-    // applied it, so the effect is unknown, and the new owner settles it.
+    // applied it, so the effect is unknown: the operation's state, with the refusal's code.
     expect(env).toMatchObject({
       ok: false,
       operation_id: op,
       category: 'outcome_unknown',
-      retry: 'escalate',
+      retry: 'reconcile_first',
       remote_effect: 'unknown',
+      data: { refusal: { code: 'owner_lost' } },
     });
     expect(env.message).toMatch(
-      /no longer owns the operation \(operation op_\S+ was taken over by gw-b/,
+      /no longer owns operation op_\S+ \(operation op_\S+ was taken over by gw-b/,
     );
     // gw-a sent nothing after the takeover, and the ledger holds no attempt of its after it.
     expect(aSent).toEqual(['POST /v1/deployments']);

@@ -9,6 +9,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { HttpRequestSpec, RequestContext } from './action.js';
+import { operationEnvelope } from './truth.js';
 import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
@@ -49,7 +50,14 @@ export async function reconcileOperation(
   const action = ctx.actions.get(view.action);
   if (!action)
     throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
-  return (await reconcileView(ctx, action, view, signal)).envelope;
+  const envelope = (await reconcileView(ctx, action, view, signal)).envelope;
+  // What the lookup found adds to what was known; it never lowers a settled operation's answer.
+  if (envelope.remote_effect === 'applied' || envelope.category === 'duplicate_effect')
+    return envelope;
+  const after = await ctx.load(operationId);
+  return after && after.remote_effect === 'applied'
+    ? operationEnvelope(ctx, action, after)
+    : envelope;
 }
 
 /** The envelope for a lookup that was not sent: nothing learned, the operation as it was. */

@@ -27,6 +27,7 @@ import { envelopeFromView, openOperation, prepareOpening, type Opening } from '.
 import { createLeaseKeeper, takeOver } from './ownership.js';
 import type { PreparedAttempt } from './request.js';
 import { identifyCall, traced } from './trace.js';
+import { operationEnvelope } from './truth.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
 import { admitSshInput, rememberSshInput } from './ssh-action.js';
@@ -125,16 +126,23 @@ export function createEngine(options: EngineOptions): Runtime {
           );
         // Only ever the same request, in every state: refused before any prompt or byte.
         const changed = changedRequest(ctx, action, data, view);
-        if (changed) return changedRequestEnvelope(action, opts.operationId, changed, view);
+        if (changed) return changedRequestEnvelope(ctx, action, changed, view);
+        // A settled operation answers its settled state, whoever owns it, and sends nothing.
+        if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
+          return operationEnvelope(ctx, action, view, {
+            code: 'already_settled',
+            sentence: `Nothing was sent for this call: operation ${view.operation_id} is already settled.`,
+          });
+        }
         if (view.owner !== owner && opts.worker === undefined) {
           // Another process's operation: continued only once that owner's lease has lapsed, by
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
           const taken = await takeOver(ctx, view, 'run', keeper, true);
           if (!taken.ok) {
-            throw new UsageError(
-              'not_owner',
-              `operation ${opts.operationId} is ${taken.why}; only its owner decides a retry`,
-            );
+            return operationEnvelope(ctx, action, view, {
+              code: 'not_owner',
+              sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
+            });
           }
           view = taken.view;
         }

@@ -183,6 +183,7 @@ describe('the engine over a scripted transport (no sockets)', () => {
       category: 'succeeded',
       by: 'attempt',
       remote_refs: ['dep-1'],
+      writer: expect.any(String),
     });
     expect(JSON.stringify(evs)).not.toContain(SECRET);
   });
@@ -370,6 +371,7 @@ describe('the engine over a scripted transport (no sockets)', () => {
       category: 'duplicate_effect',
       by: 'reconciliation',
       remote_refs: ['dep-1', 'dep-2'],
+      writer: expect.any(String),
     });
   });
 

@@ -104,11 +104,13 @@ export interface EventPayloads {
      * field). Never copied into the envelope. Sealed to the auditor key when one is configured.
      */
     diagnostics: RecordedDiagnostics | null;
+    /** The gateway (owner id) that wrote it: a former owner is fenced (ledger/lease.ts). */
+    writer?: string;
   };
   observation_recorded: {
     observation_id: string;
     /** How the evidence was obtained. */
-    source: 'lookup' | 'callback' | 'post_write_check' | 'operator' | 'marker';
+    source: 'lookup' | 'callback' | 'post_write_check' | 'operator' | 'marker' | 'late_answer';
     /** What was checked: endpoint or command reference (no secrets). */
     checked: string;
     checked_at: number;
@@ -135,6 +137,8 @@ export interface EventPayloads {
     category: Category;
     by: 'attempt' | 'reconciliation' | 'operator' | 'recovery';
     remote_refs: string[];
+    /** The gateway (owner id) that wrote it: a former owner is fenced (ledger/lease.ts). */
+    writer?: string;
   };
   operation_superseded: { superseded_by: string; reason: string };
   /**

@@ -12,8 +12,12 @@
 // Fencing: an owner that stalled past its lease (a paused process, a GC pause, a partition) may
 // wake up after another gateway took its operation over. The same transaction refuses its next
 // `attempt_started` (the one event that licenses a dispatch) with OWNER_CONFLICT when its `worker`
-// is a former owner of the operation, so the stalled gateway never sends. A delegated worker (a
-// name that never owned the operation) is not fenced here: its owner's word is all it has.
+// is a former owner of the operation, so the stalled gateway never sends. Every other write that
+// speaks for the operation's outcome — `attempt_finished` and `operation_resolved`, which carry
+// their `writer` — is fenced the same way: what a former owner learns late (a late 201, a late 429)
+// is recorded as an observation, which can only add knowledge (core/fold.ts), never as a
+// resolution. A delegated worker (a name that never owned the operation) is not fenced here: its
+// owner's word is all it has.
 //
 // Lease times come from the gateways' clocks (the event's `at` is compared with the lease's
 // `expires_at`): keep the hosts' clocks in sync (NTP) and the lease far longer than their skew.
@@ -82,7 +86,10 @@ export function ownerChangesIn(batches: readonly (readonly NewEvent[])[]): {
       else if (e.kind === 'owner_changed') {
         if (!opened.has(e.operation_id)) operations.add(e.operation_id);
         owners.add(e.data.from);
-      } else if (e.kind === 'attempt_started' && !opened.has(e.operation_id))
+      } else if (
+        (e.kind === 'attempt_started' || writerOf(e) !== null) &&
+        !opened.has(e.operation_id)
+      )
         operations.add(e.operation_id);
     }
   return { operations: [...operations], owners: [...owners] };
@@ -141,6 +148,15 @@ export function createOwnerBook(
             );
           }
           changes.set(e.operation_id, { owner: e.data.to, former: [...now.former, e.data.from] });
+        } else if (writerOf(e) !== null) {
+          const now = changes.get(e.operation_id) ?? current(e.operation_id);
+          const writer = writerOf(e)!;
+          if (writer !== now.owner && now.former.includes(writer)) {
+            return new LedgerError(
+              'OWNER_CONFLICT',
+              `operation ${e.operation_id} was taken over by ${now.owner ?? 'nobody'}; ${writer} no longer owns it and may not write its ${e.kind}`,
+            );
+          }
         } else if (e.kind === 'attempt_started') {
           // Fencing: a former owner may no longer start attempts (see the top of this file).
           const now = changes.get(e.operation_id) ?? current(e.operation_id);
@@ -157,4 +173,10 @@ export function createOwnerBook(
       return null;
     },
   };
+}
+
+/** The gateway that wrote an outcome event (`attempt_finished`, `operation_resolved`), if recorded. */
+export function writerOf(e: NewEvent): string | null {
+  if (e.kind !== 'attempt_finished' && e.kind !== 'operation_resolved') return null;
+  return typeof e.data.writer === 'string' ? e.data.writer : null;
 }

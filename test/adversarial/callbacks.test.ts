@@ -65,7 +65,14 @@ describe('throwing user callbacks', () => {
     expect(env.category).toBe('outcome_unknown');
     const again = await s.runtime.run(flaky, { title: 't' }, { operationId: first.operation_id! });
     expect(again.ok).toBe(false);
-    expect(['never', 'escalate']).toContain(again.retry);
+    // Issue 29: the refusal states the operation (its first attempt may have applied), with its
+    // own code; the operation's directive stands.
+    expect(again).toMatchObject({
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      data: { refusal: { code: 'request_changed' }, reason: 'unbuildable' },
+    });
+    expect(['reconcile_first', 'escalate']).toContain(again.retry);
     expect((await s.view(first.operation_id!)).attempts).toHaveLength(1);
     expect(received(fake, 'cb-3', 'POST')).toBe(1);
   });

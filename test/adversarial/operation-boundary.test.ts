@@ -1,7 +1,8 @@
 // Issue 12, items 1 and 2: an existing operation id only ever continues the SAME request (same
 // action, same intent digest) in every state; a mismatch is refused before any prompt or byte with
-// `invalid_input` / `never`, and nothing is recorded as an attempt. Approval cards show the request
-// that will actually be sent.
+// nothing recorded as an attempt. Issue 29: the refusal's envelope states the operation it named
+// (what its attempts established), with the refusal as `data.refusal`. Approval cards show the
+// request that will actually be sent.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { received, setup } from './support.js';
@@ -30,11 +31,13 @@ describe('continuing an operation is only ever the same request', () => {
       { amount: 999_999, currency: 'EUR' },
       { op: opId },
     );
+    // The operation was stopped by the locked gate before any byte: that is what it states.
     expect(changed).toMatchObject({
       ok: false,
-      category: 'invalid_input',
-      retry: 'never',
+      category: 'gate_locked',
+      operation_id: opId,
       remote_effect: 'none',
+      data: { refusal: { code: 'request_changed' }, reason: 'other_input' },
     });
     expect(changed.message).toMatch(CHANGED);
     expect(s.approver.cards).toHaveLength(0); // nobody was asked
@@ -65,7 +68,14 @@ describe('continuing an operation is only ever the same request', () => {
       { service: 'billing', version: '2.0.0' },
       { op: done.operation_id! },
     );
-    expect(again).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    // Not the stored success as this call's answer: ok is false, the operation's state is stated.
+    expect(again).toMatchObject({
+      ok: false,
+      category: 'succeeded',
+      remote_effect: 'applied',
+      retry: 'never',
+      data: { refusal: { code: 'request_changed' } },
+    });
     expect(again.message).toMatch(CHANGED);
     expect(received(fake, 'ob-2', 'POST')).toBe(1);
     expect((await s.view(done.operation_id!)).attempts).toHaveLength(1);
@@ -75,7 +85,13 @@ describe('continuing an operation is only ever the same request', () => {
       { service: 'billing', version: '1.0.0' },
       { op: done.operation_id! },
     );
-    expect(same).toMatchObject({ ok: true, category: 'succeeded' });
+    // The unchanged request answers the settled state (issue 29: already settled, nothing sent).
+    expect(same).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      remote_effect: 'applied',
+      data: { refusal: { code: 'already_settled' } },
+    });
     expect(received(fake, 'ob-2', 'POST')).toBe(1);
   });
 
@@ -88,7 +104,12 @@ describe('continuing an operation is only ever the same request', () => {
       { record_id: 'rec_1', text: 'hello' },
       { op: pay.operation_id! },
     );
-    expect(note).toMatchObject({ ok: false, category: 'invalid_input', retry: 'never' });
+    expect(note).toMatchObject({
+      ok: false,
+      category: 'succeeded',
+      retry: 'never',
+      data: { refusal: { code: 'request_changed' } },
+    });
     expect(note.message).toMatch(CHANGED);
     expect(note.data).toMatchObject({ reason: 'other_action', operation_action: 'create_payment' });
     expect(received(fake, 'ob-3')).toBe(1); // only the payment itself
