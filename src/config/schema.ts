@@ -113,6 +113,10 @@ const reconcileSchema = z
       .describe('field of each record that is its remote reference'),
     identify: z
       .record(z.string().min(1), z.string())
+      .refine(
+        (v) => Object.keys(v).length > 0,
+        'identify names at least one field (or leave it out)',
+      )
       .optional()
       .describe(
         "the action's identifying fields: record field (dot path) -> template; a record whose fields ALL equal counts as this operation's (unless older than it, see created_at)",
@@ -124,14 +128,6 @@ const reconcileSchema = z
       .describe(
         "the record field with its creation time (ISO 8601 or epoch seconds/ms); a record older than the operation is not this operation's",
       ),
-  })
-  .superRefine((v, ctx) => {
-    if (v.identify !== undefined && Object.keys(v.identify).length === 0)
-      ctx.addIssue({
-        code: 'custom',
-        path: ['identify'],
-        message: 'identify names at least one field (or leave it out)',
-      });
   })
   .describe(
     "a read that finds the records this operation created; a record counts as this operation's only when it carries the operation's id, idempotency key or correlation value, or matches every `identify` field",
