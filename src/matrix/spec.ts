@@ -196,6 +196,12 @@ export function combineVerdicts(first: Verdict, after: Verdict): Verdict {
     : { ...after, detail: `after the follow-up: ${after.detail}` };
 }
 
+/**
+ * Rows on a user's own actions: `{{unique_int}}` in an input is a number drawn from
+ * 1..UNIQUE_INT_MAX for each row run (a client-chosen integer id no other row or run uses).
+ */
+export const UNIQUE_INT_MAX = 2_000_000_000;
+
 /** `{{name}}` substitution in row inputs (`{{correlation_id}}`, `{{setup.id}}`). */
 export function fillVars(value: unknown, vars: Record<string, string>): unknown {
   if (typeof value === 'string')
