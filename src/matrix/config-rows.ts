@@ -188,13 +188,15 @@ function uniqueIds(input: Obj, schema: Obj): void {
   const props = isObj(schema.properties) ? schema.properties : {};
   for (const [name, raw] of Object.entries(props)) {
     if (!Object.hasOwn(input, name) || !CLIENT_ID.test(name) || !isObj(raw)) continue;
-    if (['enum', 'const', 'format', 'pattern'].some((k) => raw[k] !== undefined)) continue;
+    if (['enum', 'const', 'pattern'].some((k) => raw[k] !== undefined)) continue;
     if (raw.type === 'string') {
+      if (raw.format !== undefined) continue;
       const value = `${name}-{{correlation_id}}`;
       // The correlation id is the row id plus 7 characters; 64 covers the longest generated row id.
       if (typeof raw.maxLength === 'number' && raw.maxLength < name.length + 72) continue;
       input[name] = value;
     } else if (raw.type === 'integer') {
+      if (raw.format !== undefined && raw.format !== 'int32' && raw.format !== 'int64') continue;
       const max = typeof raw.maximum === 'number' ? raw.maximum : Number.MAX_SAFE_INTEGER;
       if (max < UNIQUE_INT_MAX || (typeof raw.minimum === 'number' && raw.minimum > 1)) continue;
       input[name] = '{{unique_int}}';

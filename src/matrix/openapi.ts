@@ -264,9 +264,12 @@ function bodyFields(raw: unknown, where: string, deref: Deref): { fields: Obj; p
   };
 }
 
-/** Field names of values a client chooses to identify a record: `id`, `order_id`, `petId`, `ref`, … */
+/**
+ * Field names of the value a client chooses to identify the record it sends: its own id, not a
+ * reference to another record (`petId`, `order_id` must name records that exist).
+ */
 export const CLIENT_ID =
-  /^(id|ref|key|uuid|slug|code|username)$|(_|-)(id|ref|key)$|[a-z](Id|Ref|Key)$/;
+  /^(id|uuid|key|ref|slug|code|username|external_id|externalId|client_ref|clientRef)$/;
 
 /**
  * A client-chosen string id without an example gets a value unique to the row and the run
