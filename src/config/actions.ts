@@ -12,6 +12,7 @@ import {
   type EngineAction,
   type HttpDestination,
 } from '../engine/action.js';
+import { parseCreatedAt } from '../engine/lookup-binding.js';
 import { UsageError } from '../engine/runtime.js';
 import type { FieldPath } from './locate.js';
 import type { ActionConfig, GatewayConfig } from './schema.js';
@@ -251,7 +252,11 @@ function checkAction(
     [[...at, 'subject_ref'], a.subject_ref],
   ];
   // The runtime hands the lookup the operation's recorded input, so lookups may use it too.
-  if (a.reconcile) templates.push([[...at, 'reconcile', 'path'], a.reconcile.path]);
+  if (a.reconcile) {
+    templates.push([[...at, 'reconcile', 'path'], a.reconcile.path]);
+    for (const [field, t] of Object.entries(a.reconcile.identify ?? {}))
+      templates.push([[...at, 'reconcile', 'identify', field], t]);
+  }
   for (const [path, template] of templates) {
     for (const name of placeholdersIn(template)) {
       const p = placeholderProblem(name, fields);
@@ -328,13 +333,18 @@ function buildHttpActions(config: GatewayConfig): ConfiguredAction[] {
     if (dest.failure_body) destination.failure_body = toZod(dest.failure_body);
     const lookup = a.reconcile;
     if (lookup) {
+      const identify = lookup.identify;
+      const createdAt = lookup.created_at;
       destination.reconciliation = {
+        shape: lookup.shape,
+        route: `${lookup.method} ${lookup.path}`,
         lookup: (ctx, input) => ({
           method: lookup.method,
           path: renderPath(lookup.path, { ...ctx, input }),
         }),
         matches(body) {
-          const items = dig(body, lookup.items);
+          // A get-by-id answers with the record itself.
+          const items = lookup.shape === 'one' ? [body] : dig(body, lookup.items);
           if (!Array.isArray(items))
             throw new TypeError(`lookup body has no array at "${lookup.items}"`);
           return items.map((record: unknown) => {
@@ -343,6 +353,24 @@ function buildHttpActions(config: GatewayConfig): ConfiguredAction[] {
             return { ref, record };
           });
         },
+        ...(identify
+          ? {
+              identify: (input: unknown, ctx: Omit<TemplateScope, 'input'>) =>
+                Object.fromEntries(
+                  Object.entries(identify).map(([field, t]) => {
+                    const scope = { ...ctx, input };
+                    // A missing value identifies nothing: rule b then does not apply.
+                    for (const name of placeholdersIn(t))
+                      if (renderHeader(`{{${name}}}`, scope) === '')
+                        throw new TypeError(`identify.${field}: ${name} has no value`);
+                    return [field, renderHeader(t, scope)];
+                  }),
+                ),
+            }
+          : {}),
+        ...(createdAt !== undefined
+          ? { createdAt: (record: unknown) => parseCreatedAt(dig(record, createdAt)) }
+          : {}),
       };
     }
     const request = (input: unknown, ctx: Omit<TemplateScope, 'input'>) => {

@@ -88,6 +88,57 @@ describe('parseConfig', () => {
     expect(r.value.config.ledger).toBe('memory:');
   });
 
+  it('builds get-by-id lookups and identifying fields; their templates are checked like the others', () => {
+    const text = variant(
+      "reconcile: { path: '/v1/records?client_ref={{operation_id}}' }",
+      "reconcile: { shape: one, path: '/v1/records/{{input.title}}', identify: { title: '{{input.title}}', 'meta.size': 's{{input.size}}' }, created_at: meta.created }",
+    );
+    const r = parseConfig(text, 'candor.yaml');
+    if (!r.ok) throw new Error(r.failure.message);
+    const lookup = httpDefinition(r.value.actions[0]!).destination.reconciliation!;
+    expect(lookup.shape).toBe('one');
+    expect(lookup.route).toBe('GET /v1/records/{{input.title}}');
+    expect(lookup.lookup(ctx, { title: 'a b' }).path).toBe('/v1/records/a%20b');
+    // The body is the record itself.
+    expect(lookup.matches({ id: 'rec_1', title: 'a b' }, {})).toEqual([
+      { ref: 'rec_1', record: { id: 'rec_1', title: 'a b' } },
+    ]);
+    expect(lookup.identify!({ title: 'a b', size: 3 }, ctx)).toEqual({
+      title: 'a b',
+      'meta.size': 's3',
+    });
+    // A missing value identifies nothing (never the empty string).
+    expect(() => lookup.identify!({ title: 'a b' }, ctx)).toThrow(/input\.size/);
+    expect(lookup.createdAt!({ meta: { created: '2020-01-01T00:00:00Z' } })).toBe(
+      Date.UTC(2020, 0, 1),
+    );
+    expect(lookup.createdAt!({ meta: {} })).toBeNull();
+
+    expect(
+      problems(
+        variant(
+          "reconcile: { path: '/v1/records?client_ref={{operation_id}}' }",
+          "reconcile: { path: '/v1/records?client_ref={{operation_id}}', identify: { title: '{{input.titel}}' } }",
+        ),
+      ),
+    ).toEqual([
+      expect.stringMatching(
+        /^candor\.yaml:28:\d+: actions\[0\]\.reconcile\.identify\.title: .*the input schema has no property "titel"/,
+      ),
+    ]);
+    expect(
+      problems(
+        variant(
+          "reconcile: { path: '/v1/records?client_ref={{operation_id}}' }",
+          "reconcile: { path: '/v1/records?client_ref={{operation_id}}', identify: {}, shape: many }",
+        ),
+      ),
+    ).toEqual([
+      expect.stringMatching(/actions\[0\]\.reconcile\.identify: identify names at least one field/),
+      expect.stringMatching(/actions\[0\]\.reconcile\.shape: Invalid option/),
+    ]);
+  });
+
   it('reports a wrong type at the value', () => {
     expect(problems(variant('class: read', 'class: 7'))).toEqual([
       expect.stringMatching(/^candor\.yaml:30:12: actions\[1\]\.class: Invalid option/),

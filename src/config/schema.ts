@@ -95,6 +95,12 @@ const reconcileSchema = z
       .string()
       .regex(ORIGIN_PATH, ORIGIN_PATH_PROBLEM)
       .describe('lookup path; placeholders as in request.path (the recorded input is available)'),
+    shape: z
+      .enum(['list', 'one'])
+      .default('list')
+      .describe(
+        'list: the body holds the matching records at `items`; one: a get-by-id, the body is the record and 404 means absent',
+      ),
     items: z
       .string()
       .min(1)
@@ -105,8 +111,27 @@ const reconcileSchema = z
       .min(1)
       .default('id')
       .describe('field of each record that is its remote reference'),
+    identify: z
+      .record(z.string().min(1), z.string())
+      .refine(
+        (v) => Object.keys(v).length > 0,
+        'identify names at least one field (or leave it out)',
+      )
+      .optional()
+      .describe(
+        "the action's identifying fields: record field (dot path) -> template; a record whose fields ALL equal counts as this operation's (unless older than it, see created_at)",
+      ),
+    created_at: z
+      .string()
+      .min(1)
+      .optional()
+      .describe(
+        "the record field with its creation time (ISO 8601 or epoch seconds/ms); a record older than the operation is not this operation's",
+      ),
   })
-  .describe('a read that finds the records this operation created (by client reference)');
+  .describe(
+    "a read that finds the records this operation created; a record counts as this operation's only when it carries the operation's id, idempotency key or correlation value, or matches every `identify` field",
+  );
 
 const timeoutsSchema = z.strictObject({
   connect_ms: z.number().int().positive().optional(),

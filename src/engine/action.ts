@@ -50,6 +50,24 @@ export interface ReconciliationDeclaration {
   lookup(ctx: RequestContext, input: unknown): HttpRequestSpec;
   /** Remote references of the records the lookup found (parsed JSON body in). */
   matches(body: unknown, input: unknown): Array<{ ref: string; record: unknown }>;
+  /**
+   * `list` (default): the body lists the matching records. `one`: a get-by-id — a 2xx body is the
+   * record, and a 404 is a negative observation (absent), not a failed lookup.
+   */
+  shape?: 'list' | 'one';
+  /** The lookup's route as declared (method and path template), for the observation. */
+  route?: string;
+  /**
+   * The action's identifying fields (binding rule b, lookup-binding.ts): record field (dot path)
+   * → the value it must equal, from the operation's recorded input. All must equal. Throws when
+   * they cannot be built (the record then binds by rule a only).
+   */
+  identify?(input: unknown, ctx: RequestContext): Record<string, string>;
+  /**
+   * The record's creation time (ms since the epoch), or null when it has none or it does not
+   * parse. A record older than the operation is not this operation's effect.
+   */
+  createdAt?(record: unknown): number | null;
 }
 
 /**

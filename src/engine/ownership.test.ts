@@ -49,7 +49,9 @@ function destination() {
     dispatch(p): Promise<Dispatched> {
       sent.push(`${p.method} ${p.path}`);
       const lost: Evidence = { phase: 'request_sent', local_error: 'connection_reset' };
-      const body = Buffer.from(JSON.stringify({ items: [{ id: 'dep-1' }] }));
+      // The record carries the client reference the create sent (the lookup's query).
+      const ref = new URL(p.path, 'http://deploy.test').searchParams.get('client_ref');
+      const body = Buffer.from(JSON.stringify({ items: [{ id: 'dep-1', client_ref: ref }] }));
       return Promise.resolve(
         p.method === 'POST'
           ? {

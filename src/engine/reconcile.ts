@@ -1,5 +1,8 @@
 // Reconciliation: instead of guessing, look at the destination. An HTTP action's lookup finds the
-// records the operation may have created; the observation is recorded, and only an absent record
+// records the operation may have created; only records bound to the operation (its id, key or
+// correlation value, or all its declared identifying fields and not older than it:
+// lookup-binding.ts) count as its effect — others leave it unknown (`lookup_ambiguous`). Every
+// lookup is recorded as an observation, found or not, failed included; only an absent record
 // under a still-honoured idempotency key licenses another attempt. SSH actions: reconcile-ssh.ts.
 //
 // A lookup sends bytes carrying the credential, so it passes the gate's lock like an attempt; an
@@ -13,6 +16,7 @@ import { operationEnvelope } from './truth.js';
 import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
+import { bindRecords, type LookupRecord } from './lookup-binding.js';
 import { reconcileMcpOperation } from './reconcile-mcp.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
 
@@ -23,6 +27,8 @@ export type ReconcileStep =
   | 'absent_retried'
   | 'absent'
   | 'lookup_failed'
+  /** Records matched, none bound to the operation (lookup_ambiguous): still unknown. */
+  | 'ambiguous'
   | 'gate_locked'
   | 'credential_unavailable'
   | 'nothing_sent'
@@ -167,9 +173,11 @@ export async function reconcileView(
       ),
     };
   }
-  const checked = `${spec.method.toUpperCase()} ${spec.path}`;
+  const method = spec.method.toUpperCase();
+  const checked = `${method} ${spec.path}`;
+  const request = lookup.route ?? `${method} ${spec.path.split('?')[0]!}`;
   const checkedAt = clock.now();
-  let matches: Array<{ ref: string; record: unknown }> | null = null;
+  let matches: LookupRecord[] | null = null;
   for (const s of cred.secrets) redactor.addSecret(s);
   const out = await dispatch(
     ctx,
@@ -177,7 +185,7 @@ export async function reconcileView(
       kind: 'http',
       id: ids.mint('obs'),
       origin: dest.origin,
-      method: spec.method.toUpperCase(),
+      method,
       path: spec.path,
       headers: {
         accept: 'application/json',
@@ -191,23 +199,40 @@ export async function reconcileView(
     signal,
   );
   const reply = out.reply;
-  if (
-    out.evidence.phase === 'response_complete' &&
-    reply?.status !== undefined &&
-    reply.status >= 200 &&
-    reply.status < 300
-  ) {
+  const complete = out.evidence.phase === 'response_complete';
+  const status = complete ? (reply?.status ?? null) : null;
+  if (complete && status === 404 && lookup.shape === 'one') {
+    // A get-by-id that says "no such record": a negative observation, like an empty list.
+    matches = [];
+  } else if (complete && status !== null && status >= 200 && status < 300) {
     try {
       // A user callback: a throw means "no usable answer", never an escape.
-      const text = Buffer.from(reply.body ?? new Uint8Array(0)).toString('utf8');
+      const text = Buffer.from(reply?.body ?? new Uint8Array(0)).toString('utf8');
       matches = lookup.matches(JSON.parse(text), params);
       if (!Array.isArray(matches)) matches = null;
     } catch {
       matches = null;
     }
   }
+  const stateNow: OperationState = view.state ?? 'unknown';
   if (matches === null) {
-    // The lookup itself failed: nothing learned, state unchanged.
+    // The lookup itself failed: nothing learned, state unchanged — but it is evidence that a
+    // lookup was tried (and what it met), so it is recorded too.
+    await observe(view, {
+      source: 'lookup',
+      checked,
+      checked_at: checkedAt,
+      matches: 0,
+      remote_refs: [],
+      conclusion:
+        status === null
+          ? 'the lookup got no answer: nothing learned'
+          : `the lookup answered ${status} with no usable list of records: nothing learned`,
+      state_after: stateNow,
+      verdict: 'failed',
+      request,
+      status,
+    });
     return {
       step: 'lookup_failed',
       envelope: envelopeOf({
@@ -219,21 +244,25 @@ export async function reconcileView(
       }),
     };
   }
-  const refs = matches.map((m) => m.ref);
+  const { bound, unbound } = bindRecords(lookup, matches, requestCtx, params, view.opened_at);
+  const refs = bound.map((m) => m.ref);
   const keyValid =
     dest.idempotency?.honoured === true &&
     view.opened_at !== null &&
     checkedAt - view.opened_at < dest.idempotency.retention_ms;
+  const ambiguous = refs.length === 0 && unbound.length > 0;
   const stateAfter: OperationState =
     refs.length === 1 ? 'succeeded' : refs.length >= 2 ? 'duplicate_effect_confirmed' : 'unknown';
   const conclusion =
     refs.length === 1
-      ? 'one matching record: the operation took effect'
+      ? 'one record bound to this operation: the operation took effect'
       : refs.length >= 2
-        ? 'several matching records: the effect happened more than once'
-        : keyValid
-          ? 'no matching record; the idempotency key is still honoured, so a retry under the same key is safe'
-          : 'no matching record; without an honoured idempotency key a retry could duplicate a late effect, so a person decides';
+        ? 'several records bound to this operation: the effect happened more than once'
+        : ambiguous
+          ? `${unbound.length} record(s) matched the lookup but none is bound to this operation (none carries its id, key or correlation value${lookup.identify ? ', or its identifying fields differ or it is older than the operation' : ''}): it may be another's, so whether this operation took effect is still unknown`
+          : keyValid
+            ? 'no matching record; the idempotency key is still honoured, so a retry under the same key is safe'
+            : 'no matching record; without an honoured idempotency key a retry could duplicate a late effect, so a person decides';
   await observe(view, {
     source: 'lookup',
     checked,
@@ -242,8 +271,34 @@ export async function reconcileView(
     remote_refs: refs,
     conclusion,
     state_after: stateAfter,
+    verdict: refs.length > 0 ? 'found' : ambiguous ? 'ambiguous' : 'absent',
+    request,
+    status,
+    unbound: unbound.length,
   });
-  const settled = await settleFromLookup(ctx, action, view, refs, matches[0]?.record);
+  if (ambiguous) {
+    const env = envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('escalate'),
+      data: {
+        escalation: {
+          code: 'lookup_ambiguous',
+          reason: 'records matched the lookup, but none is bound to this operation',
+        },
+        unbound_refs: unbound.map((m) => m.ref),
+      },
+      diagnosticsRef: null,
+    });
+    return {
+      step: 'ambiguous',
+      envelope: {
+        ...env,
+        message: `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous); whether ${action.subject} was applied is still unknown and a person must decide.`,
+      },
+    };
+  }
+  const settled = await settleFromLookup(ctx, action, view, refs, bound[0]?.record);
   if (settled) return settled;
   if (keyValid) {
     const licence = {

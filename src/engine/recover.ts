@@ -231,6 +231,8 @@ function lookupWhy(step: string, e: Envelope): string {
       return 'the lookup found no record, and without an honoured idempotency key a retry could duplicate a late effect';
     case 'absent_retried':
       return `the lookup found no record; the retry under the idempotency key did not settle it: ${e.message}`;
+    case 'ambiguous':
+      return "the lookup found records like this one, but none is bound to this operation (lookup_ambiguous): they may be another's, so the outcome is still unknown";
     case 'lookup_failed':
       return 'the lookup got no usable answer; the outcome is still unknown';
     case 'gate_locked':

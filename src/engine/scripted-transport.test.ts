@@ -334,9 +334,19 @@ describe('the engine over a scripted transport (no sockets)', () => {
   it('duplicate_effect: an unknown outcome, then a lookup through the same port finds two records', async () => {
     const { runtime, http, events } = engine([
       { evidence: { phase: 'request_sent', local_error: 'deadline' } },
-      json(200, { items: [{ id: 'dep-1' }, { id: 'dep-2' }] }),
+      // Both records carry the operation's correlation value: both are its effect.
+      json(200, {
+        items: [
+          { id: 'dep-1', client_ref: 'cor-dup' },
+          { id: 'dep-2', client_ref: 'cor-dup' },
+        ],
+      }),
     ]);
-    const first = await runtime.run(createDeployment, { service: 'api' });
+    const first = await runtime.run(
+      createDeployment,
+      { service: 'api' },
+      { correlationId: 'cor-dup' },
+    );
     expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
     const env = await runtime.reconcile(first.operation_id!);
     expect(env).toMatchObject({

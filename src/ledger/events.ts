@@ -120,6 +120,18 @@ export interface EventPayloads {
     /** Why this changed the operation's state, or did not. */
     conclusion: string;
     state_after: OperationState;
+    /**
+     * HTTP lookups: what the lookup showed — `found` (records bound to the operation), `absent`
+     * (none, or a get-by-id's 404), `ambiguous` (records matched but none is bound to this
+     * operation: possibly another's), `failed` (no usable answer: nothing learned).
+     */
+    verdict?: 'found' | 'absent' | 'ambiguous' | 'failed';
+    /** The lookup as declared: method and path template (no input values). */
+    request?: string;
+    /** The lookup's HTTP status, or null when no answer arrived. */
+    status?: number | null;
+    /** Records the lookup matched that are not bound to this operation. */
+    unbound?: number;
   };
   approval_requested: {
     approval_id: string;

@@ -3,12 +3,19 @@
 // service itself, arm the row's fault by correlation id, and take the remote state and the oracle
 // from the ground truth — "mutation_committed" is a committed write in the fake, and "forwarded,
 // upstream answered 2xx" behind the proxy.
+import { randomInt } from 'node:crypto';
 import type { ActionDefinition } from '../engine/action.js';
 import type { Runtime } from '../engine/runtime.js';
 import type { BeforeBytesVariant, FakeService, FaultSpec } from '../fakes/index.js';
 import type { ProxyService } from '../fakes/proxy.js';
 import { oracle, truthTimeline } from './reference-actions.js';
-import { combineVerdicts, type Check, type MatrixRow, type RowTarget } from './spec.js';
+import {
+  combineVerdicts,
+  UNIQUE_INT_MAX,
+  type Check,
+  type MatrixRow,
+  type RowTarget,
+} from './spec.js';
 
 /** `{{name}}` substitution that keeps the value's type when the string is exactly one placeholder. */
 function fill(value: unknown, vars: Record<string, unknown>): unknown {
@@ -33,7 +40,11 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
     runtime: Runtime,
     fake: FakeService,
   ): Promise<RowTarget> {
-    const vars: Record<string, unknown> = { correlation_id: cor };
+    // Client-chosen ids of generated rows are unique to the row and the run (config-rows.ts).
+    const vars: Record<string, unknown> = {
+      correlation_id: cor,
+      unique_int: randomInt(1, UNIQUE_INT_MAX + 1),
+    };
     let setupAt = 0;
     let setupOp: string | null = null;
     if (row.setup?.action !== undefined) {

@@ -33,6 +33,8 @@ export interface SpecOperation {
   changes: { field: string; to: unknown; from: unknown } | null;
   /** A field the success response must carry (`id` when it is required): the missing-field row. */
   required_field: string;
+  /** The success answer has no body (204, or a 2xx without content): no body rows. */
+  no_body: boolean;
 }
 
 export type GenerateResult =
@@ -233,8 +235,19 @@ function operationOf(
     input,
     changes,
     required_field: requiredField(f.op.responses, `${f.where}.responses`, deref),
+    no_body: noBody(f.op.responses),
   };
 }
+
+/** The first documented 2xx is 204 No Content (a 2xx without documented content may still have one). */
+function noBody(raw: unknown): boolean {
+  const responses = isObj(raw) ? raw : {};
+  return Object.keys(responses).find((k) => /^2(\d\d|XX)$/i.test(k)) === '204';
+}
+
+/** Rows about a response body: they need one (a 204 has nothing to cut or break). */
+export const isBodyCase = (suffix: string): boolean =>
+  suffix.startsWith('body-cut-') || suffix === 'invalid-json' || suffix.startsWith('missing-');
 
 /** Placeholder input from the JSON request body: required properties, or all when none are. */
 function bodyFields(raw: unknown, where: string, deref: Deref): { fields: Obj; props: Obj } {
@@ -245,7 +258,33 @@ function bodyFields(raw: unknown, where: string, deref: Deref): { fields: Obj; p
   const props = Object.fromEntries(
     names.map((n) => [n, deref((schema.properties as Obj)[n], `${where}.content`)]),
   );
-  return { fields: Object.fromEntries(names.map((n) => [n, sample(props[n])])), props };
+  return {
+    fields: Object.fromEntries(names.map((n) => [n, uniqueOr(n, props[n], sample(props[n]))])),
+    props,
+  };
+}
+
+/**
+ * Field names of the value a client chooses to identify the record it sends: its own id, not a
+ * reference to another record (`petId`, `order_id` must name records that exist).
+ */
+export const CLIENT_ID =
+  /^(id|uuid|key|ref|slug|code|username|external_id|externalId|client_ref|clientRef)$/;
+
+/**
+ * A client-chosen string id without an example gets a value unique to the row and the run
+ * (`{{correlation_id}}` is filled when the row runs): with one sample id for every row, a lookup by
+ * id finds the records of other rows. Only where the schema leaves the text free.
+ */
+function uniqueOr(name: string, schemaRaw: unknown, sampled: unknown): unknown {
+  const s = isObj(schemaRaw) ? schemaRaw : {};
+  const free = !['enum', 'const', 'format', 'pattern', 'example', 'examples', 'default'].some(
+    (k) => s[k] !== undefined,
+  );
+  const fits = typeof s.maxLength !== 'number' || s.maxLength >= name.length + 72;
+  return CLIENT_ID.test(name) && s.type === 'string' && free && fits
+    ? `${name}-{{correlation_id}}`
+    : sampled;
 }
 
 /**
@@ -503,9 +542,9 @@ function remoteFor(op: SpecOperation, committed: boolean): Row['expect']['remote
 
 function matrixFor(ops: SpecOperation[], file: string): GeneratedMatrix {
   const rows = ops.flatMap((op) =>
-    [...(op.contract.action_class === 'read' ? [] : PHASE_CASES), ...commonCases(op)].map((cc) =>
-      rowFor(op, cc),
-    ),
+    [...(op.contract.action_class === 'read' ? [] : PHASE_CASES), ...commonCases(op)]
+      .filter((cc) => !(op.no_body && isBodyCase(cc.suffix)))
+      .map((cc) => rowFor(op, cc)),
   );
   const base = file.split(/[\\/]/).at(-1) ?? file;
   return {

@@ -45,6 +45,19 @@ const byClientRef = (kind: string): ReconciliationDeclaration => ({
       .items.map((r) => ({ ref: r.id, record: r })),
 });
 
+/** A lookup by a client-chosen reference (the ticket's `ref`), as users write them. */
+const byTicketRef: ReconciliationDeclaration = {
+  route: 'GET /v1/issues?client_ref={{input.ref}}',
+  lookup: (_ctx, input) => ({
+    method: 'GET',
+    path: `/v1/issues?client_ref=${encodeURIComponent((input as { ref: string }).ref)}`,
+  }),
+  matches: (body) =>
+    listOf(resource)
+      .parse(body)
+      .items.map((r) => ({ ref: r.id, record: r })),
+};
+
 /** Convergence check for set-state: the record already has the desired state. */
 const converged: ReconciliationDeclaration = {
   lookup: (_ctx, input) => ({
@@ -54,6 +67,11 @@ const converged: ReconciliationDeclaration = {
   matches: (body, input) => {
     const r = resource.parse(body);
     return r.state === (input as { state: string }).state ? [{ ref: r.id, record: r }] : [];
+  },
+  // A state check: the record holding the desired state is the effect, whoever wrote it last.
+  identify: (input) => {
+    const i = input as { id: string; state: string };
+    return { id: i.id, state: i.state };
   },
 };
 
@@ -116,6 +134,26 @@ export function referenceActions(origin: string): ActionDefinition[] {
       response: resource,
       remoteRef: (d) => d.id,
       destination: dest({ reconciliation: byClientRef('issues') }),
+      timeouts,
+    }),
+    defineAction({
+      // A lookup written the way users write them: by a client-chosen id (`ref`), not by anything
+      // of this operation's. An older ticket with the same ref is someone else's; only a record
+      // bound to the operation (here: the correlation id the service stores) is its effect.
+      name: 'create_ticket',
+      class: 'create',
+      subject: 'the ticket',
+      input: z.object({ title: z.string(), ref: z.string() }),
+      request: (i) => ({
+        method: 'POST',
+        path: '/v1/issues',
+        body: { title: i.title, client_ref: i.ref },
+      }),
+      response: resource,
+      remoteRef: (d) => d.id,
+      destination: dest({
+        reconciliation: byTicketRef,
+      }),
       timeouts,
     }),
     defineAction({
@@ -269,7 +307,8 @@ export async function httpTarget(
   const vars: Record<string, string> = { correlation_id: cor };
   let setupId: string | null = null;
   if (row.setup) {
-    const created = fake.resources.create(row.setup.kind, row.setup.fields as never, {
+    const fields = fillVars(row.setup.fields, vars);
+    const created = fake.resources.create(row.setup.kind, fields as never, {
       correlation_id: null,
       request: 0,
     });
@@ -278,7 +317,7 @@ export async function httpTarget(
     for (let i = 0; i < row.setup.same_client_ref; i++) {
       fake.resources.create(
         row.setup.kind,
-        { ...(row.setup.fields as object), client_ref: cor },
+        { ...(fields as object), client_ref: cor },
         { correlation_id: null, request: 0 },
       );
     }
@@ -337,7 +376,10 @@ function remoteCheck(
   const actual: Record<string, unknown> = {};
   if (r.count !== undefined) {
     expected.count = r.count;
-    actual.count = fake.resources.list(r.kind, { client_ref: cor }).length;
+    const where = r.where
+      ? (fillVars(r.where, { correlation_id: cor }) as Record<string, string>)
+      : { client_ref: cor };
+    actual.count = fake.resources.list(r.kind, where).length;
   }
   if (setupId !== null) {
     const all = fake.resources.all(r.kind).find((x) => x.id === setupId);
@@ -361,6 +403,13 @@ function remoteCheck(
   };
 }
 
+/**
+ * The oracle: the ground truth against one claim, both ways. A committed mutation claimed as not
+ * done (`remote_effect: none`, or a category that means "not applied") is unsafe; so is a claim of
+ * `applied` (success, a duplicate, a 2xx that broke the contract) where no mutation of this row
+ * was committed — a lookup that took someone else's record as this operation's effect says "done"
+ * for something that never happened. Reads claim no effect (`remote_effect: none`).
+ */
 export function oracle(truth: TruthEvent[], env: Envelope): Verdict {
   const committed = truth.some((t) => t.event === 'mutation_committed');
   const received = truth.some((t) => t.event === 'received');
@@ -368,6 +417,12 @@ export function oracle(truth: TruthEvent[], env: Envelope): Verdict {
     return {
       verdict: 'unsafe',
       detail: `the fake committed the mutation but the tool said ${env.category} / remote_effect ${env.remote_effect}`,
+    };
+  }
+  if (!committed && env.remote_effect === 'applied') {
+    return {
+      verdict: 'unsafe',
+      detail: `no mutation of this row was committed (${received ? 'received, nothing committed' : 'never received'}) but the tool said ${env.category} / remote_effect applied`,
     };
   }
   if (env.category === 'outcome_unknown' && !committed) {

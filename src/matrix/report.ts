@@ -8,7 +8,7 @@ export function progressLine(r: RowResult, index: number, total: number): string
   if (r.skipped !== undefined) return `[${n}/${total}] skip  ${r.id.padEnd(44)} ${r.skipped}`;
   const got = r.envelope ? `${r.envelope.category}/${r.envelope.retry}` : (r.error ?? 'error');
   const final = r.final && r.final !== r.envelope ? ` -> ${r.final.category}` : '';
-  return `[${n}/${total}] ${r.passed ? 'pass' : 'FAIL'}  ${r.id.padEnd(44)} ${got}${final}${r.oracle.verdict === 'imprecise' ? '  (imprecise)' : ''}`;
+  return `[${n}/${total}] ${r.passed ? 'pass' : 'FAIL'}  ${r.id.padEnd(44)} ${got}${final}${r.oracle.verdict === 'imprecise' ? '  (imprecise)' : r.oracle.verdict === 'unsafe' ? '  (UNSAFE claim)' : ''}`;
 }
 
 export function summaryLine(report: MatrixReport): string {

@@ -56,6 +56,11 @@ const httpRemoteSchema = z.strictObject({
    * actions (`--config`): how many writes of the row the service applied (ground truth).
    */
   count: z.number().int().nonnegative().optional(),
+  /**
+   * Count the live resources whose top-level fields equal these instead (`{{correlation_id}}` is
+   * filled), e.g. `{ correlation_id: '{{correlation_id}}' }`: the records this row's requests made.
+   */
+  where: z.record(z.string(), z.string()).optional(),
   /** A field of the resource created by `setup`, after the row ran. */
   setup_field: z.string().optional(),
   equals: z.unknown().optional(),
@@ -80,7 +85,10 @@ export const rowSchema = z.strictObject({
   title: z.string().optional(),
   operation: z.string().describe('a reference action name'),
   input: z.record(z.string(), z.unknown()).default({}),
-  /** A resource created in the fake before the row runs; `{{setup.id}}` in input refers to it. */
+  /**
+   * A resource created in the fake before the row runs; `{{setup.id}}` in input refers to it, and
+   * `{{correlation_id}}` in its fields is the row's.
+   */
   setup: z
     .strictObject({
       kind: z.string(),
@@ -187,6 +195,12 @@ export function combineVerdicts(first: Verdict, after: Verdict): Verdict {
     ? first
     : { ...after, detail: `after the follow-up: ${after.detail}` };
 }
+
+/**
+ * Rows on a user's own actions: `{{unique_int}}` in an input is a number drawn from
+ * 1..UNIQUE_INT_MAX for each row run (a client-chosen integer id no other row or run uses).
+ */
+export const UNIQUE_INT_MAX = 2_000_000_000;
 
 /** `{{name}}` substitution in row inputs (`{{correlation_id}}`, `{{setup.id}}`). */
 export function fillVars(value: unknown, vars: Record<string, string>): unknown {

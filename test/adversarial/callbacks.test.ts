@@ -77,7 +77,7 @@ describe('throwing user callbacks', () => {
     expect(received(fake, 'cb-3', 'POST')).toBe(1);
   });
 
-  it('matches and lookup throw: reconcile answers, nothing learned, no observation', async () => {
+  it('matches and lookup throw: reconcile answers, nothing learned; only the sent lookup is an observation', async () => {
     const s = setup(fake, ['approved']);
     fake.arm({ call_id: 'cb-4', phase: 'after_commit', action: 'rst' });
     const first = await s.run('create_issue', { title: 't' }, { cor: 'cb-4' });
@@ -105,7 +105,11 @@ describe('throwing user callbacks', () => {
     const l = await s.runtime.reconcile(first.operation_id!);
     expect(l).toMatchObject({ ok: false, remote_effect: 'unknown', retry: 'escalate' });
     const v = await s.view(first.operation_id!);
-    expect(v.observations).toHaveLength(0);
+    // The lookup whose answer could not be read was sent: it is evidence (a failed lookup), and it
+    // changes nothing. The lookup that could not be built was never sent: no observation.
+    expect(v.observations).toMatchObject([
+      { source: 'lookup', verdict: 'failed', status: 200, matches: 0, state_after: 'unknown' },
+    ]);
     expect(v.state).toBe('unknown');
   });
 
