@@ -219,6 +219,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
           subject: action.subject,
           retry_after_ms: c.retry_after_ms,
           ...(c.rule !== undefined ? { rule: c.rule } : {}),
+          ...refusalOf(c.category, data),
           ...(variant === 'retry_declined' && c.remote_effect !== 'none'
             ? { retry_declined: { remote_effect: c.remote_effect } }
             : {}),
@@ -233,6 +234,14 @@ export function createEngineContext(options: EngineOptions): EngineContext {
 
     ...recorders(append, ledger, ids, clock),
   };
+}
+
+/** A transport's refusal code in `data.refusal.code` (the SSH wrapper's), for the message. */
+function refusalOf(category: string, data: unknown): { refusal?: string } {
+  if (category !== 'confirmed_failure' || typeof data !== 'object' || data === null) return {};
+  const r = (data as { refusal?: unknown }).refusal;
+  const code = typeof r === 'object' && r !== null ? (r as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? { refusal: code } : {};
 }
 
 /** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */

@@ -97,6 +97,8 @@ export function budgetSpent(
   action: AnyAction,
   view: OperationView,
   lookedUp = false,
+  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
+  data: unknown = null,
 ): Envelope {
   const { envelopeOf } = ctx;
   const last = view.attempts.at(-1)?.finish ?? null;
@@ -109,7 +111,7 @@ export function budgetSpent(
       action,
       view,
       outcome: { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
-      data: null,
+      data,
       diagnosticsRef: last.diagnostics_ref,
     });
   }

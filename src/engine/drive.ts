@@ -227,13 +227,15 @@ export async function drive<I, O>(
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
       const now = await load(view.operation_id);
-      if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
+      if (now && budgetLeft(action, now) <= 0)
+        return budgetSpent(ctx, action, now, false, result.data);
     }
     return envelopeOf({
       action,
       view,
       outcome: c,
-      data: null,
+      // Null but for a transport's refusal, whose code the agent sees (attempt.ts).
+      data: result.data,
       diagnosticsRef: result.diagnosticsRef,
     });
   }
