@@ -80,6 +80,8 @@ export function composeRuntime(options: ComposeOptions): Composed {
     onSecret: (s) => void redactor.addSecret(s),
   });
   const runtime = createRuntime({
+    // Continuations carrying secret inputs are recognised by every gateway opening this vault.
+    ...(options.vault ? { secretDigestKey: options.vault.continuationKey() } : {}),
     ledger: options.ledger,
     credentials,
     redactor,

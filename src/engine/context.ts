@@ -64,6 +64,13 @@ export interface EngineOptions {
   /** Resolves an SSH action's `secret_refs` (vault values) at attempt time, inside the runtime. */
   resolveSshSecret?: ResolveSshSecret;
   /**
+   * Key of the continuation identity of secret inputs (engine/ssh-action.ts): HMAC-SHA-256 of
+   * them under this key is part of an operation's intent, never the values. The composition root
+   * derives it from the vault; without it each engine makes a random one, so only this engine
+   * can continue an operation that carries secret inputs.
+   */
+  secretDigestKey?: Uint8Array;
+  /**
    * Fleets: hold an ownership lease while a session is open (src/engine/ownership.ts), so other
    * gateways on the same ledger can tell this owner alive and take its operations over only once
    * the lease has lapsed.

@@ -77,7 +77,7 @@ export async function gateRefusal<I, O>(
     intent: {
       ...(view.intent ?? {}),
       subject_ref: subjectRefOf(action, input),
-      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, input),
+      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, action, input),
     },
     ...(signal ? { signal } : {}),
     recorded: ctx.recorded,
