@@ -14,6 +14,7 @@ import { openSqliteLedger } from '../src/ledger/sqlite/store.js';
 import type { LedgerStore } from '../src/ledger/store.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import { shQuote } from '../src/ssh/wrapper.js';
+import { createKeyFile, initVault, openVault } from '../src/vault/index.js';
 import {
   HOST,
   executions,
@@ -29,6 +30,31 @@ import { sshdSkipReason, startSshd, type SshdFixture } from './support/sshd.js';
 
 const skip = sshdSkipReason();
 if (skip !== undefined) console.warn(`skipping the issue-30 SSH suite: ${skip}`);
+
+describe('the continuation key', () => {
+  it('is the same for every opening of one vault and differs between vaults', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'candor-ssh30-vault-'));
+    try {
+      const key = (n: string) => ({ kind: 'key_file' as const, path: join(dir, `${n}.key`) });
+      const keys: string[] = [];
+      for (const n of ['a', 'b']) {
+        expect((await createKeyFile(key(n).path)).ok).toBe(true);
+        const made = await initVault(key(n), { path: join(dir, `${n}.json`) });
+        if (!made.ok) throw new Error(made.failure.message);
+        keys.push(Buffer.from(made.value.continuationKey()).toString('hex'));
+        made.value.close();
+      }
+      const again = await openVault(key('a'), { path: join(dir, 'a.json') });
+      if (!again.ok) throw new Error(again.failure.message);
+      expect(Buffer.from(again.value.continuationKey()).toString('hex')).toBe(keys[0]);
+      expect(keys[0]).not.toBe(keys[1]);
+      expect(keys[0]).toMatch(/^[0-9a-f]{64}$/);
+      again.value.close();
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
 
 const lines = (f: string): number =>
   existsSync(f) ? readFileSync(f, 'utf8').split('\n').filter(Boolean).length : 0;
