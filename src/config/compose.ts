@@ -83,6 +83,8 @@ export function composeRuntime(options: ComposeOptions): Composed {
     onSecret: (s) => void redactor.addSecret(s),
   });
   const runtime = createRuntime({
+    // Continuations carrying secret inputs are recognised by every gateway opening this vault.
+    ...(options.vault ? { secretDigestKey: options.vault.continuationKey() } : {}),
     ledger: options.ledger,
     // A single gateway is the same owner across restarts: it takes its own operations back
     // (continuations, reconcile, recover). A fleet member is one process among several, so each

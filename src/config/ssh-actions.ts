@@ -115,7 +115,7 @@ export function checkSshSection(
         else if (p.unsafe !== null)
           out.push({
             path,
-            problem: `{{${p.name}}} ${p.unsafe}: the shell would not read the value as one quoted word; put the placeholder outside quotes (it is quoted for you)`,
+            problem: `{{${p.name}}} ${p.unsafe} (character ${p.at + 1} of the ${key}): the shell would not read the value as one quoted word; put the placeholder where a plain word goes, outside quotes, backticks, \${…}, $((…)) and comments and not right after $ (it is quoted for you)`,
           });
       }
     }

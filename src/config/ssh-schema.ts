@@ -53,7 +53,7 @@ export const sshActionConfigSchema = z.strictObject({
     .string()
     .min(1)
     .describe(
-      'the remote command (sh); {{input.x}} is replaced by the value, shell-quoted; secrets only as "$NAME" from secret_env',
+      'the remote command (sh); {{input.x}} is replaced by the value, shell-quoted, and is allowed only where a plain word goes (top level, ( … ), $( … )): never inside quotes, $\'…\', backticks, ${…}, $((…)), a comment or a here-document, after a backslash or right after $; secrets only as "$NAME" from secret_env',
     ),
   check: z
     .string()

@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
 import { formatIssue } from './locate.js';
 import { parseConfig } from './load.js';
@@ -120,9 +121,51 @@ describe('candor.yaml SSH actions', () => {
       expect(out.length).toBe(where.includes('here-document') ? 2 : 1);
     }
     expect(commandPlaceholders(`a "x" 'y' {{input.a}} "\\"{{q}}"`)).toEqual([
-      { name: 'input.a', unsafe: null },
-      { name: 'q', unsafe: 'inside "…" quotes' },
+      { name: 'input.a', unsafe: null, at: 10 },
+      { name: 'q', unsafe: 'inside "…" quotes', at: 25 },
     ]);
+  });
+
+  // Issue 30: a placeholder in a shell-active context renders a quoted word the shell reads as
+  // something else (bash's $'…' lets a value ending in \ escape the closing quote).
+  it('a placeholder in any shell-active context is refused at load with FILE:LINE:COL', () => {
+    const text = variant('--tag {{input.tag}}', '--tag ${{input.tag}}');
+    expect(problems(text)).toEqual([
+      'candor.yaml:16:16: ssh.actions[0].command: {{input.tag}} right after $ (character 74 of the command): the shell would not read the value as one quoted word; put the placeholder where a plain word goes, outside quotes, backticks, ${…}, $((…)) and comments and not right after $ (it is quoted for you)',
+    ]);
+    const unsafe = (cmd: string) => commandPlaceholders(cmd).map((p) => p.unsafe);
+    expect(unsafe('echo ${{input.x}}')).toEqual(['right after $']);
+    expect(unsafe("echo $'a{{input.x}}'")).toEqual(["inside $'…' quotes"]);
+    expect(unsafe('echo `echo {{input.x}}`')).toEqual(['inside backticks']);
+    expect(unsafe('echo "`echo {{input.x}}`"')).toEqual(['inside backticks']);
+    expect(unsafe('echo ${v:-{{input.x}}}')).toEqual(['inside ${…}']);
+    expect(unsafe('echo "${v:-{{input.x}}}"')).toEqual(['inside ${…}']);
+    expect(unsafe('echo $(( {{input.x}} + 1 ))')).toEqual(['inside an arithmetic expansion']);
+    expect(unsafe('echo $(( (1 + 2) * {{input.x}} ))')).toEqual(['inside an arithmetic expansion']);
+    expect(unsafe('echo \\{{input.x}}')).toEqual(['after a backslash']);
+    expect(unsafe('true # {{input.x}}\necho ok')).toEqual([
+      'inside a comment (a newline in the value would end it)',
+    ]);
+    // A case pattern's `)` ends no parenthesis: later placeholders are refused, not guessed.
+    expect(unsafe('x="$(case a in a) echo "{{input.x}}";; esac)"')[0]).toMatch(/case statement/);
+    // Plain words stay allowed: top level, subshells, command substitutions (also in "…").
+    expect(
+      unsafe(
+        'a {{input.x}} ( b {{input.x}} ) "$(c {{input.x}})" $(d {{input.x}}) x=$(( 1 + 2 )) {{input.x}}',
+      ),
+    ).toEqual([null, null, null, null, null]);
+  });
+
+  it("quotes with '…' only, never bash's $'…': a value ending in a backslash stays one word", () => {
+    // Run through the shells a host may have as sh: the value arrives as one word, nothing runs.
+    const value = "a\\' ; echo INJECTED #\\";
+    const rendered = renderCommand('printf %s {{input.v}}', { v: value });
+    expect(rendered.startsWith("printf %s '")).toBe(true);
+    for (const shell of ['sh', 'bash']) {
+      const r = spawnSync(shell, ['-c', rendered], { encoding: 'utf8' });
+      if (r.error) continue;
+      expect(r.stdout).toBe(value);
+    }
   });
 
   it('renders refuse missing, empty and NUL values instead of changing the command', () => {

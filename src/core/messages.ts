@@ -14,6 +14,25 @@ export interface MessageContext {
   remote_effect?: RemoteEffect;
   /** What this attempt said, when earlier attempts overrule it (core/operation-outcome.ts). */
   earlier?: { kind: EarlierAttempt; attempt_category: Category };
+  /** The code of a refusal by the remote SSH wrapper (it ran nothing), e.g. `marker_unsafe`. */
+  refusal?: string;
+}
+
+/** Why the SSH wrapper refused, by its refusal code (src/ssh/wrapper.ts); it ran nothing. */
+const WRAPPER_REFUSALS: Readonly<Record<string, string>> = {
+  marker_unsafe:
+    'the marker directory is not safe to use (a symbolic link, or a directory another user can write)',
+  marker_unavailable: 'the marker directory could not be created or read',
+  missing_tools: 'the host lacks a tool the wrapper needs',
+  tmp_unavailable: 'no temporary directory could be made on the host',
+  bad_request: 'the request reached the host incomplete',
+  bad_operation_id: 'the operation id is not one the wrapper accepts',
+  bad_mode: 'the request named no mode the wrapper knows',
+};
+
+function refusalSentence(code: string, subject: string): string {
+  const why = Object.hasOwn(WRAPPER_REFUSALS, code) ? WRAPPER_REFUSALS[code] : undefined;
+  return `The remote wrapper refused before running anything (${code}${why ? `: ${why}` : ''}); ${subject} was not applied.`;
 }
 
 const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
@@ -28,7 +47,10 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   rate_limited: (c) =>
     `The destination asked to slow down; ${c.subject} was not applied${c.retry_after_ms != null ? ` and may be tried again after ${Math.ceil(c.retry_after_ms / 1000)} s` : ''}.`,
   confirmed_rejection: (c) => `The destination rejected the request; ${c.subject} was not applied.`,
-  confirmed_failure: (c) => `The destination reported that ${c.subject} failed.`,
+  confirmed_failure: (c) =>
+    c.refusal !== undefined
+      ? refusalSentence(c.refusal, c.subject)
+      : `The destination reported that ${c.subject} failed.`,
   malformed_response: (c) =>
     c.remote_effect === 'applied'
       ? `The destination accepted ${c.subject} (it was applied), but its answer breaks its contract; look it up before relying on the details.`

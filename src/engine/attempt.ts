@@ -126,7 +126,7 @@ export async function attempt<I, O>(
   const { diagnosticsRef, settles } = recorded;
   return {
     classification: outcome.classification,
-    data: ok ? outcome.data : null,
+    data: ok ? outcome.data : refusalData(outcome.data),
     remoteRef,
     diagnosticsRef,
     attemptId,
@@ -293,6 +293,15 @@ async function withCredentials(
   }
   for (const s of cred.secrets) ctx.redactor.addSecret(s);
   return merged(request, { id: attemptId, headers: merged(request.headers, cred.headers) });
+}
+
+/**
+ * What a failed attempt shows the agent: only a transport's refusal (the SSH wrapper's code and
+ * what it names, e.g. `{ refusal: { code: 'marker_unsafe' } }`), so the refusal reads as itself.
+ */
+function refusalData(data: unknown): unknown {
+  if (typeof data !== 'object' || data === null || !('refusal' in data)) return null;
+  return data.refusal === undefined ? null : { refusal: data.refusal };
 }
 
 /** The agent sees an SSH command's stdout: a secret the command printed is hidden from it too. */

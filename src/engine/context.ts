@@ -66,6 +66,13 @@ export interface EngineOptions {
   /** Resolves an SSH action's `secret_refs` (vault values) at attempt time, inside the runtime. */
   resolveSshSecret?: ResolveSshSecret;
   /**
+   * Key of the continuation identity of secret inputs (engine/ssh-action.ts): HMAC-SHA-256 of
+   * them under this key is part of an operation's intent, never the values. The composition root
+   * derives it from the vault; without it each engine makes a random one, so only this engine
+   * can continue an operation that carries secret inputs.
+   */
+  secretDigestKey?: Uint8Array;
+  /**
    * Fleets: hold an ownership lease while a session is open (src/engine/ownership.ts), so other
    * gateways on the same ledger can tell this owner alive and take its operations over only once
    * the lease has lapsed.
@@ -231,6 +238,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
         retry_after_ms: c.retry_after_ms,
         remote_effect: c.remote_effect,
         ...(c.rule !== undefined ? { rule: c.rule } : {}),
+        ...refusalOf(c.category, data),
         ...(earlier ? { earlier } : {}),
         ...(variant === 'retry_declined' && c.remote_effect !== 'none'
           ? { retry_declined: { remote_effect: c.remote_effect } }
@@ -265,6 +273,14 @@ export function createEngineContext(options: EngineOptions): EngineContext {
 
     ...recorders(append, ledger, ids, clock, owner),
   };
+}
+
+/** A transport's refusal code in `data.refusal.code` (the SSH wrapper's), for the message. */
+function refusalOf(category: string, data: unknown): { refusal?: string } {
+  if (category !== 'confirmed_failure' || typeof data !== 'object' || data === null) return {};
+  const r = (data as { refusal?: unknown }).refusal;
+  const code = typeof r === 'object' && r !== null ? (r as { code?: unknown }).code : undefined;
+  return typeof code === 'string' ? { refusal: code } : {};
 }
 
 /** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */

@@ -1,6 +1,7 @@
 // Continuing an operation (DESIGN.md §2): an operation id given again only ever carries the same
-// request — the same action, the same intent digest and, once an attempt exists, the same request
-// fingerprint — whatever the operation's state (stopped by the gate before any attempt, open,
+// request — the same action, the same intent digest, the same secret inputs (by their keyed
+// digest: engine/ssh-action.ts; never the placeholder "[REDACTED]") and, once an attempt exists,
+// the same request fingerprint — whatever the operation's state (stopped by the gate before any attempt, open,
 // unknown, settled). Anything else is refused before any prompt or byte, and nothing is recorded:
 // a changed request is a new operation (which may supersede the old one).
 //
@@ -15,13 +16,20 @@ import { hasLookup, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
 import { prepare } from './request.js';
 import { operationEnvelope } from './truth.js';
+import { recordedInput, secretMismatch } from './ssh-action.js';
 
 /** Why a continuation is not the operation's request. */
-export type ChangedRequest = 'other_action' | 'other_input' | 'other_request' | 'unbuildable';
+export type ChangedRequest =
+  | 'other_action'
+  | 'other_input'
+  | 'other_secret'
+  | 'secret_placeholder'
+  | 'other_request'
+  | 'unbuildable';
 
 /** The intent's parameter digest, exactly as `operation_opened` records it. */
-export function paramsDigest(ctx: EngineContext, input: unknown): string {
-  return `sha256:${sha256Hex(canonicalJson(ctx.redactor.redactValue(input)))}`;
+export function paramsDigest(ctx: EngineContext, action: AnyAction, input: unknown): string {
+  return `sha256:${sha256Hex(canonicalJson(recordedInput(ctx.redactor, action, input)))}`;
 }
 
 /** Null when `input` for `action` continues `view`'s request; otherwise why it does not. */
@@ -32,7 +40,10 @@ export function changedRequest<I, O>(
   view: OperationView,
 ): ChangedRequest | null {
   if (view.action !== action.name) return 'other_action';
-  if (view.intent?.params_digest !== paramsDigest(ctx, input)) return 'other_input';
+  if (view.intent?.params_digest !== paramsDigest(ctx, action, input)) return 'other_input';
+  // The recorded input hides secrets: only their keyed digest tells one secret from another.
+  const secret = secretMismatch(ctx.options, action, input, view.intent.secrets_digest);
+  if (secret) return secret;
   const first = view.attempts[0];
   if (!first) return null;
   let fingerprint: string;
@@ -49,6 +60,8 @@ export function changedRequest<I, O>(
 const WHY: Readonly<Record<ChangedRequest, string>> = {
   other_action: 'belongs to another action',
   other_input: 'was opened with other input',
+  other_secret: 'was opened with other secret inputs (their keyed digests differ)',
+  secret_placeholder: `cannot be continued with the placeholder "[REDACTED]" as a secret input`,
   other_request: 'was sent as a different request',
   unbuildable: 'cannot be rebuilt from this input',
 };
@@ -92,6 +105,8 @@ export function budgetSpent(
   action: AnyAction,
   view: OperationView,
   lookedUp = false,
+  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
+  data: unknown = null,
 ): Envelope {
   const { envelopeOf } = ctx;
   const last = view.attempts.at(-1)?.finish ?? null;
@@ -105,7 +120,7 @@ export function budgetSpent(
       action,
       view,
       outcome: { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
-      data: null,
+      data,
       diagnosticsRef: last.diagnostics_ref,
     });
   }

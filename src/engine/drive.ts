@@ -79,7 +79,7 @@ export async function gateRefusal<I, O>(
     intent: {
       ...(view.intent ?? {}),
       subject_ref: subjectRefOf(action, input),
-      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, input),
+      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, action, input),
     },
     ...(signal ? { signal } : {}),
     recorded: ctx.recorded,
@@ -241,10 +241,12 @@ export async function drive<I, O>(
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
       const now = await load(view.operation_id);
-      if (now && budgetLeft(action, now) <= 0) return budgetSpent(ctx, action, now);
+      if (now && budgetLeft(action, now) <= 0)
+        return budgetSpent(ctx, action, now, false, result.data);
     }
     return attemptEnvelope(ctx, action, after, c, {
-      data: null,
+      // Null but for a transport's refusal, whose code the agent sees (attempt.ts).
+      data: result.data,
       diagnosticsRef: result.diagnosticsRef,
     });
   }

@@ -11,6 +11,7 @@ import { RequestUnbuildable, UsageError, type EngineContext, type RunOptions } f
 import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
 import { operationEnvelope } from './truth.js';
+import { recordedInput, secretsDigest } from './ssh-action.js';
 
 /** An operation ready to be opened: its records (not yet written) and its first request. */
 export interface Opening {
@@ -76,7 +77,10 @@ export async function prepareOpening<I>(
       throw new RequestUnbuildable(error);
     }
   }
-  const params = redactor.redactValue(input);
+  // Declared secret inputs are replaced by position, then the redactor searches the rest; the
+  // secrets themselves enter the intent only as a keyed digest (engine/ssh-action.ts).
+  const params = recordedInput(redactor, action, input);
+  const secrets = secretsDigest(ctx.options, action, input);
   const events: NewEvent[] = [
     {
       kind: 'operation_opened',
@@ -92,6 +96,7 @@ export async function prepareOpening<I>(
           kind: action.name,
           subject_ref: subjectRefOf(action, input),
           params_digest: `sha256:${sha256Hex(canonicalJson(params))}`,
+          ...(secrets !== null ? { secrets_digest: secrets } : {}),
         },
         destination: {
           method: line.method.toUpperCase(),

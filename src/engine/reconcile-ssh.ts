@@ -291,8 +291,7 @@ export async function reconcileSshOperation(
       action,
       view,
       outcome: c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
-      data:
-        c.category === 'succeeded' ? { exit_status: m.exit_status, stdout: found.stdout } : null,
+      data: c.category === 'succeeded' ? { exit_status: m.exit_status, ...found.output } : null,
       diagnosticsRef: null,
     });
   }
@@ -307,8 +306,14 @@ export async function reconcileSshOperation(
   return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
 }
 
+/** A completed run's recorded stdout as the transport bounds it (with `stdout_truncated` if cut). */
+type RecordedOutput = {
+  stdout: string;
+  stdout_truncated?: { kept_bytes: number; dropped_bytes: number };
+};
+
 type SshLookup =
-  | { ok: true; marker: MarkerState; evidence: Evidence; stdout: string }
+  | { ok: true; marker: MarkerState; evidence: Evidence; output: RecordedOutput }
   | { ok: false; evidence: Evidence; refusal?: string };
 
 /** The operation's marker, read through the SSH transport. */
@@ -328,9 +333,10 @@ async function lookupSshMarker(
     },
     undefined,
   );
-  const found = d.data as { marker: MarkerState; stdout: string } | null;
+  const found = d.data as ({ marker: MarkerState } & RecordedOutput) | null;
   if (!found) return lookupFailure(d.evidence);
-  return { ok: true, marker: found.marker, evidence: d.evidence, stdout: found.stdout };
+  const { marker, ...output } = found;
+  return { ok: true, marker, evidence: d.evidence, output };
 }
 
 type SshCheck =

@@ -30,7 +30,7 @@ import { identifyCall, traced } from './trace.js';
 import { operationEnvelope } from './truth.js';
 import { reconcileOperation } from './reconcile.js';
 import { recover, type RecoveryItem } from './recover.js';
-import { admitSshInput, rememberSshInput } from './ssh-action.js';
+import { admitSshInput, holdsSecretPlaceholder, rememberSshInput } from './ssh-action.js';
 
 export { UsageError, type EngineOptions, type RecoveryItem, type RunOptions };
 
@@ -147,6 +147,7 @@ export function createEngine(options: EngineOptions): Runtime {
           view = taken.view;
         }
       } else {
+        refuseSecretPlaceholder(action, data);
         let opening: Opening;
         try {
           opening = await prepareOpening(
@@ -194,6 +195,7 @@ export function createEngine(options: EngineOptions): Runtime {
     ): Promise<string> {
       actions.set(action.name, action);
       const data = validInput(action, input);
+      refuseSecretPlaceholder(action, data);
       admitSshInput(ctx.redactor, action, data);
       const id = (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
       rememberSshInput(ctx, action, id, data);
@@ -284,6 +286,18 @@ export function createEngine(options: EngineOptions): Runtime {
 }
 
 /** The action's input as its schema parses it; misuse (bad input) is a UsageError naming the field. */
+/**
+ * A secret input that is the placeholder "[REDACTED]" (a copy of a recorded input) is misuse: the
+ * command or check would run with the placeholder. A continuation gets its refusal envelope.
+ */
+function refuseSecretPlaceholder(action: AnyAction, input: unknown): void {
+  if (holdsSecretPlaceholder(action, input))
+    throw new UsageError(
+      'invalid_input',
+      `input for ${action.name}: a secret input is the placeholder "[REDACTED]", not a value`,
+    );
+}
+
 function validInput<I>(action: EngineAction<I, unknown>, input: I): I {
   const parsed = action.input.safeParse(input);
   if (parsed.success) return parsed.data;

@@ -10,8 +10,11 @@
 // it uses only when nothing in it was redacted, the action declares no secret inputs and it
 // rebuilds the exact request of the last attempt — otherwise the answer is `escalate`, with the
 // reason (engine/reconcile-ssh.ts).
+import { createHmac, randomBytes } from 'node:crypto';
 import { z } from 'zod';
+import { canonicalJson } from '../core/canonical.js';
 import type { Evidence } from '../core/evidence.js';
+import { REDACTED } from '../core/redact.js';
 import type { ActionClass } from '../core/vocabulary.js';
 import {
   defineAction,
@@ -83,6 +86,76 @@ export function sshSecretValues(action: AnySshCapable, input: unknown): string[]
   return Object.values(env).filter((v) => v.length > 0);
 }
 
+/**
+ * The input as the ledger records it. Declared secret inputs are replaced by position — every value
+ * in the input whose text is a secret value (`secret_env`), whatever its length — before the
+ * redactor searches the rest: a secret of one to three characters, or one that occurs inside
+ * "[REDACTED]", is never searched for in text and would otherwise be stored in clear.
+ */
+export function recordedInput(redactor: Redactor, action: AnySshCapable, input: unknown): unknown {
+  const secrets = new Set(sshSecretValues(action, input));
+  return redactor.redactValue(secrets.size === 0 ? input : withoutSecrets(input, secrets));
+}
+
+function withoutSecrets(value: unknown, secrets: ReadonlySet<string>): unknown {
+  if (value === undefined) return value;
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  if (text !== undefined && secrets.has(text)) return REDACTED;
+  if (Array.isArray(value)) return value.map((v) => withoutSecrets(v, secrets));
+  if (value !== null && typeof value === 'object') {
+    const out: Record<string, unknown> = {};
+    for (const [k, v] of Object.entries(value)) out[k] = withoutSecrets(v, secrets);
+    return out;
+  }
+  return value;
+}
+
+/** Why the secret inputs of a continuation cannot be those of the operation. */
+export type SecretMismatch = 'secret_placeholder' | 'other_secret';
+
+const randomKeys = new WeakMap<object, Uint8Array>();
+
+/** The continuation key: the configured one, else one made for this engine (see EngineOptions). */
+function digestKey(owner: { secretDigestKey?: Uint8Array }): Uint8Array {
+  if (owner.secretDigestKey) return owner.secretDigestKey;
+  let k = randomKeys.get(owner);
+  if (!k) randomKeys.set(owner, (k = new Uint8Array(randomBytes(32))));
+  return k;
+}
+
+/**
+ * The keyed digest of an SSH operation's secret inputs, part of its intent: HMAC-SHA-256 under the
+ * continuation key of the canonical `{ NAME: value }` of `secret_env`, never the values (a plain
+ * hash of a short secret could be reversed by trying every value). Null when there are none.
+ */
+export function secretsDigest(
+  options: { secretDigestKey?: Uint8Array },
+  action: AnySshCapable,
+  input: unknown,
+): string | null {
+  const dest = action.destination;
+  const env = (dest.kind === 'ssh' ? dest.secret_env?.(input) : undefined) ?? {};
+  if (Object.keys(env).length === 0) return null;
+  const mac = createHmac('sha256', digestKey(options)).update(canonicalJson(env), 'utf8');
+  return `hmac-sha256:${mac.digest('hex')}`;
+}
+
+/**
+ * Null when the secret inputs of `input` are those the operation was opened with. A secret that
+ * is (or holds) the redaction placeholder is never a real one: a caller that copied the recorded
+ * input must not have a check or a command run with "[REDACTED]".
+ */
+export function secretMismatch(
+  options: { secretDigestKey?: Uint8Array },
+  action: AnySshCapable,
+  input: unknown,
+  recorded: string | undefined,
+): SecretMismatch | null {
+  if (holdsSecretPlaceholder(action, input)) return 'secret_placeholder';
+  const now = secretsDigest(options, action, input);
+  return now === (recorded ?? null) ? null : 'other_secret';
+}
+
 const remembered = new WeakMap<object, Map<string, unknown>>();
 
 /**
@@ -91,6 +164,11 @@ const remembered = new WeakMap<object, Map<string, unknown>>();
  */
 export function admitSshInput(redactor: Redactor, action: AnySshCapable, input: unknown): void {
   for (const s of sshSecretValues(action, input)) redactor.addSecret(s);
+}
+
+/** Whether a secret input is (or holds) the placeholder "[REDACTED]": never a real secret. */
+export function holdsSecretPlaceholder(action: AnySshCapable, input: unknown): boolean {
+  return sshSecretValues(action, input).some((v) => v.includes(REDACTED));
 }
 
 export function rememberSshInput(

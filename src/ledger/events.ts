@@ -28,6 +28,11 @@ export interface Intent {
   subject_ref: string | null;
   /** sha256 of the canonical parameters. */
   params_digest: string;
+  /**
+   * `hmac-sha256:<hex>` of the operation's secret inputs under the ledger's continuation key
+   * (engine/ssh-action.ts), never the values; absent when the action declares none.
+   */
+  secrets_digest?: string;
 }
 
 export interface Destination {

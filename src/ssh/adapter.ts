@@ -76,6 +76,36 @@ export function sshTransport(
   };
 }
 
+/** Bytes of a command's stdout an envelope carries (the wrapper's cap keeps more on the host). */
+export const ENVELOPE_STDOUT_BYTES = 16 * 1024;
+
+/**
+ * The stdout an envelope carries: at most ENVELOPE_STDOUT_BYTES of UTF-8 (cut on a character
+ * boundary), and when anything was cut — here or by the wrapper's output cap (`droppedBefore`) —
+ * `stdout_truncated` says how many bytes were kept and how many dropped, so a cut output never
+ * passes for the whole of it.
+ */
+export function envelopeStdout(
+  stdout: string,
+  droppedBefore: number,
+  max = ENVELOPE_STDOUT_BYTES,
+): { stdout: string; stdout_truncated?: { kept_bytes: number; dropped_bytes: number } } {
+  const bytes = Buffer.from(stdout, 'utf8');
+  let kept = stdout;
+  let keptBytes = bytes.length;
+  if (bytes.length > max) {
+    // Back off to the start of a UTF-8 sequence (a continuation byte is 10xxxxxx).
+    let end = max;
+    while (end > 0 && (bytes[end]! & 0xc0) === 0x80) end--;
+    kept = bytes.subarray(0, end).toString('utf8');
+    keptBytes = end;
+  }
+  const dropped = bytes.length - keptBytes + Math.max(0, droppedBefore);
+  return dropped > 0
+    ? { stdout: kept, stdout_truncated: { kept_bytes: keptBytes, dropped_bytes: dropped } }
+    : { stdout: kept };
+}
+
 const unknownHostEvidence: Evidence = {
   phase: 'not_sent',
   local_error: 'credential_unavailable',
@@ -108,7 +138,12 @@ async function run(
     evidence: result.evidence,
     data:
       typeof exit === 'number'
-        ? { exit_status: exit, stdout: result.stdout.slice(0, 16_384) }
+        ? {
+            exit_status: exit,
+            ...envelopeStdout(result.stdout, result.stdout_dropped),
+            // A refusal names itself: the wrapper ran nothing, and the code says why.
+            ...(result.refusal ? { refusal: result.refusal } : {}),
+          }
         : null,
     diagnostics: {
       wrapper: result.wrapper,
@@ -140,7 +175,7 @@ async function marker(
   return r.ok
     ? lookedUp(
         r.value.evidence,
-        { marker: r.value.marker, stdout: r.value.stdout },
+        { marker: r.value.marker, ...envelopeStdout(r.value.stdout, r.value.stdout_dropped) },
         started_at,
         now,
       )

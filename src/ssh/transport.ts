@@ -325,6 +325,8 @@ export type SshReconcileResult =
         /** Recorded output of a completed run. */
         stdout: string;
         stderr: string;
+        /** Bytes of the recorded stdout the wrapper's cap dropped (counted, not kept). */
+        stdout_dropped: number;
         phases: SshPhases;
       };
       failure?: never;
@@ -356,6 +358,7 @@ export async function reconcileSsh(opts: ReconcileSshOptions): Promise<SshReconc
       evidence: markerEvidence(marker),
       stdout: report.stdout.toString('utf8'),
       stderr: report.stderr.toString('utf8'),
+      stdout_dropped: Math.max(0, (report.stdout_total ?? 0) - report.stdout.length),
       phases,
     },
   };

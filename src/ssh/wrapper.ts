@@ -99,7 +99,7 @@ frame() {
   case $t in ''|*[!0-9]*) t=$(size "$2");; esac
   n=$t; [ "$n" -le "$cap" ] || n=$cap
   say "$1" "$n" "$t"
-  if [ "$n" = "$t" ]; then cat "$2"; else emit "$2" "$n"; fi
+  emit "$2" "$n"
   printf '\n'
 }
 trim() {

@@ -65,7 +65,7 @@ export function deriveFromPassphrase(
   });
 }
 
-export type SubKeyPurpose = 'values' | 'check' | 'gate';
+export type SubKeyPurpose = 'values' | 'check' | 'gate' | 'continuation';
 
 export function subKey(master: Uint8Array, vaultId: string, purpose: SubKeyPurpose): Uint8Array {
   return new Uint8Array(

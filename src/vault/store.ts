@@ -106,6 +106,13 @@ export interface Vault {
     name: string,
     destination: Destination,
   ): Promise<Result<ResolvedCredential, ResolveFailure>>;
+  /**
+   * The key of the engine's continuation identity (HMAC-SHA-256 of secret inputs, never stored):
+   * an HKDF sub-key of the master key, the same for every process that opens this vault, so a
+   * continuation after a restart or on another gateway of the fleet is recognised. It changes on
+   * rekey (operations opened before then refuse a continuation that carries secret inputs).
+   */
+  continuationKey(): Uint8Array;
   /** Forgets the key material held in memory. */
   close(): void;
 }
@@ -386,6 +393,8 @@ function makeVault(
       if (resolved.kind === 'http_header') options.onSecret?.(resolved.header_value);
       return ok(resolved);
     },
+
+    continuationKey: () => subKey(master, vaultId, 'continuation'),
 
     close: () => {
       master.fill(0);
