@@ -233,7 +233,8 @@ export async function drive<I, O>(
       action,
       view,
       outcome: c,
-      data: null,
+      // Null for every failure except an upstream MCP tool's own error text (redacted, bounded).
+      data: result.data,
       diagnosticsRef: result.diagnosticsRef,
     });
   }

@@ -25,6 +25,7 @@ import {
 import type { ConfiguredAction } from '../config/actions.js';
 import { canonicalJson } from '../core/canonical.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
+import { headline } from '../core/headline.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
@@ -88,34 +89,8 @@ class InvalidInput extends Error {
   }
 }
 
-/**
- * The first line of the text mirror: what happened and the next step, in words a model cannot
- * take for a success.
- */
-export function headline(e: Envelope): string {
-  const op = e.operation_id ?? '';
-  if (e.ok) return `DONE — ${e.operation} succeeded.`;
-  switch (e.retry) {
-    case 'reconcile_first':
-      return e.remote_effect === 'applied'
-        ? `NOT DONE AS ASKED — ${e.category}: check before anything else (reconcile_operation ${op})`
-        : `NOT DONE — outcome unknown: check before retrying (reconcile_operation ${op})`;
-    case 'after_approval': {
-      const card = (e.data as { approval_id?: unknown } | null)?.approval_id;
-      return `NOT DONE — waiting for a person's approval${typeof card === 'string' ? ` (${card})` : ''}: call again with operation_id ${op} after it is approved`;
-    }
-    case 'allowed':
-      return `NOT DONE — ${e.category}: you may call again with operation_id ${op}`;
-    case 'after_delay':
-      return `NOT DONE — ${e.category}: call again with operation_id ${op} after ${e.retry_after_ms ?? 0} ms`;
-    case 'escalate':
-      return `NOT DONE — ${e.category}: stop; a person must decide (operation ${op || 'none'})`;
-    case 'never':
-      return e.category === 'invalid_input'
-        ? `NOT DONE — invalid input: fix the arguments, nothing was sent`
-        : `NOT DONE — ${e.category}: do not retry this call`;
-  }
-}
+/** The first line of the text mirror, derived from (remote_effect, retry): core/headline.ts. */
+export { headline };
 
 export function resultOf(envelope: Envelope): CallToolResult {
   return {
