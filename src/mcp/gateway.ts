@@ -23,13 +23,13 @@ import {
   type Tool,
 } from '@modelcontextprotocol/server';
 import type { ConfiguredAction } from '../config/actions.js';
-import { canonicalJson } from '../core/canonical.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
 import { headline } from '../core/headline.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
+import { duplicateGuard } from './duplicate-guard.js';
 import { actionTool, BUILTIN, builtinTools, noArgsSchema, operationArgsSchema } from './tools.js';
 import { OPERATION_ID_PATTERN } from '../core/ids.js';
 
@@ -159,8 +159,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   for (const a of options.actions) runtime.register(a.definition);
   const tools: Tool[] = [...options.actions.map(actionTool), ...builtinTools()];
   const inflight = new Set<Promise<unknown>>();
-  /** Calls of this session whose outcome is unknown, by action and canonical arguments. */
-  const unknownCalls = new Map<string, string>();
+  const guard = duplicateGuard(runtime, ledger);
 
   const parseArgs = <T>(
     schema: {
@@ -237,53 +236,19 @@ export function createGateway(options: GatewayOptions): Gateway {
         typeof opId === 'string' ? opId : null,
       );
     }
-    const guarded = guardKey(action, input, opId);
-    if (guarded) {
-      const held = await heldDuplicate(guarded);
-      if (held) return held;
-    }
-    const envelope = await runtime.run(action.definition, input, {
-      ...(signal ? { signal } : {}),
-      ...(typeof opId === 'string' ? { operationId: opId } : {}),
-    });
-    if (guarded && envelope.remote_effect === 'unknown' && envelope.operation_id)
-      unknownCalls.set(guarded, envelope.operation_id);
-    return envelope;
-  }
-
-  /**
-   * The duplicate guard (proxied upstream tools): a new call of a non-read tool with the same
-   * arguments as an earlier call of this session whose outcome is still unknown is not forwarded;
-   * it is answered with that operation and `reconcile_first`. Upstream MCP servers honour no
-   * idempotency key, so a blind repeat could apply the effect twice.
-   */
-  function guardKey(
-    action: ConfiguredAction,
-    input: Record<string, unknown>,
-    opId: unknown,
-  ): string | null {
-    const d = action.definition;
-    if (d.destination.kind !== 'mcp' || d.class === 'read' || opId !== undefined) return null;
-    return `${d.name}\n${canonicalJson(input)}`;
-  }
-
-  async function heldDuplicate(key: string): Promise<Envelope | null> {
-    const prior = unknownCalls.get(key);
-    if (!prior) return null;
-    const found = await runtime.status(prior);
-    if (!found || (found.view.state !== 'unknown' && found.view.state !== 'open')) {
-      unknownCalls.delete(key);
-      return null;
-    }
-    return {
-      ...found.envelope,
-      ok: false,
-      category: 'outcome_unknown',
-      retry: 'reconcile_first',
-      remote_effect: 'unknown',
-      message: `Not sent: the same call (${prior}) has an unknown outcome; call reconcile_operation with that operation_id before repeating it.`,
-      data: null,
-    };
+    const run = (operationId?: string) =>
+      runtime.run(action.definition, input, {
+        ...(signal ? { signal } : {}),
+        ...(operationId !== undefined ? { operationId } : {}),
+      });
+    // A continuation is the same operation's request: the guard is for new calls only.
+    if (typeof opId === 'string') return run(opId);
+    return guard.run(
+      action,
+      input,
+      () => run(),
+      (operationId) => run(operationId),
+    );
   }
 
   async function dispatch(
