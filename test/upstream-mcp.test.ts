@@ -354,7 +354,7 @@ describe('classification from evidence', () => {
     expect(existsSync(path)).toBe(false);
   });
 
-  it('isError from a write tool is confirmed_failure with an unknown effect; from a read tool, with none', async () => {
+  it('upstream_error_text_is_dropped: an isError write is outcome_unknown (never confirmed_failure with unknown); a denied read is a failed read whose access-denied text reaches data.upstream_error and the text', async () => {
     const dir = tempDir('candor-up-iserror-');
     const root = join(dir, 'root');
     mkdirSync(root);
@@ -362,13 +362,32 @@ describe('classification from evidence', () => {
     // Outside the allowed directory: the upstream refuses with isError.
     const w = await call(gw, 'fs_write_file', { path: join(dir, 'outside.txt'), content: 'x' });
     expect(w).toMatchObject({
-      category: 'confirmed_failure',
+      category: 'outcome_unknown',
       remote_effect: 'unknown',
       retry: 'reconcile_first',
     });
+    expect((w.data as { upstream_error: string }).upstream_error).toContain('Access denied');
     expect(existsSync(join(dir, 'outside.txt'))).toBe(false);
-    const rd = await call(gw, 'fs_read_text_file', { path: join(root, 'missing.txt') });
+    const raw = await gw.client.callTool({
+      name: 'fs_read_text_file',
+      arguments: { path: join(dir, 'outside.txt') },
+    });
+    const rd = envelopeSchema.parse(raw.structuredContent);
     expect(rd).toMatchObject({ category: 'confirmed_failure', remote_effect: 'none' });
+    const said = (rd.data as { upstream_error: string }).upstream_error;
+    expect(said).toMatch(/Access denied - path outside allowed directories/);
+    // reads_phrased_as_writes: a read says it failed, never "applied".
+    expect(rd.message).toMatch(/^The read fs\/read_text_file failed/);
+    expect(rd.message).not.toContain('applied');
+    const text = (raw.content as Array<{ text: string }>)[0]!.text;
+    expect(text.split('\n')[0]).toMatch(/^NOT DONE — confirmed_failure/);
+    expect(text).toContain('Access denied - path outside allowed directories');
+    // A read that answers says "Found", not "Done: … applied".
+    const inside = join(root, 'present.txt');
+    writeFileSync(inside, 'here');
+    const found = await call(gw, 'fs_read_text_file', { path: inside });
+    expect(found).toMatchObject({ ok: true, remote_effect: 'none' });
+    expect(found.message).toBe('Found: fs/read_text_file answered; its answer is in data.');
   });
 });
 
