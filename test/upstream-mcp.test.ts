@@ -441,12 +441,13 @@ describe('server-memory behind Candor', () => {
 });
 
 describe('candor probe mcp', () => {
-  it('reports create_entities of server-memory retry-safe, and the memory file agrees (one entity after the repeat)', () => {
+  it('reports create_entities of server-memory retry-safe, and the memory file agrees (one entity after the repeat); probe_reports_reads_records_effects_refuses_rerun: read tools are reported as reads, every call is an operation in the ledger, the effects are listed, a second run is refused as not fresh', async () => {
     const dir = tempDir('candor-up-probe-');
     const memory = join(dir, 'memory.jsonl');
     const config = writeConfig(
       dir,
-      `upstreams:
+      `ledger: sqlite:probe-ledger.db
+upstreams:
   mem:
     command: ${q(NODE)}
     args: [${q(MEMORY_SERVER)}]
@@ -456,35 +457,50 @@ describe('candor probe mcp', () => {
         lookup:
           tool: open_nodes
           arguments: { names: ['{{input.entities.0.name}}'] }
-          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' } }
+          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' }, ref: name }
         probe:
           arguments: { entities: [{ name: Probe, entityType: thing, observations: [] }] }
+      open_nodes:
+        probe:
+          arguments: { names: [Nobody] }
 `,
     );
     const json = join(dir, 'probe.json');
-    const r = spawnSync(
-      NODE,
-      [join(ROOT, 'bin', 'candor.js'), 'probe', 'mcp', '--config', config, '--json', json],
-      {
-        cwd: dir,
-        encoding: 'utf8',
-      },
-    );
+    const probe = (...extra: string[]) =>
+      spawnSync(
+        NODE,
+        [
+          join(ROOT, 'bin', 'candor.js'),
+          'probe',
+          'mcp',
+          '--config',
+          config,
+          '--json',
+          json,
+          ...extra,
+        ],
+        { cwd: dir, encoding: 'utf8' },
+      );
+    const r = probe();
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(
       '| mem | create_entities (mem_create_entities) | create | retry-safe |',
     );
-    const report = JSON.parse(readFileSync(json, 'utf8')) as {
+    type Report = {
       tools: Array<{
         tool: string;
+        action_class: string;
         verdict: string;
         reason: string;
         steps: Array<{ step: string; effects?: number }>;
+        effects: Array<{ operation_id: string; step: string; refs: string[] }>;
       }>;
     };
+    const report = JSON.parse(readFileSync(json, 'utf8')) as Report;
     const create = report.tools.find((t) => t.tool === 'create_entities')!;
     expect(create.verdict).toBe('retry-safe');
     expect(create.steps.map((s) => s.step)).toEqual([
+      'lookup_before',
       'first_call',
       'lookup_after_first',
       'repeat_call',
@@ -502,5 +518,48 @@ describe('candor probe mcp', () => {
       verdict: 'not determinable',
       reason: 'no lookup',
     });
+    // Reads are reported, checked as reads.
+    expect(report.tools.find((t) => t.tool === 'open_nodes')).toMatchObject({
+      action_class: 'read',
+      verdict: 'read',
+      reason: 'answered (found)',
+    });
+    expect(report.tools.find((t) => t.tool === 'read_graph')).toMatchObject({ verdict: 'read' });
+    // The effects it left: both calls, each an operation in the ledger, with the reference seen.
+    expect(create.effects.map((e) => e.step)).toEqual(['first_call', 'repeat_call']);
+    expect(create.effects[0]!.refs).toContain('Probe#0');
+    expect(r.stdout).toContain('## Effects the probe left');
+    expect(r.stdout).toContain(create.effects[0]!.operation_id);
+    const ledger = await openLedger(`sqlite:${join(dir, 'probe-ledger.db')}`);
+    if (!ledger.ok) throw new Error(ledger.failure.message);
+    try {
+      for (const e of create.effects) {
+        const evs = await ledger.value.query({ operation_id: e.operation_id });
+        expect(evs.map((x) => x.kind)).toContain('attempt_finished');
+      }
+    } finally {
+      await ledger.value.close();
+    }
+    // A second run on the same upstream is refused: the ledger shows the earlier probe's effects.
+    const again = probe();
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain('mem/create_entities not probed: the ledger already holds 2');
+    const second = JSON.parse(readFileSync(json, 'utf8')) as Report;
+    expect(second.tools.find((t) => t.tool === 'create_entities')).toMatchObject({
+      verdict: 'not fresh',
+      effects: [],
+    });
+    // Told to rerun, the lookup still sees the first run's entity: not fresh, nothing written.
+    const rerun = probe('--allow-rerun', '--tool', 'create_entities');
+    expect(rerun.status).toBe(1);
+    const third = JSON.parse(readFileSync(json, 'utf8')) as Report;
+    expect(third.tools).toHaveLength(1);
+    expect(third.tools[0]).toMatchObject({ verdict: 'not fresh' });
+    expect(third.tools[0]!.reason).toContain('the lookup already sees 1 effect');
+    expect(
+      readFileSync(memory, 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('"name":"Probe"') && l.includes('"type":"entity"')),
+    ).toHaveLength(1);
   });
 });
