@@ -45,16 +45,25 @@ export function duplicateGuard(runtime: Runtime, ledger: LedgerStore): Duplicate
     action: string,
     digest: string,
   ): Promise<{ operationId: string; inFlight: boolean } | null> {
-    const page = await ledger.operations({ action, states: ['open', 'unknown'], limit: 500 });
-    for (const row of page.rows) {
-      const events = await ledger.query({ operation_id: row.operation_id });
-      const opened = events.find((e) => e.kind === 'operation_opened');
-      if (opened?.kind !== 'operation_opened' || opened.data.intent.params_digest !== digest)
-        continue;
-      const finished = events.filter((e) => e.kind === 'attempt_finished').length;
-      const started = events.filter((e) => e.kind === 'attempt_started').length;
-      return { operationId: row.operation_id, inFlight: started === 0 || started > finished };
-    }
+    let after: string | null = null;
+    do {
+      const page = await ledger.operations({
+        action,
+        states: ['open', 'unknown'],
+        limit: 500,
+        ...(after !== null ? { after } : {}),
+      });
+      for (const row of page.rows) {
+        const events = await ledger.query({ operation_id: row.operation_id });
+        const opened = events.find((e) => e.kind === 'operation_opened');
+        if (opened?.kind !== 'operation_opened' || opened.data.intent.params_digest !== digest)
+          continue;
+        const finished = events.filter((e) => e.kind === 'attempt_finished').length;
+        const started = events.filter((e) => e.kind === 'attempt_started').length;
+        return { operationId: row.operation_id, inFlight: started === 0 || started > finished };
+      }
+      after = page.next;
+    } while (after !== null);
     return null;
   }
 
