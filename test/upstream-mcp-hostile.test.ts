@@ -224,6 +224,23 @@ describe('the duplicate guard lives in the ledger', () => {
     expect(lines(s.truth)).toHaveLength(1);
   });
 
+  it('duplicate_guard_spans_gateways: a second gateway on the same ledger holds the identical call the first left unknown', async () => {
+    const s = setup('candor-hostile-fleet-');
+    const one = await serve(s);
+    const two = await serve(s);
+    const first = await call(one, 'bill_invoice_internal', ARGS);
+    expect(first.env).toMatchObject({ remote_effect: 'unknown' });
+    const other = await call(two, 'bill_invoice_internal', ARGS);
+    expect(other.env).toMatchObject({
+      operation_id: first.env.operation_id,
+      remote_effect: 'unknown',
+      retry: first.env.retry,
+      data: { refusal: 'duplicate_unresolved' },
+    });
+    expect(lines(s.calls)).toHaveLength(1);
+    expect(lines(s.truth)).toHaveLength(1);
+  });
+
   it('duplicate_guard_holds_in_flight: two concurrent identical calls, the upstream receives exactly one', async () => {
     const s = setup('candor-hostile-inflight-', '      CANDOR_SLOW_MS: "1500"\n');
     const gw = await serve(s);
