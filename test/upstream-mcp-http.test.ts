@@ -252,6 +252,8 @@ describe('candor probe mcp over Streamable HTTP', () => {
         verdict: 'not determinable',
         reason: 'no lookup',
       }),
+      // Every tool is reported; a read without probe arguments is not called.
+      expect.objectContaining({ tool: 'find_notes', verdict: 'read' }),
     ]);
     expect(notes.filter((n) => n === 'probe-note')).toHaveLength(2);
     expect(r.stdout + r.stderr + readFileSync(json, 'utf8')).not.toContain(TOKEN);

@@ -100,9 +100,11 @@ describe.skipIf(skip !== undefined)('enhanced-postgres-mcp-server behind Candor'
       expect(await rows('widget')).toBe(1);
       const r = await call(gw, 'reconcile_operation', { operation_id: e.operation_id });
       expect(r).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
-      // A failing INSERT (no such table): the handler threw, a JSON-RPC internal error.
+      // A failing INSERT (no such table): the handler threw, a JSON-RPC internal error — the
+      // tool failed somewhere, so its effect is unknown (never confirmed_failure), with its words.
       const bad = await call(gw, 'db_insert', { table: 'no_such_table', data: { name: 'x' } });
-      expect(bad).toMatchObject({ category: 'confirmed_failure', remote_effect: 'unknown' });
+      expect(bad).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+      expect((bad.data as { upstream_error?: string }).upstream_error).toEqual(expect.any(String));
     } finally {
       await gw.close();
     }

@@ -354,7 +354,7 @@ describe('classification from evidence', () => {
     expect(existsSync(path)).toBe(false);
   });
 
-  it('isError from a write tool is confirmed_failure with an unknown effect; from a read tool, with none', async () => {
+  it('upstream_error_text_is_dropped: an isError write is outcome_unknown (never confirmed_failure with unknown); a denied read is a failed read whose access-denied text reaches data.upstream_error and the text', async () => {
     const dir = tempDir('candor-up-iserror-');
     const root = join(dir, 'root');
     mkdirSync(root);
@@ -362,13 +362,32 @@ describe('classification from evidence', () => {
     // Outside the allowed directory: the upstream refuses with isError.
     const w = await call(gw, 'fs_write_file', { path: join(dir, 'outside.txt'), content: 'x' });
     expect(w).toMatchObject({
-      category: 'confirmed_failure',
+      category: 'outcome_unknown',
       remote_effect: 'unknown',
       retry: 'reconcile_first',
     });
+    expect((w.data as { upstream_error: string }).upstream_error).toContain('Access denied');
     expect(existsSync(join(dir, 'outside.txt'))).toBe(false);
-    const rd = await call(gw, 'fs_read_text_file', { path: join(root, 'missing.txt') });
+    const raw = await gw.client.callTool({
+      name: 'fs_read_text_file',
+      arguments: { path: join(dir, 'outside.txt') },
+    });
+    const rd = envelopeSchema.parse(raw.structuredContent);
     expect(rd).toMatchObject({ category: 'confirmed_failure', remote_effect: 'none' });
+    const said = (rd.data as { upstream_error: string }).upstream_error;
+    expect(said).toMatch(/Access denied - path outside allowed directories/);
+    // reads_phrased_as_writes: a read says it failed, never "applied".
+    expect(rd.message).toMatch(/^The read fs\/read_text_file failed/);
+    expect(rd.message).not.toContain('applied');
+    const text = (raw.content as Array<{ text: string }>)[0]!.text;
+    expect(text.split('\n')[0]).toMatch(/^NOT DONE — confirmed_failure/);
+    expect(text).toContain('Access denied - path outside allowed directories');
+    // A read that answers says "Found", not "Done: … applied".
+    const inside = join(root, 'present.txt');
+    writeFileSync(inside, 'here');
+    const found = await call(gw, 'fs_read_text_file', { path: inside });
+    expect(found).toMatchObject({ ok: true, remote_effect: 'none' });
+    expect(found.message).toBe('Found: fs/read_text_file answered; its answer is in data.');
   });
 });
 
@@ -422,12 +441,13 @@ describe('server-memory behind Candor', () => {
 });
 
 describe('candor probe mcp', () => {
-  it('reports create_entities of server-memory retry-safe, and the memory file agrees (one entity after the repeat)', () => {
+  it('reports create_entities of server-memory retry-safe, and the memory file agrees (one entity after the repeat); probe_reports_reads_records_effects_refuses_rerun: read tools are reported as reads, every call is an operation in the ledger, the effects are listed, a second run is refused as not fresh', async () => {
     const dir = tempDir('candor-up-probe-');
     const memory = join(dir, 'memory.jsonl');
     const config = writeConfig(
       dir,
-      `upstreams:
+      `ledger: sqlite:probe-ledger.db
+upstreams:
   mem:
     command: ${q(NODE)}
     args: [${q(MEMORY_SERVER)}]
@@ -437,35 +457,50 @@ describe('candor probe mcp', () => {
         lookup:
           tool: open_nodes
           arguments: { names: ['{{input.entities.0.name}}'] }
-          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' } }
+          match: { kind: count, array: entities, where: { name: '{{input.entities.0.name}}' }, ref: name }
         probe:
           arguments: { entities: [{ name: Probe, entityType: thing, observations: [] }] }
+      open_nodes:
+        probe:
+          arguments: { names: [Nobody] }
 `,
     );
     const json = join(dir, 'probe.json');
-    const r = spawnSync(
-      NODE,
-      [join(ROOT, 'bin', 'candor.js'), 'probe', 'mcp', '--config', config, '--json', json],
-      {
-        cwd: dir,
-        encoding: 'utf8',
-      },
-    );
+    const probe = (...extra: string[]) =>
+      spawnSync(
+        NODE,
+        [
+          join(ROOT, 'bin', 'candor.js'),
+          'probe',
+          'mcp',
+          '--config',
+          config,
+          '--json',
+          json,
+          ...extra,
+        ],
+        { cwd: dir, encoding: 'utf8' },
+      );
+    const r = probe();
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(
       '| mem | create_entities (mem_create_entities) | create | retry-safe |',
     );
-    const report = JSON.parse(readFileSync(json, 'utf8')) as {
+    type Report = {
       tools: Array<{
         tool: string;
+        action_class: string;
         verdict: string;
         reason: string;
         steps: Array<{ step: string; effects?: number }>;
+        effects: Array<{ operation_id: string; step: string; refs: string[] }>;
       }>;
     };
+    const report = JSON.parse(readFileSync(json, 'utf8')) as Report;
     const create = report.tools.find((t) => t.tool === 'create_entities')!;
     expect(create.verdict).toBe('retry-safe');
     expect(create.steps.map((s) => s.step)).toEqual([
+      'lookup_before',
       'first_call',
       'lookup_after_first',
       'repeat_call',
@@ -483,5 +518,48 @@ describe('candor probe mcp', () => {
       verdict: 'not determinable',
       reason: 'no lookup',
     });
+    // Reads are reported, checked as reads.
+    expect(report.tools.find((t) => t.tool === 'open_nodes')).toMatchObject({
+      action_class: 'read',
+      verdict: 'read',
+      reason: 'answered (found)',
+    });
+    expect(report.tools.find((t) => t.tool === 'read_graph')).toMatchObject({ verdict: 'read' });
+    // The effects it left: both calls, each an operation in the ledger, with the reference seen.
+    expect(create.effects.map((e) => e.step)).toEqual(['first_call', 'repeat_call']);
+    expect(create.effects[0]!.refs).toContain('Probe#0');
+    expect(r.stdout).toContain('## Effects the probe left');
+    expect(r.stdout).toContain(create.effects[0]!.operation_id);
+    const ledger = await openLedger(`sqlite:${join(dir, 'probe-ledger.db')}`);
+    if (!ledger.ok) throw new Error(ledger.failure.message);
+    try {
+      for (const e of create.effects) {
+        const evs = await ledger.value.query({ operation_id: e.operation_id });
+        expect(evs.map((x) => x.kind)).toContain('attempt_finished');
+      }
+    } finally {
+      await ledger.value.close();
+    }
+    // A second run on the same upstream is refused: the ledger shows the earlier probe's effects.
+    const again = probe();
+    expect(again.status).toBe(1);
+    expect(again.stderr).toContain('mem/create_entities not probed: the ledger already holds 2');
+    const second = JSON.parse(readFileSync(json, 'utf8')) as Report;
+    expect(second.tools.find((t) => t.tool === 'create_entities')).toMatchObject({
+      verdict: 'not fresh',
+      effects: [],
+    });
+    // Told to rerun, the lookup still sees the first run's entity: not fresh, nothing written.
+    const rerun = probe('--allow-rerun', '--tool', 'create_entities');
+    expect(rerun.status).toBe(1);
+    const third = JSON.parse(readFileSync(json, 'utf8')) as Report;
+    expect(third.tools).toHaveLength(1);
+    expect(third.tools[0]).toMatchObject({ verdict: 'not fresh' });
+    expect(third.tools[0]!.reason).toContain('the lookup already sees 1 effect');
+    expect(
+      readFileSync(memory, 'utf8')
+        .split('\n')
+        .filter((l) => l.includes('"name":"Probe"') && l.includes('"type":"entity"')),
+    ).toHaveLength(1);
   });
 });

@@ -6,6 +6,7 @@ import type { McpToolReply, McpPrepared, Transport } from '../core/transport.js'
 import type { ActionClass } from '../core/vocabulary.js';
 import { defineAction, type McpDestination, type McpReconciliation } from '../engine/action.js';
 import { mcpTransport } from '../upstream/adapter.js';
+import { compileInputSchema } from '../upstream/input-schema.js';
 import {
   upstreamConnection,
   type UpstreamConnection,
@@ -199,11 +200,17 @@ function proxiedAction(
     deadline_ms: t?.deadline_ms ?? spec.deadline_ms,
     ...(t?.lookup ? { reconciliation: reconciliationOf(t.lookup) } : {}),
   };
+  // The upstream's own inputSchema, compiled once: arguments that break it are never sent.
+  const check = compileInputSchema(tool.inputSchema);
   const definition = defineAction<Record<string, unknown>, McpToolReply | null, McpDestination>({
     name,
     class: cls,
-    subject: `the effect of ${upstream}/${tool.name}`,
-    input: z.record(z.string(), z.unknown()),
+    // A read is named as itself ("Found: fs/read_text_file answered"), a write by its effect.
+    subject: cls === 'read' ? `${upstream}/${tool.name}` : `the effect of ${upstream}/${tool.name}`,
+    input: z.record(z.string(), z.unknown()).superRefine((args, ctx) => {
+      const problem = check(args);
+      if (problem) ctx.addIssue({ code: 'custom', path: problem.path, message: problem.message });
+    }),
     request: (input) => ({ arguments: input }),
     response: z.any(),
     destination,

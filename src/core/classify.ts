@@ -57,8 +57,10 @@ export const RULE_IDS = [
   'http_2xx',
   'http_unexpected_status',
   'mcp_result',
+  'mcp_read_result',
   'mcp_result_contract_violated',
   'mcp_tool_error',
+  'mcp_read_error',
   'mcp_rpc_error',
   'mcp_rpc_internal_error',
   'unreadable_evidence',
@@ -521,51 +523,107 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
 }
 
 /**
- * An upstream MCP server answered. A JSON-RPC refusal (unknown tool, invalid params) means the
- * tool did not run; an internal JSON-RPC error (a handler that threw) is treated like `isError`. `isError` means the tool ran and failed, possibly
- * halfway: its effect is unknown unless the tool only reads. A result whose structured content
- * breaks the tool's own outputSchema is not a usable answer.
+ * The result table of an upstream MCP server's answer (DESIGN.md §5), beside the HTTP rules:
+ *   JSON-RPC -32700…-32602 (parse error, invalid request, unknown method, invalid params or unknown
+ *     tool): refused before any tool code ran -> confirmed_rejection, none.
+ *   isError, -32603 and server-defined codes, once the request was written: the tool ran and failed
+ *     somewhere; whether it wrote first is not known -> outcome_unknown, unknown (a write), or a
+ *     failed read (confirmed_failure, none: a read changes nothing).
+ *   a result whose structured content breaks the tool's outputSchema: malformed_response (applied
+ *     for a write: it answered as done, in a broken form).
+ *   a result: succeeded (applied for a write; a read's answer changes nothing: none).
+ * Category and remote_effect always agree: never confirmed_failure with unknown.
  */
+export const MCP_ANSWER_RULES: Readonly<
+  Record<
+    NonNullable<Evidence['mcp_reply']> | 'result_contract_violated',
+    Readonly<Record<'read' | 'write', { category: CategoryT; effect: RemoteEffectT; rule: RuleId }>>
+  >
+> = {
+  rpc_error: {
+    read: {
+      category: Category.confirmed_rejection,
+      effect: RemoteEffect.none,
+      rule: 'mcp_rpc_error',
+    },
+    write: {
+      category: Category.confirmed_rejection,
+      effect: RemoteEffect.none,
+      rule: 'mcp_rpc_error',
+    },
+  },
+  tool_error: {
+    read: {
+      category: Category.confirmed_failure,
+      effect: RemoteEffect.none,
+      rule: 'mcp_read_error',
+    },
+    write: {
+      category: Category.outcome_unknown,
+      effect: RemoteEffect.unknown,
+      rule: 'mcp_tool_error',
+    },
+  },
+  rpc_internal_error: {
+    read: {
+      category: Category.confirmed_failure,
+      effect: RemoteEffect.none,
+      rule: 'mcp_read_error',
+    },
+    write: {
+      category: Category.outcome_unknown,
+      effect: RemoteEffect.unknown,
+      rule: 'mcp_rpc_internal_error',
+    },
+  },
+  result_contract_violated: {
+    read: {
+      category: Category.malformed_response,
+      effect: RemoteEffect.none,
+      rule: 'mcp_result_contract_violated',
+    },
+    write: {
+      category: Category.malformed_response,
+      effect: RemoteEffect.applied,
+      rule: 'mcp_result_contract_violated',
+    },
+  },
+  result: {
+    read: { category: Category.succeeded, effect: RemoteEffect.none, rule: 'mcp_read_result' },
+    write: { category: Category.succeeded, effect: RemoteEffect.applied, rule: 'mcp_result' },
+  },
+};
+
+/** Retry after a category of the MCP table: the same columns the HTTP rules use. */
+function mcpRetry(category: CategoryT, ctr: ResolvedContract): RetryT {
+  switch (category) {
+    case Category.succeeded:
+    case Category.confirmed_rejection:
+      return Retry.never;
+    case Category.confirmed_failure:
+      return CONFIRMED_FAILURE_RETRY[ctr.action_class];
+    case Category.malformed_response:
+      return retryAfterMalformed(ctr);
+    default:
+      return retryAfterUnknown(ctr);
+  }
+}
+
 function mcpAnswer(
   reply: NonNullable<Evidence['mcp_reply']>,
   ev: Evidence,
   ctr: ResolvedContract,
 ): Classification {
-  const isRead = ctr.action_class === ActionClass.read;
-  if (reply === 'rpc_error')
-    return result({
-      category: Category.confirmed_rejection,
-      retry: Retry.never,
-      remote_effect: RemoteEffect.none,
-      retry_after_ms: null,
-      dispatch_state: DispatchState.response_received,
-      rule: 'mcp_rpc_error',
-    });
-  if (reply === 'tool_error' || reply === 'rpc_internal_error')
-    return result({
-      category: Category.confirmed_failure,
-      retry: isRead ? CONFIRMED_FAILURE_RETRY[ctr.action_class] : retryAfterMalformed(ctr),
-      remote_effect: isRead ? RemoteEffect.none : RemoteEffect.unknown,
-      retry_after_ms: null,
-      dispatch_state: DispatchState.response_received,
-      rule: reply === 'tool_error' ? 'mcp_tool_error' : 'mcp_rpc_internal_error',
-    });
-  if (ev.contract_check === 'violated')
-    return result({
-      category: Category.malformed_response,
-      retry: retryAfterMalformed(ctr),
-      remote_effect: isRead ? RemoteEffect.none : RemoteEffect.applied,
-      retry_after_ms: null,
-      dispatch_state: DispatchState.response_received,
-      rule: 'mcp_result_contract_violated',
-    });
+  const key =
+    reply === 'result' && ev.contract_check === 'violated' ? 'result_contract_violated' : reply;
+  const row = MCP_ANSWER_RULES[key][ctr.action_class === ActionClass.read ? 'read' : 'write'];
   return result({
-    category: Category.succeeded,
-    retry: Retry.never,
-    remote_effect: isRead ? RemoteEffect.none : RemoteEffect.applied,
+    category: row.category,
+    retry: mcpRetry(row.category, ctr),
+    remote_effect: row.effect,
     retry_after_ms: null,
     dispatch_state: DispatchState.response_received,
-    rule: 'mcp_result',
+    rule: row.rule,
   });
 }
 

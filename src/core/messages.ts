@@ -70,6 +70,40 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
     `Reconciliation found ${c.subject} applied more than once; a person must decide the correction.`,
 };
 
+/**
+ * Sentences of rules whose meaning the category alone does not carry: reads say found / failed,
+ * never "applied"; an upstream tool that failed after the request was written says so, and where
+ * its own words are.
+ */
+const RULE_TEMPLATES: Readonly<
+  Record<string, { category: Category; text: (c: MessageContext) => string }>
+> = {
+  mcp_read_result: {
+    category: 'succeeded',
+    text: (c) => `Found: ${c.subject} answered; its answer is in data.`,
+  },
+  mcp_read_error: {
+    category: 'confirmed_failure',
+    text: (c) =>
+      `The read ${c.subject} failed; nothing was changed. The upstream's error is in data.upstream_error.`,
+  },
+  mcp_tool_error: {
+    category: 'outcome_unknown',
+    text: (c) =>
+      `The upstream tool reported an error after the request was sent (data.upstream_error); whether ${c.subject} took effect before it failed is unknown.`,
+  },
+  mcp_rpc_internal_error: {
+    category: 'outcome_unknown',
+    text: (c) =>
+      `The upstream server failed while handling the request (data.upstream_error); whether ${c.subject} took effect is unknown.`,
+  },
+  mcp_rpc_error: {
+    category: 'confirmed_rejection',
+    text: (c) =>
+      `The upstream server refused the request before running the tool (data.upstream_error); ${c.subject} was not applied.`,
+  },
+};
+
 export function messageFor(category: Category, context: MessageContext): string {
   const earlier = context.earlier;
   if (earlier) {
@@ -78,6 +112,8 @@ export function messageFor(category: Category, context: MessageContext): string 
       ? `Done: an earlier attempt applied ${context.subject}; this later attempt was answered ${said}, which does not undo it.`
       : `This attempt was answered ${said}, but an earlier attempt may have applied ${context.subject}: whether it was applied is unknown.`;
   }
+  const byRule = context.rule === undefined ? undefined : RULE_TEMPLATES[context.rule];
+  if (byRule?.category === category && !context.retry_declined) return byRule.text(context);
   const declined = context.retry_declined;
   if (declined && (category === 'approval_denied' || category === 'gate_locked')) {
     const who =

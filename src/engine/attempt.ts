@@ -18,6 +18,7 @@ import { prepare, type PreparedAttempt } from './request.js';
 import { sshSecretEnv } from './ssh-action.js';
 import { checkResponse } from './response-check.js';
 import { merged } from '../core/merge.js';
+import { upstreamErrorData, upstreamErrorOf } from '../core/upstream-error.js';
 
 export interface AttemptResult {
   classification: Classification;
@@ -58,6 +59,8 @@ interface Outcome {
   data: unknown;
   problem: string | null;
   classification: Classification;
+  /** What the agent may see of a failed answer (an upstream MCP tool's error text), or null. */
+  failureData?: unknown;
 }
 
 export async function attempt<I, O>(
@@ -126,7 +129,7 @@ export async function attempt<I, O>(
   const { diagnosticsRef, settles } = recorded;
   return {
     classification: outcome.classification,
-    data: ok ? outcome.data : refusalData(outcome.data),
+    data: ok ? outcome.data : (outcome.failureData ?? refusalData(outcome.data)),
     remoteRef,
     diagnosticsRef,
     attemptId,
@@ -227,6 +230,11 @@ async function dispatchAndClassify<I, O>(
       check(action, out);
     }
     out.classification = (ctx.options.classify ?? classify)(out.evidence, contract);
+    if (out.dispatched && prepared.request.kind === 'mcp' && out.evidence.mcp_reply !== undefined) {
+      const said = upstreamErrorOf(out.dispatched.data, out.dispatched.diagnostics['rpc_error']);
+      if (said && out.classification.category !== 'succeeded')
+        out.failureData = upstreamErrorData(said, ctx.redactor);
+    }
   } catch (error) {
     // Our own code failed: after dispatch began the bytes may have left (execution_error).
     out.evidence = dispatchBegan

@@ -245,7 +245,7 @@ export async function drive<I, O>(
         return budgetSpent(ctx, action, now, false, result.data);
     }
     return attemptEnvelope(ctx, action, after, c, {
-      // Null but for a transport's refusal, whose code the agent sees (attempt.ts).
+      // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
       data: result.data,
       diagnosticsRef: result.diagnosticsRef,
     });

@@ -21,7 +21,7 @@ import {
   type EngineOptions,
   type RunOptions,
 } from './context.js';
-import { changedRequest, changedRequestEnvelope } from './continuation.js';
+import { changedRequest, changedRequestEnvelope, paramsDigest } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
 import { createLeaseKeeper, takeOver } from './ownership.js';
@@ -63,6 +63,11 @@ export interface Runtime {
   recover(options?: { sweep?: boolean }): Promise<RecoveryItem[]>;
   /** Runs the operation's action with new input as a new operation that supersedes it. */
   supersede<I>(operationId: string, newInput: I, options?: RunOptions): Promise<Envelope>;
+  /**
+   * The intent's parameter digest `operation_opened` would record for this input (redacted, then
+   * canonical): what the ledger's duplicate guard compares (src/mcp/duplicate-guard.ts).
+   */
+  paramsDigest(action: AnyAction, input: unknown): string;
   /** The operation's ledger view and the envelope it stands at, or null when unknown. */
   status(operationId: string): Promise<{ view: OperationView; envelope: Envelope } | null>;
   /** Records `session_ended` and issues a checkpoint when audit checkpoints are configured. */
@@ -231,6 +236,10 @@ export function createEngine(options: EngineOptions): Runtime {
         ...opts,
         supersedes: operationId,
       });
+    },
+
+    paramsDigest(action, input) {
+      return paramsDigest(ctx, action, input);
     },
 
     async status(operationId) {

@@ -62,9 +62,17 @@ async function call(
   outputs.push(text);
   const content = r.content as Array<{ type: string; text: string }>;
   expect(content).toHaveLength(1);
-  // The text mirror: one plain line first (DONE / NOT DONE), then the JSON envelope.
+  // The text mirror: one plain line first (DONE / NOT DONE / OUTCOME UNKNOWN / DONE, BUT), then
+  // the JSON envelope; NOT DONE exactly when nothing was applied.
   const [first, ...rest] = content[0]!.text.split('\n');
-  expect(first).toMatch(r.isError ? /^NOT DONE/ : /^DONE — /);
+  const effect = (r.structuredContent as { remote_effect?: string }).remote_effect;
+  expect(first).toMatch(
+    !r.isError
+      ? /^DONE — /
+      : effect === 'none'
+        ? /^NOT DONE/
+        : /^(OUTCOME UNKNOWN|DONE, BUT|DONE MORE)/,
+  );
   expect(JSON.parse(rest.join('\n'))).toEqual(r.structuredContent);
   return { isError: r.isError === true, env: envelopeSchema.parse(r.structuredContent), text };
 }

@@ -23,12 +23,13 @@ import {
   type Tool,
 } from '@modelcontextprotocol/server';
 import type { ConfiguredAction } from '../config/actions.js';
-import { canonicalJson } from '../core/canonical.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
+import { headline } from '../core/headline.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
+import { duplicateGuard } from './duplicate-guard.js';
 import { actionTool, BUILTIN, builtinTools, noArgsSchema, operationArgsSchema } from './tools.js';
 import { OPERATION_ID_PATTERN } from '../core/ids.js';
 
@@ -88,34 +89,8 @@ class InvalidInput extends Error {
   }
 }
 
-/**
- * The first line of the text mirror: what happened and the next step, in words a model cannot
- * take for a success.
- */
-export function headline(e: Envelope): string {
-  const op = e.operation_id ?? '';
-  if (e.ok) return `DONE — ${e.operation} succeeded.`;
-  switch (e.retry) {
-    case 'reconcile_first':
-      return e.remote_effect === 'applied'
-        ? `NOT DONE AS ASKED — ${e.category}: check before anything else (reconcile_operation ${op})`
-        : `NOT DONE — outcome unknown: check before retrying (reconcile_operation ${op})`;
-    case 'after_approval': {
-      const card = (e.data as { approval_id?: unknown } | null)?.approval_id;
-      return `NOT DONE — waiting for a person's approval${typeof card === 'string' ? ` (${card})` : ''}: call again with operation_id ${op} after it is approved`;
-    }
-    case 'allowed':
-      return `NOT DONE — ${e.category}: you may call again with operation_id ${op}`;
-    case 'after_delay':
-      return `NOT DONE — ${e.category}: call again with operation_id ${op} after ${e.retry_after_ms ?? 0} ms`;
-    case 'escalate':
-      return `NOT DONE — ${e.category}: stop; a person must decide (operation ${op || 'none'})`;
-    case 'never':
-      return e.category === 'invalid_input'
-        ? `NOT DONE — invalid input: fix the arguments, nothing was sent`
-        : `NOT DONE — ${e.category}: do not retry this call`;
-  }
-}
+/** The first line of the text mirror, derived from (remote_effect, retry): core/headline.ts. */
+export { headline };
 
 export function resultOf(envelope: Envelope): CallToolResult {
   return {
@@ -184,8 +159,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   for (const a of options.actions) runtime.register(a.definition);
   const tools: Tool[] = [...options.actions.map(actionTool), ...builtinTools()];
   const inflight = new Set<Promise<unknown>>();
-  /** Calls of this session whose outcome is unknown, by action and canonical arguments. */
-  const unknownCalls = new Map<string, string>();
+  const guard = duplicateGuard(runtime, ledger);
 
   const parseArgs = <T>(
     schema: {
@@ -262,53 +236,19 @@ export function createGateway(options: GatewayOptions): Gateway {
         typeof opId === 'string' ? opId : null,
       );
     }
-    const guarded = guardKey(action, input, opId);
-    if (guarded) {
-      const held = await heldDuplicate(guarded);
-      if (held) return held;
-    }
-    const envelope = await runtime.run(action.definition, input, {
-      ...(signal ? { signal } : {}),
-      ...(typeof opId === 'string' ? { operationId: opId } : {}),
-    });
-    if (guarded && envelope.remote_effect === 'unknown' && envelope.operation_id)
-      unknownCalls.set(guarded, envelope.operation_id);
-    return envelope;
-  }
-
-  /**
-   * The duplicate guard (proxied upstream tools): a new call of a non-read tool with the same
-   * arguments as an earlier call of this session whose outcome is still unknown is not forwarded;
-   * it is answered with that operation and `reconcile_first`. Upstream MCP servers honour no
-   * idempotency key, so a blind repeat could apply the effect twice.
-   */
-  function guardKey(
-    action: ConfiguredAction,
-    input: Record<string, unknown>,
-    opId: unknown,
-  ): string | null {
-    const d = action.definition;
-    if (d.destination.kind !== 'mcp' || d.class === 'read' || opId !== undefined) return null;
-    return `${d.name}\n${canonicalJson(input)}`;
-  }
-
-  async function heldDuplicate(key: string): Promise<Envelope | null> {
-    const prior = unknownCalls.get(key);
-    if (!prior) return null;
-    const found = await runtime.status(prior);
-    if (!found || (found.view.state !== 'unknown' && found.view.state !== 'open')) {
-      unknownCalls.delete(key);
-      return null;
-    }
-    return {
-      ...found.envelope,
-      ok: false,
-      category: 'outcome_unknown',
-      retry: 'reconcile_first',
-      remote_effect: 'unknown',
-      message: `Not sent: the same call (${prior}) has an unknown outcome; call reconcile_operation with that operation_id before repeating it.`,
-      data: null,
-    };
+    const run = (operationId?: string) =>
+      runtime.run(action.definition, input, {
+        ...(signal ? { signal } : {}),
+        ...(operationId !== undefined ? { operationId } : {}),
+      });
+    // A continuation is the same operation's request: the guard is for new calls only.
+    if (typeof opId === 'string') return run(opId);
+    return guard.run(
+      action,
+      input,
+      () => run(),
+      (operationId) => run(operationId),
+    );
   }
 
   async function dispatch(

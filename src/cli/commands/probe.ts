@@ -1,22 +1,29 @@
-// candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]
+// candor probe mcp --config FILE [--ledger URL] [--tool NAME] [--allow-rerun] [--json FILE]
+// [--markdown FILE]
 // The retry-safety report for the upstream MCP servers of a configuration (src/matrix/mcp-probe.ts).
-// It calls the upstreams' write tools for real: point it at a disposable environment. Exit 0 when
-// no tool duplicates on retry, 1 when one does, 2 for a usage error, 3 when an upstream or the
-// vault cannot be opened.
+// It calls the upstreams' tools for real, each call an operation in the ledger: point it at a
+// disposable environment. Exit 0 when no tool duplicates on retry and every upstream was fresh, 1
+// otherwise, 2 for a usage error, 3 when an upstream, the ledger or the vault cannot be opened.
 import { writeFileSync } from 'node:fs';
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { startUpstreams } from '../../config/upstreams.js';
 import { probeMarkdown, probeUpstreams } from '../../matrix/mcp-probe.js';
 import { createRedactor } from '../../core/redact.js';
+import { configCredentials } from '../../config/credentials.js';
+import { openLedger } from '../../ledger/open.js';
+import { createRuntime } from '../../runtime.js';
 import { openVaultOrExit } from '../vault.js';
 import { checkOutputPath, Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
-const USAGE = 'usage: candor probe mcp --config FILE [--tool NAME] [--json FILE] [--markdown FILE]';
+const USAGE =
+  'usage: candor probe mcp --config FILE [--ledger URL] [--tool NAME] [--allow-rerun] [--json FILE] [--markdown FILE]';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     config: 'string',
+    ledger: 'string',
+    'allow-rerun': 'boolean',
     tool: 'string',
     json: 'string',
     markdown: 'string',
@@ -41,9 +48,19 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     io.err(`candor probe: ${file}: upstreams: no upstream MCP server is configured\n`);
     return Exit.usage;
   }
+  const url = typeof flags.ledger === 'string' ? flags.ledger : loaded.value.config.ledger;
+  const opened = await openLedger(url);
+  if (!opened.ok) {
+    io.err(`candor probe: cannot open ledger ${url}: ${opened.failure.message}\n`);
+    return Exit.environment;
+  }
+  const ledger = opened.value;
   const redactor = createRedactor();
   const vaultOpened = await openVaultOrExit('probe', loaded.value, redactor, io);
-  if (!vaultOpened.ok) return vaultOpened.exit;
+  if (!vaultOpened.ok) {
+    await ledger.close();
+    return vaultOpened.exit;
+  }
   const vault = vaultOpened.vault;
   const started = await startUpstreams(loaded.value.config, {
     ...(vault ? { vault } : {}),
@@ -52,16 +69,35 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   });
   if (!started.ok || !started.value) {
     vault?.close();
+    await ledger.close();
     io.err(`candor probe: ${file}: ${started.ok ? 'no upstream' : started.message}\n`);
     return Exit.environment;
   }
+  // The probe's own runtime: its calls are operations in the ledger. No approval gate: the probe is
+  // run by a person against a disposable upstream, as before it recorded anything.
+  const runtime = createRuntime({
+    ledger,
+    credentials: configCredentials(loaded.value.config, {
+      ...(vault ? { vault } : {}),
+      onSecret: (s) => void redactor.addSecret(s),
+    }),
+    redactor,
+    agent: 'candor probe',
+    transports: { mcp: started.value.transport },
+    actions: started.value.actions.map((a) => a.definition),
+  });
   try {
     const tool = typeof flags.tool === 'string' ? flags.tool : undefined;
-    const results = redactor.redactValue(await probeUpstreams(started.value, upstreams, tool));
+    const results = redactor.redactValue(
+      await probeUpstreams(started.value, upstreams, {
+        runtime,
+        ledger,
+        ...(tool !== undefined ? { only: tool } : {}),
+        allowRerun: flags['allow-rerun'] === true,
+      }),
+    );
     if (tool !== undefined && results.length === 0) {
-      io.err(
-        `candor probe: --tool ${tool}: no write tool of that name in the upstreams of ${file}\n`,
-      );
+      io.err(`candor probe: --tool ${tool}: no tool of that name in the upstreams of ${file}\n`);
       return Exit.usage;
     }
     const markdown = probeMarkdown(results);
@@ -69,9 +105,17 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       writeFileSync(flags.json, `${JSON.stringify({ tools: results }, null, 2)}\n`);
     if (typeof flags.markdown === 'string') writeFileSync(flags.markdown, markdown);
     io.out(markdown);
-    return results.some((r) => r.verdict === 'duplicates on retry') ? Exit.check_failed : Exit.ok;
+    for (const r of results)
+      if (r.verdict === 'not fresh')
+        io.err(`candor probe: ${r.upstream}/${r.tool} not probed: ${r.reason}\n`);
+    return results.some((r) => r.verdict === 'duplicates on retry' || r.verdict === 'not fresh')
+      ? Exit.check_failed
+      : Exit.ok;
   } finally {
+    await runtime.endSession('probe finished').catch(() => undefined);
+    await runtime.close();
     await started.value.close();
+    await ledger.close();
     vault?.close();
   }
 }
