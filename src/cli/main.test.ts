@@ -1,3 +1,6 @@
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { main } from './main.js';
@@ -91,5 +94,70 @@ describe('candor matrix run --only', () => {
     expect(r.err).toContain('--only: no row "nope-row", "reconcile-finds-tw"');
     expect(r.err).toContain('"reconcile-finds-tw" (did you mean reconcile-finds-two?)');
     expect((await runCli(['matrix', 'run', file, '--only', ','])).code).toBe(2);
+  });
+});
+
+describe('read-only commands', () => {
+  it('create nothing in an empty directory, whatever they answer', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'candor-readonly-'));
+    const home = process.cwd();
+    const commands = [
+      ['approve', 'list'],
+      ['approve', 'list', '--json'],
+      ['approve', 'show', 'apr_missing'],
+      ['ops', 'list'],
+      ['ops', 'list', '--json'],
+      ['ops', 'show', 'op_missing'],
+      ['audit', 'verify', 'sqlite:./.candor/ledger.db'],
+      ['vault', 'list'],
+      ['vault', 'list', '--json'],
+      ['ui'],
+      ['recover'],
+      ['schema', 'config'],
+      ['transcript', 'check', 'missing.jsonl'],
+      ['--help'],
+      ['--version'],
+    ];
+    const answers: string[] = [];
+    try {
+      process.chdir(dir);
+      for (const argv of commands) {
+        const r = await runCli(argv);
+        answers.push(`${argv.join(' ')} -> ${r.code}`);
+        expect(readdirSync(dir), `after candor ${argv.join(' ')}`).toEqual([]);
+      }
+    } finally {
+      process.chdir(home);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    // They did run (and answered), not stopped before looking.
+    expect(answers).toContain('approve list -> 0');
+    expect(answers).toContain('ops list -> 3');
+  });
+});
+
+describe('candor init --openapi on a file that is no OpenAPI document', () => {
+  it('says so, in one line, and writes nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'candor-init-notspec-'));
+    try {
+      const readme = join(dir, 'README.md');
+      writeFileSync(readme, '# My service\n\nIt does things.\n\n- one\n- two\n');
+      const schema = join(dir, 'schema.json');
+      writeFileSync(schema, '{"$schema":"https://json-schema.org/draft/2020-12/schema"}');
+      const out = join(dir, 'candor.yaml');
+      for (const [file, why] of [
+        [readme, 'it is not a JSON or YAML mapping'],
+        [schema, 'it has no top-level "openapi" field'],
+      ] as const) {
+        const r = await runCli(['init', '--openapi', file, '--out', out]);
+        expect(r.code).toBe(2);
+        expect(r.err.trim().split('\n')).toHaveLength(1);
+        expect(r.err).toContain(`${file} is not an OpenAPI document: ${why}`);
+        expect(r.err).not.toContain('JSON Schema');
+      }
+      expect(readdirSync(dir).sort()).toEqual(['README.md', 'schema.json']);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
