@@ -1,5 +1,6 @@
 import { statSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
+import { suggestion } from './suggest.js';
 
 // What a command may touch: its arguments and two output streams. Commands return an exit code:
 // 0 ok, 1 a check failed, 2 usage error, 3 environment (DESIGN.md §6).
@@ -22,7 +23,7 @@ export class CliUsageError extends Error {
 
 /**
  * Minimal flag parser: `--name value`, `--name=value`, boolean `--flag`. Unknown flags are a usage
- * error naming the flag, so typos never silently change behaviour.
+ * error naming the flag (and the likely intended one), so typos never silently change behaviour.
  */
 export function parseFlags(
   args: string[],
@@ -43,7 +44,10 @@ export function parseFlags(
     const eq = arg.indexOf('=');
     const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
     const kind = spec[name];
-    if (kind === undefined) throw new CliUsageError(`unknown option --${name}`);
+    if (kind === undefined)
+      throw new CliUsageError(
+        `unknown option --${name}${suggestion(name, Object.keys(spec), '--')}`,
+      );
     if (kind === 'boolean') {
       if (eq > 0) throw new CliUsageError(`option --${name} takes no value`);
       flags[name] = true;
@@ -92,4 +96,25 @@ export function untilStopped(signal?: AbortSignal): Promise<void> {
     if (signal?.aborted === true) stop();
     else signal?.addEventListener('abort', stop);
   });
+}
+
+/**
+ * `--only ID,...` checked against the rows there are: an id that names no row is a usage error
+ * naming it (a typo would otherwise run nothing and pass).
+ */
+export function onlyRows(value: string, rowIds: readonly string[], matrix: string): Set<string> {
+  const wanted = value
+    .split(',')
+    .map((s) => s.trim())
+    .filter((s) => s !== '');
+  if (wanted.length === 0) throw new CliUsageError('--only: no row id given');
+  const known = new Set(rowIds);
+  const unknown = wanted.filter((id) => !known.has(id));
+  if (unknown.length > 0) {
+    const named = unknown.map((id) => `"${id}"${suggestion(id, rowIds)}`).join(', ');
+    throw new CliUsageError(
+      `--only: no row ${named} in "${matrix}" (${rowIds.length} rows; see the matrix file for their ids)`,
+    );
+  }
+  return new Set(wanted);
 }

@@ -2,6 +2,7 @@
 // so that `candor --help` loads no database or SSH driver.
 import { parseLedgerUrl } from '../ledger/open.js';
 import { Exit, CliUsageError, type Command, type CommandIo } from './io.js';
+import { suggestion, usageAlternatives, wrapText, wrapUsage } from './suggest.js';
 import { version } from './version.js';
 
 interface CommandEntry {
@@ -31,11 +32,12 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary:
       'list operations by state, or show one: intent, every attempt and observation; follow prints new events as any gateway commits them (PostgreSQL: LISTEN/NOTIFY; SQLite: polled)',
     details: [
-      'ops follow prints each new ledger event as it is committed, by any gateway on the ledger, one line each:',
-      '#SEQ TIME KIND OPERATION SUMMARY (--json: the event as one JSON line). Ctrl-C (SIGINT/SIGTERM) stops, exit 0.',
+      'ops follow prints each new ledger event as it is committed, by any gateway on the ledger,',
+      'one line each: #SEQ TIME KIND OPERATION SUMMARY (--json: the event as one JSON line).',
+      'Ctrl-C (SIGINT/SIGTERM) stops, exit 0.',
       '  --from SEQ    start at this sequence number (1: the whole ledger); default: only new events',
-      '  --poll-ms N   SQLite: how often to look for new events (default 1000); PostgreSQL needs no polling:',
-      '                it listens (LISTEN/NOTIFY) and re-reads every 30 s as a safety net',
+      '  --poll-ms N   SQLite: how often to look for new events (default 1000); PostgreSQL needs no',
+      '                polling: it listens (LISTEN/NOTIFY) and re-reads every 30 s as a safety net',
     ].join('\n'),
     load: () => import('./commands/ops.js'),
   },
@@ -101,7 +103,8 @@ const COMMANDS: Record<string, CommandEntry> = {
       '  init                       create an empty, unlocked vault (--key-file F is created if missing)',
       '  set NAME --type bearer|basic|api_key|ssh_key|ssh_secret --bind URL|ssh:HOST [--bind …]',
       '         [--username U] [--header H] [--value-env VAR | --value-file F]',
-      '                             store a credential bound to origins/prefixes (value from env, file or prompt; never argv)',
+      '                             store a credential bound to origins/prefixes',
+      '                             (value from env, file or prompt; never argv)',
       '  list [--json]              names, types, bindings, times; the gate, verified when a key is given',
       '  lock [--by NAME]           close the gate (needs no key); every credential is withheld',
       '  unlock [--by NAME]         open the gate (needs the key)',
@@ -166,13 +169,30 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
 };
 
+/** Help lines stay within this width, wrapped between options (never inside brackets). */
+export const HELP_WIDTH = 100;
+
+const TOP_FLAGS = ['--help', '--version'];
+
+/** `candor <command> --help`: every alternative of the usage, the summary and the details. */
+function commandHelp(name: string, entry: CommandEntry): string {
+  const usage = usageAlternatives(entry.usage).flatMap((u, i) =>
+    wrapUsage(spell(name, u), HELP_WIDTH, i === 0 ? 'Usage: ' : '       ', '           '),
+  );
+  const summary = wrapText(entry.summary, HELP_WIDTH, '');
+  return [...usage, '', ...summary, ...(entry.details ? ['', entry.details] : []), ''].join('\n');
+}
+
+// Alternatives of one command are written `a | b`; each gets its own line, fully spelled out.
+const spell = (name: string, u: string): string =>
+  u.startsWith('candor ') ? u : u.startsWith(`${name} `) ? `candor ${u}` : `candor ${name} ${u}`;
+
 export function helpText(): string {
-  // Alternatives of one command are written `a | b`; each gets its own line, fully spelled out.
-  const spell = (name: string, u: string): string =>
-    u.startsWith('candor ') ? u : u.startsWith(`${name} `) ? `candor ${u}` : `candor ${name} ${u}`;
   const lines = Object.entries(COMMANDS).flatMap(([name, c]) => [
-    ...c.usage.split(' | ').map((u) => `  ${spell(name, u)}`),
-    `      ${c.summary}`,
+    ...usageAlternatives(c.usage).flatMap((u) =>
+      wrapUsage(spell(name, u), HELP_WIDTH, '  ', '        '),
+    ),
+    ...wrapText(c.summary, HELP_WIDTH, '      '),
   ]);
 
   return [
@@ -246,13 +266,17 @@ export async function main(argv: string[], io: CommandIo = defaultIo): Promise<n
   }
   const entry = COMMANDS[name];
   if (!entry) {
-    io.err(`candor: unknown command "${name}" (see candor --help)\n`);
+    if (name.startsWith('-')) {
+      const flag = name.split('=')[0]!;
+      io.err(`candor: unknown option ${flag}${suggestion(flag, TOP_FLAGS)} (see candor --help)\n`);
+    } else {
+      const hint = suggestion(name, Object.keys(COMMANDS), 'candor ');
+      io.err(`candor: unknown command "${name}"${hint} (see candor --help)\n`);
+    }
     return Exit.usage;
   }
   if (rest.includes('--help') || rest.includes('-h')) {
-    io.out(
-      `Usage: ${entry.usage}\n\n${entry.summary}\n${entry.details ? `\n${entry.details}\n` : ''}`,
-    );
+    io.out(commandHelp(name, entry));
     return Exit.ok;
   }
   try {

@@ -73,6 +73,16 @@ describe('credential references', () => {
     const bad = await resolver.resolveCredential('env:B', CI);
     expect(bad.failure?.code).toBe('env_missing');
     expect(bad.failure?.message).not.toContain('break-value');
+    expect(bad.failure?.message).toContain('control characters');
+    // A value too short to redact is refused saying so, not as a binding problem.
+    const short = await createCredentialResolver({
+      envCredentials: { C: { type: 'bearer', bindings: [bind('https://ci.example.test')] } },
+      env: { C: 'abc' },
+    }).resolveCredential('env:C', CI);
+    expect(short.failure?.message).toBe(
+      'C is set but does not hold a usable bearer value: The value must have at least 4 characters (shorter ones cannot be redacted).',
+    );
+    expect(short.failure?.message).not.toContain('bound');
   });
 
   it('applies the vault gate to env references as well', async () => {

@@ -108,10 +108,10 @@ export function createCredentialResolver(options: ResolverOptions): CredentialRe
       }
       const valid = validateCredential({ ...spec, name: target.variable, secret: value });
       if (!valid.ok) {
-        // The failure message never quotes the value.
+        // Says why (too short to redact, a line break, …); validation messages never quote the value.
         return fail({
           code: 'env_missing',
-          message: `${target.variable} does not hold a usable ${spec.type} value.`,
+          message: `${target.variable} is set but does not hold a usable ${spec.type} value: ${valid.failure.message}`,
         });
       }
       options.onSecret?.(value);

@@ -74,7 +74,17 @@ describe('candor ui server', () => {
     await store.append([opened('op_a', 1), opened('op_b', 2), opened('op_c', 3)]);
     ui = await createUi({ store, ledger: `sqlite:${file}`, hosts: ['ui.test:1'], token: 't' });
     const cookie = { cookie: `${TOKEN_COOKIE}=t` };
-    expect(await (await get(ui, '/audit', cookie)).text()).toContain('data-audit-code="INTACT"');
+    const intact = await (await get(ui, '/audit', cookie)).text();
+    expect(intact).toContain('data-audit-code="INTACT"');
+    // No checkpoint and no log key: the records agree, but nothing anchors them. That is never
+    // shown as a green pass beside "could have been rewritten".
+    const verdict = /<div\s+class="verdict (\w+)"[^]*?<\/div>/.exec(intact)!;
+    expect(verdict[1]).toBe('warn');
+    expect(verdict[0]).toContain('UNANCHORED');
+    expect(verdict[0]).toContain('could have been rewritten');
+    expect(verdict[0]).not.toMatch(/>\s*INTACT/);
+    expect(intact).toContain('data-audit-anchored="false"');
+    expect(intact).not.toContain('class="verdict ok"');
     const db = new Database(file);
     const row = db.prepare('SELECT bytes FROM ledger_events WHERE seq = 2').get() as {
       bytes: Buffer;
@@ -87,5 +97,6 @@ describe('candor ui server', () => {
     const text = await (await get(ui, '/audit', cookie)).text();
     expect(text).toContain('data-audit-code="MODIFIED"');
     expect(text).toContain('first bad record at seq 2');
+    expect(text).toContain('class="verdict bad"');
   });
 });

@@ -5,6 +5,7 @@
 // (Server-Sent Events), so SQLite and PostgreSQL behave alike.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
+import { networkInterfaces } from 'node:os';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
@@ -46,6 +47,12 @@ export interface UiApp {
   tail: LiveTail;
   token: string;
   hosts: Set<string>;
+  /**
+   * Bound to every interface (0.0.0.0 or ::) on this port: a Host naming any address of this
+   * machine's interfaces (as they are at the request) is expected too. Names are never admitted
+   * this way, so a rebinding attacker's domain still gets 403.
+   */
+  allowInterfaceAddresses(port: number): void;
   /** Reads new ledger events into the index and pushes them to live pages. */
   poll(): Promise<LiveEvent[]>;
   close(): Promise<void>;
@@ -87,6 +94,9 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   let audit: { seq: number; report: VerifyReport } | null = null;
   let polling: Promise<LiveEvent[]> | null = null;
   let closed = false;
+  let interfacePort: number | null = null;
+  /** Ends the live streams' keep-alive waits at once when the view closes. */
+  const wakers = new Set<() => void>();
 
   const poll = (): Promise<LiveEvent[]> => {
     // One read at a time: a slow ledger never stacks up overlapping reads.
@@ -124,7 +134,8 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   app.use('*', async (c, next) => {
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
     const host = c.req.header('host') ?? '';
-    if (!hosts.has(host)) return c.text('403: unexpected Host header\n', 403);
+    if (!hosts.has(host) && !(interfacePort !== null && interfaceHosts(interfacePort).has(host)))
+      return c.text('403: unexpected Host header\n', 403);
     const origin = c.req.header('origin');
     if (origin !== undefined && origin !== `http://${host}`)
       return c.text('403: cross-origin request refused\n', 403);
@@ -263,7 +274,17 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       });
       await stream.writeSSE({ event: 'hello', data: JSON.stringify({ seq: index.lastSeq }) });
       while (!stream.aborted && !closed) {
-        await stream.sleep(15_000);
+        // A ping every 15 s keeps proxies from closing the stream; closing the view wakes it now
+        // (a pending 15 s timer would otherwise keep the process alive after Ctrl-C).
+        await new Promise<void>((resolve) => {
+          const wake = (): void => {
+            clearTimeout(timer);
+            wakers.delete(wake);
+            resolve();
+          };
+          const timer = setTimeout(wake, 15_000);
+          wakers.add(wake);
+        });
         if (!stream.aborted && !closed) await stream.writeSSE({ event: 'ping', data: '' });
       }
       listeners.delete(send);
@@ -287,9 +308,13 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     tail: index,
     token,
     hosts,
+    allowInterfaceAddresses(port) {
+      interfacePort = port;
+    },
     poll,
     async close() {
       closed = true;
+      for (const wake of [...wakers]) wake();
       if (timer) clearTimeout(timer);
       await unwatch?.();
       for (const s of streams) await s.close().catch(() => undefined);
@@ -306,6 +331,21 @@ export interface StartedUi {
   close(): Promise<void>;
 }
 
+/** Addresses that bind every interface. */
+const WILDCARD_HOSTS = new Set(['0.0.0.0', '::', '[::]', '0:0:0:0:0:0:0:0']);
+
+/** `address:port` for every address of this machine's interfaces (IPv6 in brackets, no zone). */
+export function interfaceHosts(port: number): Set<string> {
+  const out = new Set<string>();
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) {
+      const address = a.address.split('%')[0]!;
+      out.add(a.family === 'IPv6' ? `[${address}]:${port}` : `${address}:${port}`);
+    }
+  }
+  return out;
+}
+
 /** Serves the view on `host:port` (port 0: any free one). */
 export async function startUi(
   options: UiOptions & { host?: string; port?: number },
@@ -320,22 +360,27 @@ export async function startUi(
   });
   const port = (server.address() as AddressInfo).port;
   const shown = host.includes(':') ? `[${host}]` : host;
+  const wildcard = WILDCARD_HOSTS.has(host);
   for (const h of [
     shown,
-    ...(host === '127.0.0.1' || host === '::1' ? ['localhost', '127.0.0.1', '[::1]'] : []),
+    ...(host === '127.0.0.1' || host === '::1' || wildcard
+      ? ['localhost', '127.0.0.1', '[::1]']
+      : []),
   ])
     ui.hosts.add(`${h}:${port}`);
+  if (wildcard) ui.allowInterfaceAddresses(port);
   const url = `http://${shown}:${port}/`;
   return {
     url,
     urlWithToken: `${url}?token=${ui.token}`,
     ui,
     async close() {
+      // Stop accepting, end the live streams, then drop every connection a browser keeps open
+      // (keep-alive sockets and the event stream), so Ctrl-C ends the view at once.
+      const stopped = new Promise<void>((resolve) => server.close(() => resolve()));
       await ui.close();
-      await new Promise<void>((resolve) => {
-        if ('closeAllConnections' in server) server.closeAllConnections();
-        server.close(() => resolve());
-      });
+      if ('closeAllConnections' in server) server.closeAllConnections();
+      await stopped;
     },
   };
 }

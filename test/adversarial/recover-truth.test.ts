@@ -125,6 +125,9 @@ actions:
       lines.find((l) => l.includes('create_record') && l.includes('found by lookup')),
     ).toBeDefined();
     expect(lines.find((l) => l.includes('first attempt made'))).toBeDefined();
+    // Each line says what was done once ("found by lookup: found by lookup: …" before).
+    for (const said of ['found by lookup', 'first attempt made'])
+      expect(lines.filter((l) => l.split(said).length > 2)).toEqual([]);
     expect(lines.find((l) => l.includes('retired_action'))).toMatch(
       /needs a person: .*nothing was sent/,
     );

@@ -4,7 +4,7 @@
 // (an invalid_input envelope reaches the client's tool output), 20 parallel calls, and an
 // approval-gated call that returns approval_pending (within wait_ms + 1 s: the client's own request
 // timeout enforces it, for the Inspector CLI a proxy's deadline that kills it) and proceeds after `candor approve yes ID`, with the fake's ground truth
-// checked at each step. Results feed the README compatibility table (see table.ts).
+// checked at each step. Results feed the compatibility table in docs/mcp-clients.md (see table.ts).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';

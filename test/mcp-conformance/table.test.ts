@@ -1,12 +1,12 @@
-// The README compatibility table is the rendering of the suite's recorded results, never prose.
+// The compatibility table in docs/mcp-clients.md is the rendering of the suite's recorded results, never prose.
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { README_BEGIN, README_END, RESULTS_FILE, renderTable, type ResultRow } from './table.js';
 
-describe('README compatibility table', () => {
+describe('docs/mcp-clients.md compatibility table', () => {
   it('equals the table rendered from test/mcp-conformance/results.json', () => {
     const rows = JSON.parse(readFileSync(RESULTS_FILE, 'utf8')) as ResultRow[];
-    const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
+    const readme = readFileSync(new URL('../../docs/mcp-clients.md', import.meta.url), 'utf8');
     const start = readme.indexOf(README_BEGIN);
     const end = readme.indexOf(README_END);
     expect(start).toBeGreaterThan(0);

@@ -110,10 +110,25 @@ describe('candor audit', () => {
     const selfOnly = capture();
     expect(await audit(['verify', bundle], selfOnly.io)).toBe(0);
     expect(selfOnly.out()).toContain('log key: claimed by the bundle, not trusted');
+    // Self-consistent is not a pass: the first line must not say INTACT beside that doubt.
+    expect(selfOnly.out()).toMatch(
+      /^UNANCHORED: the hash chain of 4 record\(s\) is consistent, but/,
+    );
+    expect(selfOnly.out()).not.toContain('INTACT');
 
     const viaStore = capture();
     expect(await audit(['verify', url, '--json'], viaStore.io)).toBe(0);
-    expect(JSON.parse(viaStore.out())).toMatchObject({ ok: true, code: 'INTACT', size: 4 });
+    expect(JSON.parse(viaStore.out())).toMatchObject({
+      ok: true,
+      code: 'INTACT',
+      size: 4,
+      anchored: false,
+    });
+    // The ledger holds no checkpoint: the text says so, and never INTACT beside "rewritten".
+    const plain = capture();
+    expect(await audit(['verify', url], plain.io)).toBe(0);
+    expect(plain.out()).toMatch(/^UNANCHORED: .*could have been rewritten/);
+    expect(plain.out()).not.toContain('INTACT');
 
     // The bundle's checkpoint becomes the auditor's trusted state; a later, shorter log is a rollback.
     const trusted = join(dir, 'trusted.note');
@@ -142,6 +157,12 @@ describe('candor audit', () => {
     const t = capture();
     expect(await audit(['verify', tampered], t.io)).toBe(1);
     expect(t.out()).toMatch(/^MODIFIED at seq 2:/);
+    // With the auditor's key: a damaged bundle never reads as "signatures prove" anything.
+    const tk = capture();
+    expect(await audit(['verify', tampered, '--log-key', logVkey], tk.io)).toBe(1);
+    expect(tk.out()).toMatch(/^MODIFIED at seq 2:/);
+    expect(tk.out()).not.toContain('signatures prove');
+    expect(tk.out()).toContain('but the log is damaged (MODIFIED)');
 
     expect(await audit(['verify', join(dir, 'missing.bundle')], capture().io)).toBe(3);
   });

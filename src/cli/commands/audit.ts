@@ -13,7 +13,7 @@ import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
 import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
 import { SigType, generateKey, parseSignerKey } from '../../ledger/chain/note.js';
-import type { VerifyReport } from '../../ledger/chain/verify.js';
+import { unanchoredReason, type VerifyReport } from '../../ledger/chain/verify.js';
 import { openLedger } from '../../ledger/open.js';
 import {
   decodeSealPrivateKey,
@@ -80,16 +80,33 @@ const LOG_KEY_LINE: Record<VerifyReport['log_key'], string> = {
   none: 'log key: none: checkpoint signatures NOT checked; roots still compared (pass --log-key)',
 };
 
+/**
+ * The log key line. "Signatures prove" is said only where a signature proved something: a
+ * checkpoint was verified with the auditor's key over a log that is intact.
+ */
+function logKeyLine(r: VerifyReport): string {
+  if (r.log_key !== 'anchored' || (r.ok && r.checkpoints > 0)) return LOG_KEY_LINE[r.log_key];
+  return r.ok
+    ? 'log key: anchored (given with --log-key), but no checkpoint was verified with it: nothing here is signed'
+    : `log key: anchored (given with --log-key), but the log is damaged (${r.code}): ${r.checkpoints === 0 ? 'no checkpoint was verified with it' : 'its signatures vouch only for the checkpoints counted above, not for the damaged records'}`;
+}
+
 function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
+  const unanchored = unanchoredReason(r);
   if (json) {
-    io.out(`${JSON.stringify(r, null, 2)}\n`);
+    io.out(`${JSON.stringify({ ...r, anchored: r.ok && unanchored === null }, null, 2)}\n`);
     return r.ok ? Exit.ok : Exit.check_failed;
   }
+  // INTACT is printed only as a pass; records that agree but nothing anchors are UNANCHORED.
   io.out(
-    `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`,
+    unanchored === null
+      ? `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`
+      : `UNANCHORED: the hash chain of ${r.size} record(s) is consistent, but ${unanchored}\n`,
   );
-  io.out(`size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)\n`);
-  io.out(`${LOG_KEY_LINE[r.log_key]}\n`);
+  io.out(
+    `size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)${r.ok ? '' : ' verified before the damage'}\n`,
+  );
+  io.out(`${logKeyLine(r)}\n`);
   io.out(
     r.witnessed_by.length > 0
       ? `witnessed up to ${r.witnessed_size} by ${r.witnessed_by.join(', ')} (trusted: given with --witness-key)\n`

@@ -5,6 +5,7 @@
 import { rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { parseConfig } from '../../config/load.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
+import { notOpenApiDocument } from '../openapi-file.js';
 import { declaredClassProblem, planActions } from '../../matrix/openapi-config.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
@@ -31,6 +32,11 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   if (flags.force !== true && (await exists(out)))
     throw new CliUsageError(`${out} exists; pass --force to replace it`);
 
+  const notSpec = await notOpenApiDocument(spec);
+  if (notSpec !== null) {
+    io.err(`candor init: ${notSpec}\n`);
+    return Exit.usage;
+  }
   const loaded = await loadOpenApi(spec);
   if (!loaded.ok) {
     io.err(`candor init: ${loaded.failure.message}\n`);

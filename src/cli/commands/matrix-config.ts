@@ -25,7 +25,7 @@ import {
   toJson,
   toJunit,
 } from '../../matrix/report.js';
-import { Exit, CliUsageError, type CommandIo } from '../io.js';
+import { Exit, CliUsageError, onlyRows, type CommandIo } from '../io.js';
 
 const USAGE =
   'usage: candor matrix run FILE --config candor.yaml [--openapi SPEC] [--target fake|proxy --upstream URL] [--idempotency honoured|ignored] [--json F] [--junit F] [--report F] [--ledger URL] [--only ID,...]';
@@ -69,6 +69,14 @@ export async function runOnConfig(
     throw new CliUsageError(
       `${file}: rows.${unknown}.operation: "${loaded.value.rows[unknown]!.operation}" is no action of ${config.value.file}`,
     );
+  const only =
+    str('only') !== undefined
+      ? onlyRows(
+          str('only')!,
+          loaded.value.rows.map((r) => r.id),
+          loaded.value.matrix,
+        )
+      : null;
   let target: ConfigTarget;
   if (targetKind === 'fake') {
     const specRef = str('openapi');
@@ -94,7 +102,6 @@ export async function runOnConfig(
   } else {
     target = { kind: 'proxy', upstream: upstream! };
   }
-  const only = str('only') !== undefined ? new Set(str('only')!.split(',')) : null;
   const ledgerUrl = str('ledger') ?? DEFAULT_LEDGER_URL;
   io.out(
     `running ${only ? only.size : loaded.value.rows.length} rows of "${loaded.value.matrix}" on the actions of ${config.value.file} ${targetKind === 'fake' ? 'against the OpenAPI fake' : `through the proxy in front of ${upstream}`}, ledger ${ledgerUrl}\n`,

@@ -11,7 +11,7 @@ import {
   toJson,
   toJunit,
 } from '../../matrix/report.js';
-import { checkOutputPath, parseFlags, CliUsageError, type CommandIo } from '../io.js';
+import { checkOutputPath, onlyRows, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -70,7 +70,14 @@ export async function runFile(args: string[], io: CommandIo, banner?: string): P
     }
     throw new CliUsageError(loaded.failure.message);
   }
-  const only = typeof flags.only === 'string' ? new Set(flags.only.split(',')) : null;
+  const only =
+    typeof flags.only === 'string'
+      ? onlyRows(
+          flags.only,
+          loaded.value.rows.map((r) => r.id),
+          loaded.value.matrix,
+        )
+      : null;
   const ledgerUrl = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
   if (banner) io.out(banner);
   io.out(

@@ -22,6 +22,12 @@ const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
   needs_person: 'needs a person',
 };
 
+/** The outcome's label and the detail, the label once (some details already start with it). */
+export function said(i: Pick<RecoveryItem, 'outcome' | 'detail'>): string {
+  const label = LABEL[i.outcome];
+  return i.detail.toLowerCase().startsWith(label) ? i.detail : `${label}: ${i.detail}`;
+}
+
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     config: 'string',
@@ -93,7 +99,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     } else {
       for (const i of items) {
         io.out(
-          `${i.operation_id}  ${i.action ?? '?'}  ${LABEL[i.outcome]}: ${i.detail}  [${i.envelope.category} / ${i.envelope.retry}]\n`,
+          `${i.operation_id}  ${i.action ?? '?'}  ${said(i)}  [${i.envelope.category} / ${i.envelope.retry}]\n`,
         );
       }
       io.out(

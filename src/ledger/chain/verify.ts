@@ -411,3 +411,21 @@ function parseKeys(
     isTrustedWitness: (s) => witness.some((w) => w.name === s.name && w.keyId === s.keyId),
   };
 }
+
+/**
+ * Why an INTACT report proves less than it seems, or null. INTACT alone says the records agree with
+ * each other; they are anchored only when a checkpoint covers them and its signature was checked
+ * against a log key the auditor gave. Without that, whoever could rewrite the log could have
+ * rewritten it consistently, so no report may show a pass beside this reason. Null for a damaged
+ * log too: its code already says it failed.
+ */
+export function unanchoredReason(r: VerifyReport): string | null {
+  if (!r.ok) return null;
+  if (r.checkpoints === 0)
+    return 'no checkpoint covers them: the whole log could have been rewritten or cut without detection';
+  // A cosignature by a witness the auditor named anchors the checkpoint as well as the log key.
+  if (r.log_key === 'anchored' || r.witnessed_size > 0) return null;
+  if (r.log_key === 'none')
+    return 'checkpoint signatures were not checked (no log key given): whoever can rewrite the ledger can rewrite its checkpoints too';
+  return "the checkpoints are signed by the bundle's own key, not one you gave: whoever rewrites a bundle can replace it";
+}

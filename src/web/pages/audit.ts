@@ -1,7 +1,7 @@
 // Page 4: what `candor audit verify LEDGER` says (INTACT, or the code and the first bad seq), the
 // checkpoints stored in the ledger and the witness cosignatures on them. No key is needed: the
 // signatures are checked only when a log key is given to `audit verify`.
-import type { VerifyReport } from '../../ledger/chain/verify.js';
+import { unanchoredReason, type VerifyReport } from '../../ledger/chain/verify.js';
 import { html, iso, type Html } from '../html.js';
 import type { CheckpointSummary } from '../live.js';
 
@@ -10,17 +10,28 @@ export function auditBody(
   checkpoints: readonly CheckpointSummary[],
   ledger: string,
 ): Html {
+  // A green INTACT only where it is a proof: records that merely agree with each other, with nothing
+  // anchoring them, are shown as UNANCHORED (amber) with the reason, never beside a pass.
+  const unanchored = unanchoredReason(r);
   return html`<div id="live-region" data-watch="*">
     <h1>Audit</h1>
     <div
-      class="verdict ${r.ok ? 'ok' : 'bad'}"
+      class="verdict ${!r.ok ? 'bad' : unanchored === null ? 'ok' : 'warn'}"
       role="note"
       aria-label="Verification result"
       data-audit-code="${r.code}"
+      data-audit-anchored="${String(r.ok && unanchored === null)}"
     >
-      ${r.code}${
-        r.first_bad_seq === null ? '' : ` — first bad record at seq ${r.first_bad_seq}`
-      }<span class="sub">${r.message}</span>
+      ${
+        unanchored === null
+          ? html`${r.code}${
+                r.first_bad_seq === null ? '' : ` — first bad record at seq ${r.first_bad_seq}`
+              }<span class="sub">${r.message}</span>`
+          : html`UNANCHORED — the records agree with each other, nothing proves they were not
+              rewritten<span class="sub"
+                >The hash chain of ${r.size} record(s) is consistent, but ${unanchored}.</span
+              >`
+      }
     </div>
     <section class="card" aria-labelledby="v-h">
       <h2 id="v-h">Verification</h2>
