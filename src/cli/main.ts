@@ -14,9 +14,9 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   demo: {
-    usage: 'candor demo [--ledger URL] [--quiet] [--concurrency N | --serial]',
+    usage: 'candor demo [--reset | --ledger URL] [--quiet] [--concurrency N | --serial]',
     summary:
-      'main job: run the reference failure matrix through the real engine against the fake service (ledger sqlite:./.candor/ledger.db)',
+      'main job: run the reference failure matrix through the real engine against the fake service (its own ledger sqlite:./.candor/demo.db; --reset starts it fresh)',
     load: () => import('./commands/demo.js'),
   },
   serve: {
