@@ -25,7 +25,10 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+
+// Real processes (the gateway, its upstream, the fake) on a machine shared with other work.
+vi.setConfig({ testTimeout: 120_000 });
 
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 const tmp = realpathSync(
@@ -212,10 +215,7 @@ describe('from the tarball to an MCP client', () => {
       { id: 'note-1', text: 'hello' },
     ]);
     expect(readdirSync(elsewhere)).toEqual([]);
-    const ops = candor(
-      ['ops', 'list', '--ledger', `sqlite:${join(app, '.candor', 'ledger.db')}`, '--json'],
-      elsewhere,
-    );
+    const ops = candor(['ops', 'list', '--config', join(app, 'candor.yaml'), '--json'], elsewhere);
     expect(ops.code).toBe(0);
     const listed = (JSON.parse(ops.out) as Array<{ action: string; state: string }>).map(
       (o) => `${o.action}:${o.state}`,

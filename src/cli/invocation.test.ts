@@ -28,9 +28,9 @@ describe('cliCommandFor', () => {
   });
 
   it('is node with the script when another candor, or none, is on PATH', () => {
-    expect(cliCommandFor({ ...ctx, script, path: `${other}:/usr/bin`, cwd: '/' })).toBe(
-      `node ${script}`,
-    );
+    expect(
+      cliCommandFor({ ...ctx, script, path: `${other}:/usr/bin`, cwd: '/nonexistent-elsewhere' }),
+    ).toBe(`node ${script}`);
     // Below the working directory (a source checkout): the short relative path.
     expect(cliCommandFor({ ...ctx, script, path: '/usr/bin', cwd: pkg })).toBe(
       'node bin/candor.js',
@@ -41,7 +41,9 @@ describe('cliCommandFor', () => {
     const npx = join(root, '.npm', '_npx', 'abc', 'node_modules', '.bin');
     mkdirSync(npx, { recursive: true });
     symlinkSync(script, join(npx, 'candor'));
-    expect(cliCommandFor({ ...ctx, script, path: npx, cwd: '/' })).toBe(`node ${script}`);
+    expect(cliCommandFor({ ...ctx, script, path: npx, cwd: '/nonexistent-elsewhere' })).toBe(
+      `node ${script}`,
+    );
   });
 
   it('quotes what a shell would split', () => {

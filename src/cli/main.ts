@@ -133,13 +133,13 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   approve: {
     usage:
-      'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--dir DIR] [--by NAME]',
+      'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--config FILE | --dir DIR] [--by NAME]',
     summary: 'answer pending approval requests; lock/unlock the gate when no vault is configured',
     load: () => import('./commands/approve.js'),
   },
   audit: {
     usage:
-      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
+      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
     summary:
       'verify (offline; only keys you pass with --log-key/--witness-key are trusted, a bundle cannot vouch for itself), export and decrypt the tamper-evident ledger',
     load: () => import('./commands/audit.js'),
