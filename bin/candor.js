@@ -1,11 +1,15 @@
 #!/usr/bin/env node
-// Thin launcher: the CLI is compiled to dist/ by `npm run build` (run by `npm ci` via `prepare`).
+// Thin launcher for the CLI compiled to dist/. The published package ships dist/ (built by
+// `prepack`); in a source checkout, `npm run build` builds it (`npm run demo` and `npm test` do
+// when it is missing or stale).
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const entry = new URL('../dist/cli/main.js', import.meta.url);
 if (!existsSync(fileURLToPath(entry))) {
-  process.stderr.write('candor: not built yet; run `npm run build` (npm ci does this for you)\n');
+  process.stderr.write(
+    'candor: dist/ is missing; in a source checkout run `npm run build` first (the published package ships it)\n',
+  );
   process.exit(3);
 }
 const { main } = await import(entry.href);

@@ -15,20 +15,22 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   demo: {
-    usage: 'candor demo [--ledger URL] [--quiet] [--concurrency N | --serial]',
+    usage: 'candor demo [--reset | --ledger URL] [--quiet] [--concurrency N | --serial]',
     summary:
-      'main job: run the reference failure matrix through the real engine against the fake service (ledger sqlite:./.candor/ledger.db)',
+      'main job: run the reference failure matrix through the real engine against the fake service (its own ledger sqlite:./.candor/demo.db; --reset starts it fresh)',
     load: () => import('./commands/demo.js'),
   },
   serve: {
-    usage: 'candor serve --config FILE [--http PORT] [--ledger URL]',
+    usage: 'candor serve --config FILE [--http PORT] [--ledger URL] [--strict]',
     summary:
       "MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins); fleet: in candor.yaml shares a PostgreSQL ledger with other gateways (ownership leases, takeover of lapsed owners, fencing of stalled ones; a clean stop releases the lease and wakes the others' sweeps)",
+    details:
+      'At start, one line per env: credential whose variable is unset (--strict: exit 3 instead of serving).',
     load: () => import('./commands/serve.js'),
   },
   ops: {
     usage:
-      'candor ops list [--state S,...] [--ledger URL] [--json] | ops show OP_ID [--ledger URL] [--json] | ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]',
+      'candor ops list [--state S,...] [--config FILE | --ledger URL] [--json] | ops show OP_ID [--config FILE | --ledger URL] [--json] | ops follow [--config FILE | --ledger URL] [--from SEQ] [--poll-ms N] [--json]',
     summary:
       'list operations by state, or show one: intent, every attempt and observation; follow prints new events as any gateway commits them (PostgreSQL: LISTEN/NOTIFY; SQLite: polled)',
     details: [
@@ -63,9 +65,17 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   init: {
     usage:
-      'candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]',
-    summary: 'write a gateway configuration with one action per operation of an OpenAPI document',
+      'candor init [--out candor.yaml] [--force] | init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]',
+    summary:
+      'write a commented starter configuration that serves as is (2 HTTP actions for candor fake serve --port 8787, 1 proxied MCP server, ledger, vault), or one with an action per operation of an OpenAPI document',
     load: () => import('./commands/init.js'),
+  },
+  'client-config': {
+    usage:
+      'candor client-config --client claude-desktop|cursor|vscode|claude-code [--config candor.yaml] [--name candor]',
+    summary:
+      'the snippet that puts this gateway in front of an MCP client (absolute paths to node, the CLI and the configuration) on stdout; where it goes on stderr',
+    load: () => import('./commands/client-config.js'),
   },
   probe: {
     usage:
@@ -134,13 +144,13 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   approve: {
     usage:
-      'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--dir DIR] [--by NAME]',
+      'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--config FILE | --dir DIR] [--by NAME]',
     summary: 'answer pending approval requests; lock/unlock the gate when no vault is configured',
     load: () => import('./commands/approve.js'),
   },
   audit: {
     usage:
-      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
+      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
     summary:
       'verify (offline; only keys you pass with --log-key/--witness-key are trusted, a bundle cannot vouch for itself), export and decrypt the tamper-evident ledger',
     load: () => import('./commands/audit.js'),
@@ -157,7 +167,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     load: () => import('./commands/transcript.js'),
   },
   ui: {
-    usage: 'candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]',
+    usage: 'candor ui [--config FILE | --ledger URL] [--port N] [--host H] [--matrix REPORT.json]',
     summary:
       'read-only investigation view in the browser: operations, timelines, sessions, audit, matrix report, live (127.0.0.1, prints a URL with a fresh token)',
     load: () => import('./commands/ui.js'),

@@ -30,6 +30,7 @@ import { createRuntime, type Runtime, type RuntimeOptions } from '../runtime.js'
 import type { Vault } from '../vault/index.js';
 import { configCredentials } from './credentials.js';
 import type { LoadedConfig } from './load.js';
+import { defaultApprovalsDir } from './paths.js';
 import { configSsh } from './ssh-runtime.js';
 import type { StartedUpstreams } from './upstreams.js';
 import type { Telemetry } from '../telemetry/port.js';
@@ -160,9 +161,9 @@ function witnessOptions(
 function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
   const spec = options.loaded.config.approvals;
   // Both locks hold: `candor vault lock` and `candor approve lock`.
-  const lock = options.vault
-    ? anyLock(vaultLock(options.vault), lockFile(spec?.dir))
-    : lockFile(spec?.dir);
+  const dir =
+    spec?.dir ?? (options.loaded.dir ? defaultApprovalsDir(options.loaded.dir) : undefined);
+  const lock = options.vault ? anyLock(vaultLock(options.vault), lockFile(dir)) : lockFile(dir);
   // Without approvals the gate still watches the lock: gate_locked, and transitions on record.
   if (!spec) return createLockGate({ ledger: options.ledger, lock });
   const policy = createPolicy({

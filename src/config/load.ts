@@ -2,16 +2,23 @@
 // `FILE:LINE:COL: field.path: problem`. Nothing is guessed: unknown keys, wrong types, dangling
 // references and unusable schemas are all errors.
 import { readFile } from 'node:fs/promises';
+import { dirname, resolve } from 'node:path';
 import { LineCounter, parseDocument, type Document } from 'yaml';
 import type { z } from 'zod';
 import { buildActions, checkConfig, type ConfiguredAction } from './actions.js';
 import { fieldName, formatIssue, issueAt, type ConfigIssue, type FieldPath } from './locate.js';
+import { resolveConfigPaths } from './paths.js';
 import { configSchema, type GatewayConfig } from './schema.js';
 
 export interface LoadedConfig {
   file: string;
   config: GatewayConfig;
   actions: ConfiguredAction[];
+  /**
+   * The folder of the configuration file (absolute), which its relative paths are resolved against
+   * (config/paths.ts); absent for text that did not come from a file.
+   */
+  dir?: string;
   /** The place of a field in the file, for problems found after load (e.g. against the vault). */
   locate?: (path: FieldPath, problem: string, at?: 'value' | 'key') => ConfigIssue;
 }
@@ -39,7 +46,13 @@ export async function loadConfig(file: string): Promise<LoadResult> {
       },
     };
   }
-  return parseConfig(text, file);
+  const parsed = parseConfig(text, file);
+  if (!parsed.ok) return parsed;
+  const dir = dirname(resolve(file));
+  return {
+    ok: true,
+    value: { ...parsed.value, config: resolveConfigPaths(parsed.value.config, dir), dir },
+  };
 }
 
 function zodIssues(

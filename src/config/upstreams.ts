@@ -159,7 +159,9 @@ async function endpointOf(
   }
   return {
     kind: 'stdio',
-    command: spec.command!,
+    // `node` is the Node.js running Candor: MCP clients often start the gateway with a PATH that
+    // has no `node` on it (a GUI app's environment, a version manager's shims).
+    command: spec.command === 'node' ? process.execPath : spec.command!,
     args: spec.args,
     env,
     ...(spec.cwd !== undefined ? { cwd: spec.cwd } : {}),

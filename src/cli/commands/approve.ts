@@ -3,6 +3,7 @@
 // `yes`/`no` answer one by id (or a unique prefix of at least 8 characters). `lock`/`unlock` flip
 // the lock file used when no vault is configured (with a vault, use `candor vault lock|unlock`).
 // Exit: 0 done, 1 no such pending request / already answered / expired, 2 usage.
+import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import {
   approvalQueue,
@@ -11,10 +12,13 @@ import {
   lockFile,
   type ApprovalCard,
 } from '../../approvals/index.js';
+import { loadConfig } from '../../config/load.js';
+import { formatIssue } from '../../config/locate.js';
+import { defaultApprovalsDir } from '../../config/paths.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
-  'usage: candor approve list [--json] | show ID | yes ID | no ID | watch [--interval MS] | lock | unlock   [--dir DIR] [--by NAME]';
+  'usage: candor approve list [--json] | show ID | yes ID | no ID | watch [--interval MS] | lock | unlock   [--config FILE | --dir DIR] [--by NAME]';
 
 export async function run(
   args: string[],
@@ -32,6 +36,7 @@ export async function run(
 async function dispatch(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     dir: 'string',
+    config: 'string',
     by: 'string',
     json: 'boolean',
     interval: 'string',
@@ -41,7 +46,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     io.out(`${USAGE}\n`);
     return Exit.ok;
   }
-  const dir = typeof flags.dir === 'string' ? flags.dir : DEFAULT_APPROVALS_DIR;
+  const dir = typeof flags.dir === 'string' ? flags.dir : await approvalsDirFrom(flags);
   const by = typeof flags.by === 'string' ? flags.by : `console:${whoami()}`;
   const queue = approvalQueue(dir);
   const [sub, ...rest] = positional;
@@ -158,4 +163,22 @@ function whoami(): string {
   } catch {
     return 'unknown';
   }
+}
+
+/**
+ * The queue of the gateway `--config FILE` (default ./candor.yaml, when it exists) configures: its
+ * approvals.dir, or .candor/approvals beside it; without a configuration ./.candor/approvals.
+ */
+async function approvalsDirFrom(flags: Record<string, string | boolean>): Promise<string> {
+  const explicit = typeof flags.config === 'string';
+  const file = explicit ? (flags.config as string) : 'candor.yaml';
+  if (!explicit && !existsSync(file)) return DEFAULT_APPROVALS_DIR;
+  const loaded = await loadConfig(file);
+  if (!loaded.ok)
+    throw new CliUsageError(
+      loaded.failure.code === 'unreadable'
+        ? loaded.failure.message
+        : loaded.failure.issues.map(formatIssue).join('\n'),
+    );
+  return loaded.value.config.approvals?.dir ?? defaultApprovalsDir(loaded.value.dir!);
 }

@@ -23,12 +23,13 @@ import {
   isSealedPayload,
   openPayload,
 } from '../../ledger/seal.js';
+import { ledgerUrlFrom } from '../config-ledger.js';
 import { checkOutputPath, Exit, CliUsageError, parseFlags, type CommandIo } from '../io.js';
 
 const VERIFY_USAGE =
   'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json]';
 const EXPORT_USAGE =
-  'candor audit export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE]';
+  'candor audit export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE]';
 const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
@@ -176,6 +177,7 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
 async function exportCmd(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     ledger: 'string',
+    config: 'string',
     out: 'string',
     'sign-key': 'string',
     'log-key': 'string',
@@ -194,7 +196,7 @@ async function exportCmd(args: string[], io: CommandIo): Promise<number> {
     signer = s.value;
   }
   const logKey = readKeys(flags['log-key'])[0];
-  const url = typeof flags.ledger === 'string' ? flags.ledger : undefined;
+  const url = await ledgerUrlFrom(flags);
   const opened = await openLedger(url, { mustExist: true });
   if (!opened.ok) {
     io.err(`candor audit export: ${opened.failure.message}\n`);

@@ -1,16 +1,23 @@
+// candor init [--out FILE] [--force]: a commented starter configuration (starter/template.ts)
+// beside the small MCP server it proxies, and its vault (key file and empty vault), so that it
+// serves as written.
 // candor init --openapi SPEC [--out FILE] [--origin URL] [--deadline-ms N] [--force]
 // Writes a gateway configuration with one action per operation of an OpenAPI 3.0/3.1 document.
 // The result is checked with the same loader `candor serve` uses before anything is written, and
 // written whole (temporary file, then rename): a bad document leaves no file behind.
 import { rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { dirname, join, relative } from 'node:path';
 import { parseConfig } from '../../config/load.js';
+import { createKeyFile, initVault } from '../../vault/index.js';
+import { cliCommand, shellWord } from '../invocation.js';
+import { NOTES_SCRIPT, NOTES_SERVER, starterYaml } from '../starter/template.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
 import { notOpenApiDocument } from '../openapi-file.js';
 import { declaredClassProblem, planActions } from '../../matrix/openapi-config.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 export const USAGE =
-  'usage: candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]';
+  'usage: candor init [--out candor.yaml] [--force] | candor init --openapi SPEC [--out candor.yaml] [--origin URL] [--deadline-ms N] [--force]';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
@@ -21,8 +28,13 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     force: 'boolean',
   });
   const spec = flags.openapi;
-  if (typeof spec !== 'string' || positional.length > 0) throw new CliUsageError(USAGE);
+  if (positional.length > 0) throw new CliUsageError(USAGE);
   const out = typeof flags.out === 'string' ? flags.out : 'candor.yaml';
+  if (typeof spec !== 'string') {
+    if (flags.origin !== undefined || flags['deadline-ms'] !== undefined)
+      throw new CliUsageError('--origin and --deadline-ms need --openapi SPEC');
+    return starter(out, flags.force === true, io);
+  }
   const deadline = typeof flags['deadline-ms'] === 'string' ? flags['deadline-ms'] : '5000';
   if (!/^\d{2,7}$/.test(deadline))
     throw new CliUsageError(`--deadline-ms must be a number of milliseconds, not "${deadline}"`);
@@ -74,6 +86,66 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     `wrote ${plans.length} actions to ${out} (${guessed} classes guessed, ${todo} writes without a lookup: see the TODO comments)\n`,
   );
   return Exit.ok;
+}
+
+async function starter(out: string, force: boolean, io: CommandIo): Promise<number> {
+  const dir = dirname(out);
+  const script = join(dir, NOTES_SCRIPT);
+  const keyFile = join(dir, '.candor', 'vault.key');
+  const vaultFile = join(dir, '.candor', 'vault.json');
+  if (!force)
+    for (const f of [out, script])
+      if (await exists(f)) throw new CliUsageError(`${f} exists; pass --force to replace it`);
+  const cli = cliCommand();
+  const config = shellWord(out);
+  const yaml = starterYaml(cli, config);
+  const check = parseConfig(yaml, out);
+  if (!check.ok)
+    throw new Error(`the starter configuration does not load: ${check.failure.message}`);
+  try {
+    await writeWhole(script, NOTES_SERVER);
+    // An existing vault (and its key) is kept: it may already hold credentials.
+    if (!(await exists(vaultFile))) {
+      if (!(await exists(keyFile))) {
+        const made = await createKeyFile(keyFile);
+        if (!made.ok) throw new Error(made.failure.message);
+      }
+      const vault = await initVault({ kind: 'key_file', path: keyFile }, { path: vaultFile });
+      if (!vault.ok) throw new Error(vault.failure.message);
+      vault.value.close();
+    }
+    await writeWhole(out, yaml);
+  } catch (e) {
+    const code = (e as NodeJS.ErrnoException).code;
+    io.err(`candor init: cannot write the starter (${code ?? (e as Error).message})\n`);
+    return Exit.environment;
+  }
+  const shown = (p: string): string => relative(process.cwd(), p) || p;
+  io.out(
+    [
+      `wrote ${shown(out)} (2 HTTP actions, 1 proxied MCP server), ${shown(script)} (that server),`,
+      `and the vault ${shown(vaultFile)} with its key ${shown(keyFile)} (keep both out of version control)`,
+      '',
+      'Next:',
+      `  ${cli} fake serve --port 8787                    # another terminal: the service the actions call`,
+      `  ${cli} serve --config ${config}                # the MCP gateway (stdio)`,
+      `  ${cli} client-config --client claude-desktop --config ${config}`,
+      '',
+    ].join('\n'),
+  );
+  return Exit.ok;
+}
+
+/** Written whole (temporary file, then rename), replacing what was there. */
+async function writeWhole(file: string, text: string): Promise<void> {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    await writeFile(tmp, text, { flag: 'wx' });
+    await rename(tmp, file);
+  } catch (e) {
+    await unlink(tmp).catch(() => undefined);
+    throw e;
+  }
 }
 
 async function exists(file: string): Promise<boolean> {

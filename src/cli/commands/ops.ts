@@ -1,11 +1,12 @@
-// candor ops list [--state S,...] [--ledger URL] [--json]
-// candor ops show OP_ID [--ledger URL] [--json]
-// candor ops follow [--ledger URL] [--from SEQ] [--poll-ms N] [--json]   (ops-follow.ts)
+// candor ops list [--state S,...] [--config FILE | --ledger URL] [--json]
+// candor ops show OP_ID [--config FILE | --ledger URL] [--json]
+// candor ops follow [--config FILE | --ledger URL] [--from SEQ] [--poll-ms N] [--json]   (ops-follow.ts)
 // Read-only views of the ledger for investigators. `show` puts the state and intent on top, then
 // every attempt and observation, and a verdict line that separates "retried under a licence and
 // the target deduplicated" from "sent twice and got lucky".
 import { OperationState, valuesOf } from '../../core/vocabulary.js';
-import { openLedger, parseLedgerUrl, DEFAULT_LEDGER_URL } from '../../ledger/open.js';
+import { openLedger, parseLedgerUrl } from '../../ledger/open.js';
+import { ledgerUrlFrom } from '../config-ledger.js';
 import {
   deliveryVerdict,
   projectOperation,
@@ -18,7 +19,7 @@ import type { LedgerStore } from '../../ledger/store.js';
 import { Exit, parseFlags, CliUsageError, untilStopped, type CommandIo } from '../io.js';
 import { DEFAULT_POLL_MS, follow, FOLLOW_HELP, FOLLOW_USAGE } from './ops-follow.js';
 
-const USAGE = `usage: candor ops list [--state S,...] [--ledger URL] [--json] | candor ops show OP_ID [--ledger URL] [--json] | ${FOLLOW_USAGE}`;
+const USAGE = `usage: candor ops list [--state S,...] [--config FILE | --ledger URL] [--json] | candor ops show OP_ID [--config FILE | --ledger URL] [--json] | ${FOLLOW_USAGE}`;
 const PAGE = 5_000;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
@@ -35,6 +36,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     state: 'string',
     ledger: 'string',
+    config: 'string',
     json: 'boolean',
     help: 'boolean',
     from: 'string',
@@ -47,7 +49,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
   }
   if (sub !== 'follow' && (flags.from !== undefined || flags['poll-ms'] !== undefined))
     throw new CliUsageError('--from and --poll-ms apply to ops follow only');
-  const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
+  const url = await ledgerUrlFrom(flags);
   const json = flags.json === true;
   if (sub === 'list') {
     if (rest.length > 0) throw new CliUsageError(`unexpected argument ${rest[0]}; ${USAGE}`);

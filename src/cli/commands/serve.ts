@@ -1,7 +1,11 @@
 // candor serve --config FILE [--http PORT] [--ledger URL]: the MCP gateway (stdio by default).
 // In stdio mode stdout carries only MCP messages; everything for people goes to stderr.
+// At start it names every `env:` credential whose variable is unset, one line each (the calls that
+// need it would each be a local_failure); `--strict` makes that fatal (exit 3). A `vault:` reference
+// the vault cannot satisfy is always fatal (exit 2, FILE:LINE:COL).
 import { formatIssue } from '../../config/locate.js';
-import { loadConfig } from '../../config/load.js';
+import { loadConfig, type LoadedConfig } from '../../config/load.js';
+import { envNeeds } from '../../config/vault-needs.js';
 import { startGateway } from '../../mcp/start.js';
 import { Exit, parseFlags, CliUsageError } from '../io.js';
 import { version } from '../version.js';
@@ -14,6 +18,7 @@ export async function run(
     config: 'string',
     http: 'string',
     ledger: 'string',
+    strict: 'boolean',
   });
   if (positional.length > 0) throw new CliUsageError(`unexpected argument "${positional[0]}"`);
   const file = flags['config'];
@@ -32,6 +37,12 @@ export async function run(
     }
     for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
     return Exit.usage;
+  }
+  const unset = unsetVariables(loaded.value, process.env);
+  for (const line of unset) io.err(`${line}\n`);
+  if (unset.length > 0 && flags.strict === true) {
+    io.err(`candor serve: --strict: ${unset.length} credential(s) unavailable; not starting\n`);
+    return Exit.environment;
   }
   const started = await startGateway({
     loaded: loaded.value,
@@ -59,4 +70,22 @@ export async function run(
   process.off('SIGINT', stop);
   process.off('SIGTERM', stop);
   return Exit.ok;
+}
+
+/** One line per `env:` credential whose variable is unset or empty, at its place in the file. */
+export function unsetVariables(
+  loaded: LoadedConfig,
+  env: Readonly<Record<string, string | undefined>>,
+): string[] {
+  const out: string[] = [];
+  for (const [variable, path] of envNeeds(loaded.config)) {
+    if ((env[variable] ?? '') !== '') continue;
+    const problem = `environment variable ${variable} is not set: calls that need this credential fail as local_failure until it is`;
+    out.push(
+      loaded.locate
+        ? formatIssue(loaded.locate(path, problem))
+        : `${loaded.file}: ${path.join('.')}: ${problem}`,
+    );
+  }
+  return out;
 }

@@ -1,13 +1,15 @@
-// candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]
+// candor ui [--config FILE | --ledger URL] [--port N] [--host H] [--matrix REPORT.json]
 // Serves the read-only investigation view and prints its URL with a fresh access token; runs until
 // interrupted (Ctrl-C).
 import { readFile } from 'node:fs/promises';
-import { DEFAULT_LEDGER_URL, openLedger } from '../../ledger/open.js';
+import { openLedger } from '../../ledger/open.js';
+import { ledgerUrlFrom } from '../config-ledger.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
 import { startUi } from '../../web/server.js';
 import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
-const USAGE = 'usage: candor ui [--ledger URL] [--port N] [--host H] [--matrix REPORT.json]';
+const USAGE =
+  'usage: candor ui [--config FILE | --ledger URL] [--port N] [--host H] [--matrix REPORT.json]';
 
 /** A ledger URL fit to print: no password. */
 const shown = (url: string): string => url.replace(/(\w+:\/\/[^:/@\s]+):[^@\s]*@/g, '$1:***@');
@@ -19,6 +21,7 @@ export async function run(
 ): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     ledger: 'string',
+    config: 'string',
     port: 'string',
     host: 'string',
     matrix: 'string',
@@ -29,7 +32,7 @@ export async function run(
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new CliUsageError(`--port must be a port number (0-65535), got ${String(flags.port)}`);
   const host = typeof flags.host === 'string' ? flags.host : '127.0.0.1';
-  const url = typeof flags.ledger === 'string' ? flags.ledger : DEFAULT_LEDGER_URL;
+  const url = await ledgerUrlFrom(flags);
   let matrix = null;
   if (typeof flags.matrix === 'string') {
     let text: string;

@@ -4,8 +4,11 @@
 // argv (visible to other users in the process list), and no command ever prints a value.
 // `rotate NAME` replaces one value; `rotate --rekey` re-encrypts the whole vault under a new
 // passphrase (CANDOR_VAULT_NEW_PASSPHRASE or the prompt) or a new key file (--new-key-file F).
+import { existsSync } from 'node:fs';
 import { readFile, stat } from 'node:fs/promises';
 import { userInfo } from 'node:os';
+import { loadConfig, type LoadedConfig } from '../../config/load.js';
+import { vaultNeeds } from '../../config/vault-needs.js';
 import type { Clock, Random } from '../../core/time.js';
 import {
   createKeyFile,
@@ -44,7 +47,7 @@ export interface VaultCommandDeps {
 }
 
 const USAGE =
-  'usage: candor vault init|set|list|lock|unlock|rotate [--vault PATH] [--key-file F] (see candor vault --help)';
+  'usage: candor vault init|set|list|lock|unlock|rotate [--config candor.yaml | --vault PATH --key-file F] (see candor vault --help)';
 const TYPES: readonly CredentialType[] = ['bearer', 'basic', 'api_key', 'ssh_key', 'ssh_secret'];
 const COMMON = { vault: 'string', 'key-file': 'string' } as const;
 
@@ -83,7 +86,8 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
   }
   if (sub === undefined || sub.startsWith('-')) throw new CliUsageError(USAGE);
   const env = deps.env ?? process.env;
-  const { binds, others } = takeRepeated(rest, 'bind');
+  const { config, args: configured } = await fromConfig(rest);
+  const { binds, others } = takeRepeated(configured, 'bind');
   switch (sub) {
     case 'init': {
       const { flags } = parse(others, {}, 0);
@@ -102,18 +106,35 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
         1,
       );
       const name = positional[0]!;
-      const type = flags.type;
+      // With a configuration, what it references as vault:NAME says the type and bindings.
+      const needed = config ? vaultNeeds(config.config).get(name) : undefined;
+      if (config && !needed && (flags.type === undefined || binds.length === 0))
+        throw new CliUsageError(
+          `${config.file} references no vault:${name}; pass --type and --bind to store it anyway`,
+        );
+      const type = typeof flags.type === 'string' ? flags.type : needed?.type;
       if (typeof type !== 'string')
-        throw new CliUsageError('set needs --type bearer|basic|api_key|ssh_key|ssh_secret');
+        throw new CliUsageError(
+          'set needs --type bearer|basic|api_key|ssh_key|ssh_secret (or --config FILE that references it)',
+        );
       if (!(TYPES as readonly string[]).includes(type)) {
         throw new CliUsageError(`unknown --type "${type}"; expected ${TYPES.join(', ')}`);
       }
-      if (binds.length === 0) throw new CliUsageError('set needs at least one --bind URL|ssh:HOST');
-      const bindings = binds.map((spec) => {
+      const bindings: Binding[] = binds.map((spec) => {
         const parsed = parseBinding(spec);
         if (!parsed.ok) throw new CliUsageError(parsed.failure.message);
         return parsed.value;
       });
+      if (bindings.length === 0 && needed) bindings.push(...needed.bindings);
+      if (bindings.length === 0)
+        throw new CliUsageError('set needs at least one --bind URL|ssh:HOST');
+      const username = typeof flags.username === 'string' ? flags.username : needed?.username;
+      const header =
+        typeof flags.header === 'string'
+          ? flags.header
+          : type === 'api_key'
+            ? needed?.header_name
+            : undefined;
       const vault = await open(flags, io, env, deps);
       const secret = await readValue(flags, io, env, name, type === 'ssh_key');
       const result = await vault.set({
@@ -121,8 +142,8 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
         type: type as CredentialType,
         secret,
         bindings,
-        ...(typeof flags.username === 'string' ? { username: flags.username } : {}),
-        ...(typeof flags.header === 'string' ? { header_name: flags.header } : {}),
+        ...(username !== undefined ? { username } : {}),
+        ...(header !== undefined ? { header_name: header } : {}),
       });
       vault.close();
       const info = check(result);
@@ -195,6 +216,56 @@ async function dispatch(args: string[], io: VaultIo, deps: VaultCommandDeps): Pr
 }
 
 const VALUE_FLAGS = { 'value-env': 'string', 'value-file': 'string' } as const;
+
+/**
+ * `--config FILE` (default `./candor.yaml` when neither --vault nor --key-file is given and the
+ * file exists): its `vault:` section supplies --vault and --key-file, which an explicit flag
+ * overrides. Returns the arguments without --config, with those flags added.
+ */
+async function fromConfig(
+  args: string[],
+): Promise<{ config: LoadedConfig | undefined; args: string[] }> {
+  const rest: string[] = [];
+  let file: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    const arg = args[i]!;
+    if (arg === '--config') {
+      file = args[++i];
+      if (file === undefined || file.startsWith('--'))
+        throw new CliUsageError('option --config needs a value');
+    } else if (arg.startsWith('--config=')) file = arg.slice('--config='.length);
+    else rest.push(arg);
+  }
+  const has = (flag: string): boolean =>
+    rest.some((a) => a === `--${flag}` || a.startsWith(`--${flag}=`));
+  const explicit = file !== undefined;
+  if (!explicit) {
+    if (has('vault') || has('key-file') || !existsSync('candor.yaml'))
+      return { config: undefined, args: rest };
+    file = 'candor.yaml';
+  }
+  const loaded = await loadConfig(file!);
+  if (!loaded.ok) {
+    if (!explicit) return { config: undefined, args: rest };
+    throw new Stop(
+      loaded.failure.code === 'unreadable' ? Exit.environment : Exit.usage,
+      loaded.failure.message,
+    );
+  }
+  const vault = loaded.value.config.vault;
+  if (!vault) {
+    if (explicit) throw new CliUsageError(`${file} has no vault: section (vault: { key_file: … })`);
+    return { config: undefined, args: rest };
+  }
+  return {
+    config: loaded.value,
+    args: [
+      ...rest,
+      ...(has('vault') ? [] : ['--vault', vault.path ?? DEFAULT_VAULT_PATH]),
+      ...(has('key-file') ? [] : ['--key-file', vault.key_file]),
+    ],
+  };
+}
 
 function flags0(args: string[]): { rekey: boolean } {
   return { rekey: args.includes('--rekey') };

@@ -1,0 +1,23 @@
+// The ledger a read-only command opens: `--ledger URL` when given, else the one `--config FILE`
+// names (default ./candor.yaml, when it exists), else the default URL. So `candor ops list` beside a
+// candor.yaml reads that gateway's ledger, wherever its path is relative to.
+import { existsSync } from 'node:fs';
+import { formatIssue } from '../config/locate.js';
+import { loadConfig } from '../config/load.js';
+import { DEFAULT_LEDGER_URL } from '../ledger/open.js';
+import { CliUsageError } from './io.js';
+
+export async function ledgerUrlFrom(flags: Record<string, string | boolean>): Promise<string> {
+  if (typeof flags.ledger === 'string') return flags.ledger;
+  const explicit = typeof flags.config === 'string';
+  const file = explicit ? (flags.config as string) : 'candor.yaml';
+  if (!explicit && !existsSync(file)) return DEFAULT_LEDGER_URL;
+  const loaded = await loadConfig(file);
+  if (!loaded.ok)
+    throw new CliUsageError(
+      loaded.failure.code === 'unreadable'
+        ? loaded.failure.message
+        : loaded.failure.issues.map(formatIssue).join('\n'),
+    );
+  return loaded.value.config.ledger;
+}
