@@ -105,6 +105,19 @@ const reconcileSchema = z
       .min(1)
       .default('id')
       .describe('field of each record that is its remote reference'),
+    shape: z
+      .enum(['list', 'one'])
+      .optional()
+      .describe(
+        "'list' (default): `items` holds the records; 'one': the body is the record (404: absent)",
+      ),
+    identify: z
+      .record(z.string().min(1), z.string())
+      .optional()
+      .describe(
+        'record field → template; all must be equal for a found record to be this operation’s',
+      ),
+    created_at: z.string().min(1).optional().describe('record field holding its creation time'),
   })
   .describe('a read that finds the records this operation created (by client reference)');
 
@@ -138,6 +151,11 @@ export const actionConfigSchema = z.strictObject({
     .optional()
     .describe('field of the response that is the target-assigned id'),
   subject_ref: z.string().min(1).optional().describe('template, e.g. "record:{{input.id}}"'),
+  openapi_operation_id: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('the OpenAPI operationId this action was generated from (metadata only)'),
   reconcile: reconcileSchema.optional(),
   timeouts: timeoutsSchema.optional(),
   attempt_budget: z.number().int().min(1).max(10).optional(),
