@@ -37,14 +37,14 @@ const NOTIFY = words(
   'messages message notify notifications sms emails_send pings ping tests calls mail broadcasts attempts',
 );
 const EXECUTE = words(
-  'dispatches dispatch rerun run runs restart reboot exec execute invoke trigger builds approve commands jobs',
+  'dispatches dispatch rerun rerequest run restart reboot exec execute invoke trigger builds approve commands jobs',
 );
 const DESTROY = words('cancel purge destroy delete remove void');
 const APPEND = words('comments comment notes replies reactions entries events logs');
 /** Adding to these sets converges (adding a label twice leaves one label). */
 const SET_MEMBERS = words('labels assignees topics reviewers requested_reviewers');
 /** DELETE on these undoes a flag of the caller (unstar, unfollow): a state, not a loss. */
-const FLAG_COLLECTIONS = words('following starred watched subscriptions');
+const FLAG_COLLECTIONS = words('following starred watched');
 
 /** Summary verbs, per method family: they refine, never overrule, the method. */
 const POST_VERBS: Record<string, string> = {
@@ -71,6 +71,8 @@ const POST_VERBS: Record<string, string> = {
   revoke: 'credential_change',
   rotate: 'credential_change',
   pay: 'financial',
+  purchase: 'financial',
+  buy: 'financial',
   charge: 'financial',
   refund: 'financial',
   capture: 'financial',
@@ -81,7 +83,8 @@ const PERMISSION_WORDS = /\b(permissions?|roles?|collaborators?|members?|members
 const CREDENTIAL_WORDS =
   /\b(secrets?|tokens?|passwords?|credentials?|(ssh|gpg|deploy|api) keys?)\b/i;
 
-const isParam = (s: string): boolean => /^\{.+\}$/.test(s);
+/** `{id}`, and `{Sid}.json` (a record id with a format suffix). */
+const isParam = (s: string): boolean => /^\{[^}]+\}(\.\w+)?$/.test(s);
 const nounWords = (segment: string): string[] => [
   segment.toLowerCase(),
   ...segment.toLowerCase().split(/[-_.]/),
@@ -126,6 +129,7 @@ export function guessClass(e: ClassEvidence): ClassChoice {
   if ((w = noun(PERMISSION))) return guess('permission_change', `the path noun "${w}"`);
   if (method === 'DELETE') {
     if (money && (!onItem || last !== money)) return guess('financial', `the path noun "${money}"`);
+    if ((w = noun(SET_MEMBERS))) return guess('set_state', `the path noun "${w}" (a set)`);
     if ((w = noun(FLAG_COLLECTIONS)))
       return guess('set_state', `the path noun "${w}" (undoing the caller's own flag)`);
     if (CREDENTIAL_WORDS.test(e.summary)) return guess('credential_change', said);
