@@ -61,7 +61,12 @@ export default tseslint.config(
     languageOptions: {
       parserOptions: {
         projectService: {
-          allowDefaultProject: ['bench/*.js', 'bench/support/*.js', 'test/fixtures/*/*.mjs'],
+          allowDefaultProject: [
+            'bench/*.js',
+            'bench/support/*.js',
+            'scripts/*.mjs',
+            'test/fixtures/*/*.mjs',
+          ],
           // Benchmarks and child-process fixtures are plain JavaScript outside the tsconfig.
           maximumDefaultProjectFileMatchCount_THIS_WILL_SLOW_DOWN_LINTING: 32,
         },
@@ -147,7 +152,7 @@ export default tseslint.config(
   },
   {
     // Plain ESM scripts run by node directly (benchmarks, child processes of tests): no types to check.
-    files: ['bench/**/*.js', 'test/fixtures/**/*.mjs'],
+    files: ['bench/**/*.js', 'scripts/**/*.mjs', 'test/fixtures/**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       globals: {
