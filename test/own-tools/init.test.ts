@@ -149,6 +149,25 @@ describe('candor init --openapi', () => {
     expect(existsSync(out)).toBe(true);
   });
 
+  it('a body field named like a path parameter is sent under its own name, both in the request', async () => {
+    const dir = tmp();
+    const spec = join(dir, 'clash.yaml');
+    writeFileSync(
+      spec,
+      'openapi: 3.0.3\ninfo: {title: x, version: "1"}\npaths:\n  /things/{name}:\n    put:\n      operationId: renameThing\n      parameters: [{name: name, in: path, required: true, schema: {type: string}}]\n      requestBody:\n        content:\n          application/json:\n            schema: {type: object, required: [name], properties: {name: {type: string}, size: {type: integer}}}\n      responses: {"200": {description: ok}}\n',
+    );
+    const out = join(dir, 'candor.yaml');
+    expect(await main(['init', '--openapi', spec, '--out', out], io().io)).toBe(0);
+    const text = readFileSync(out, 'utf8');
+    const loaded = parseConfig(text, out);
+    if (!loaded.ok) throw new Error(loaded.failure.message);
+    const a = loaded.value.config.actions[0]!;
+    expect(a.request.path).toBe('/things/{{input.name}}');
+    expect(a.request.body).toEqual({ name: '{{input.body_name}}', size: '{{input.size}}' });
+    expect(a.input).toMatchObject({ required: ['name', 'body_name'] });
+    expect(text).toContain('body field "name" is input "body_name"');
+  });
+
   it('a missing document is an environment problem (exit 3)', async () => {
     const t = io();
     expect(await main(['init', '--openapi', join(tmp(), 'nope.yaml')], t.io)).toBe(3);
