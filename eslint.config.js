@@ -65,6 +65,7 @@ export default tseslint.config(
             'bench/*.js',
             'scripts/*.js',
             'bench/support/*.js',
+            'scripts/*.mjs',
             'test/fixtures/*/*.mjs',
           ],
           // Benchmarks and child-process fixtures are plain JavaScript outside the tsconfig.
@@ -152,7 +153,7 @@ export default tseslint.config(
   },
   {
     // Plain ESM scripts run by node directly (benchmarks, child processes of tests): no types to check.
-    files: ['bench/**/*.js', 'scripts/**/*.js', 'test/fixtures/**/*.mjs'],
+    files: ['bench/**/*.js', 'scripts/**/*.js', 'scripts/**/*.mjs', 'test/fixtures/**/*.mjs'],
     ...tseslint.configs.disableTypeChecked,
     languageOptions: {
       globals: {

@@ -163,6 +163,11 @@ export const actionConfigSchema = z.strictObject({
     .optional()
     .describe('field of the response that is the target-assigned id'),
   subject_ref: z.string().min(1).optional().describe('template, e.g. "record:{{input.id}}"'),
+  openapi_operation_id: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('the OpenAPI operationId this action was generated from (metadata only)'),
   reconcile: reconcileSchema.optional(),
   timeouts: timeoutsSchema.optional(),
   attempt_budget: z.number().int().min(1).max(10).optional(),

@@ -1,11 +1,18 @@
 // An OpenAPI 3.0/3.1 document (JSON or YAML) read into the small model that `candor init`, the
-// OpenAPI fake and the matrix generator share: operations with their parameters, bodies and success
-// responses, the collections the paths describe, and the security schemes. Parsing, validation and
-// `$ref` resolution are @readme/openapi-parser's (a maintained fork of swagger-parser); this file
-// only turns its result into Candor's terms. A document that does not parse, breaks the spec or
-// points a `$ref` nowhere is a failure naming the file and the place, never a thrown error.
+// OpenAPI fake and the matrix generator share: operations with their parameters, bodies, success
+// responses and servers, the collections the paths describe, and the security schemes.
+//
+// Candor checks the parts it reads itself (paths, operations, parameters, bodies, responses,
+// servers, security schemes, and every `$ref` among them): a problem there is one line naming the
+// file, line:column, JSON pointer and the rule broken. What Candor does not read (examples, vendor
+// extensions, stray keys, info) never stops it: a small document also gets the full OpenAPI
+// schema check of @readme/openapi-parser, and what that finds is a warning. References are
+// followed lazily, so a 1,200-operation document is never dereferenced whole.
+import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { dereference, parse, validate } from '@readme/openapi-parser';
+import { validate } from '@readme/openapi-parser';
+import { DocError, Reader } from './openapi-reader.js';
+import { bundled, hasExternalRefs, parseSource, pointerOf } from './openapi-source.js';
 
 export type JsonSchema = Record<string, unknown>;
 type Obj = Record<string, unknown>;
@@ -19,13 +26,26 @@ export interface ApiParameter {
   schema: JsonSchema;
 }
 
+/** Where an operation's requests go: the server URL with its variables filled in. */
+export interface ApiServer {
+  url: string;
+  /** `https://api.example.com`; undefined for a relative server URL (`/v1`) or none. */
+  origin: string | undefined;
+  /** Path prefix before the operation's path, without a trailing `/` (`/v1`, or ``). */
+  prefix: string;
+}
+
 export interface ApiOperation {
-  /** operationId in snake_case: the action name. */
+  /** The action name: operationId in snake_case, shortened or made up when it has to be. */
   name: string;
+  /** operationId as written, or the name made from method and path when there is none. */
   operation_id: string;
+  /** Why `name` is not simply the operationId in snake_case (null: it is). */
+  name_note: string | null;
   method: HttpMethod;
   /** Path template as written in the document, e.g. `/pet/{petId}` (without the server prefix). */
   path: string;
+  server: ApiServer;
   summary: string;
   description: string;
   path_params: ApiParameter[];
@@ -61,10 +81,19 @@ export interface SecurityScheme {
 export interface ApiModel {
   file: string;
   title: string;
-  /** First server URL (may carry a path prefix), or undefined. */
+  /** The document's first usable server URL (variables filled in), or undefined. */
   server: string | undefined;
   security_schemes: Record<string, SecurityScheme>;
   operations: ApiOperation[];
+  /** Problems where Candor does not look, and what it did instead: one line each. */
+  warnings: string[];
+}
+
+export interface LoadOptions {
+  /** Values for server URL variables (`--server-var name=value`), over their defaults. */
+  server_vars?: Record<string, string>;
+  /** A line of progress for long work (stderr in the CLI). */
+  progress?: (line: string) => void;
 }
 
 export type ApiLoadResult =
@@ -74,6 +103,11 @@ export type ApiLoadResult =
       failure: { kind: 'unreadable' | 'invalid'; message: string };
       value?: never;
     };
+
+/** Above this size the full schema check (warnings only) is skipped: it would dominate the time. */
+const FULL_CHECK_MAX_BYTES = 1_500_000;
+/** Action names are at most this long (config schema). */
+const NAME_MAX = 64;
 
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
@@ -87,20 +121,30 @@ export function snakeCase(id: string): string {
     .toLowerCase();
 }
 
-class DocError extends Error {}
+const hash6 = (s: string): string => createHash('sha256').update(s).digest('hex').slice(0, 6);
 
-/** The first line of a parser message, and the key its code frame points at (the place). */
-function oneLine(message: string): string {
-  const lines = message.split('\n');
-  const first = (lines[0] ?? '').replace(/^[A-Z_]+ (?=[a-z])/, '').trim();
-  const pointed = lines.find((l) => /^>\s*\d+ \|/.test(l));
-  const key = pointed ? /"([^"]+)"\s*:/.exec(pointed)?.[1] : undefined;
-  return key !== undefined ? `${key}: ${first}` : first;
+/**
+ * A name of at most 64 characters: the snake_case words that fit, then `_` and six hex digits of
+ * the operationId's SHA-256 — the same document gives the same name on every run.
+ */
+export function shortName(name: string, seed: string): string {
+  if (name.length <= NAME_MAX) return name;
+  const room = NAME_MAX - 7;
+  let head = name.slice(0, room);
+  const cut = head.lastIndexOf('_');
+  if (cut >= room - 16) head = head.slice(0, cut);
+  return `${head.replace(/_+$/, '')}_${hash6(seed)}`;
 }
 
-export async function loadOpenApi(file: string): Promise<ApiLoadResult> {
+/** `GET /parcels/{id}/items` → `get_parcels_by_id_items`. */
+export function nameFromRoute(method: string, path: string): string {
+  return snakeCase(`${method} ${path.replace(/\{([^}]+)\}/g, ' by $1 ')}`);
+}
+
+export async function loadOpenApi(file: string, options: LoadOptions = {}): Promise<ApiLoadResult> {
+  let text: string;
   try {
-    await readFile(file);
+    text = await readFile(file, 'utf8');
   } catch (e) {
     const code = (e as NodeJS.ErrnoException).code ?? 'error';
     return {
@@ -110,136 +154,241 @@ export async function loadOpenApi(file: string): Promise<ApiLoadResult> {
   }
   const invalid = (message: string): ApiLoadResult => ({
     ok: false,
-    failure: { kind: 'invalid', message: `${file}: ${message}` },
+    failure: { kind: 'invalid', message },
   });
-  // Only references inside the document or to local files: a spec never makes Candor fetch a URL.
-  const options = { resolve: { http: false } } as const;
-  let raw: unknown;
-  try {
-    raw = await parse(file, options as never);
-  } catch (e) {
-    const msg = e instanceof Error ? e.message : String(e);
-    return invalid(oneLine(msg.replace(`Error parsing ${file}: `, '')));
+  const started = performance.now();
+  const progress = (line: string): void => {
+    // Only long work reports progress: a small document loads silently.
+    if (options.progress && performance.now() - started > 1000) options.progress(line);
+  };
+  let parsed = parseSource(text, file);
+  if (!parsed.ok) return invalid(parsed.failure);
+  const root = parsed.value.root;
+  if (!isObj(root)) return invalid(`${file}:1:1: (root): expected an OpenAPI document (a mapping)`);
+  const at = (pointer: string): string => {
+    const where = parsed.ok ? parsed.value.locate(pointer) : undefined;
+    return `${file}${where ? `:${where}` : ''}: ${pointer || '(root)'}`;
+  };
+  if (root.swagger !== undefined)
+    return invalid(`${at('/swagger')}: Swagger 2.0 is not supported; use OpenAPI 3.0 or 3.1`);
+  if (typeof root.openapi !== 'string' || !/^3\.[01]\./.test(root.openapi))
+    return invalid(
+      `${at('/openapi')}: expected "3.0.x" or "3.1.x", got ${JSON.stringify(root.openapi ?? null)}`,
+    );
+  // A text search first: walking 13 MB of objects for a rare case costs more than the regex.
+  if (/\$ref['"]?\s*:\s*['"]?(?!#)[^\s'"]/.test(text) && hasExternalRefs(root)) {
+    parsed = await bundled(parsed.value);
+    if (!parsed.ok) return invalid(parsed.failure);
   }
-  if (!isObj(raw)) return invalid('(root): expected an OpenAPI document (a mapping)');
-  if (raw.swagger !== undefined)
-    return invalid('swagger: Swagger 2.0 is not supported; use OpenAPI 3.0 or 3.1');
-  if (typeof raw.openapi !== 'string' || !/^3\.[01]\./.test(raw.openapi))
-    return invalid(`openapi: expected 3.0.x or 3.1.x, got ${JSON.stringify(raw.openapi ?? null)}`);
+  progress(`read ${file} (${Math.round(text.length / 1e6)} MB)`);
+  const warnings: string[] = [];
+  const reader = new Reader(parsed.value.root as Obj, (pointer, message) =>
+    warnings.push(`${at(pointer)}: ${message}`),
+  );
+  let model: ApiModel;
   try {
-    const checked = await validate(structuredClone(raw) as never, options as never);
-    if (!checked.valid) return invalid(oneLine(checked.errors[0]?.message ?? 'invalid document'));
+    model = modelOf(reader, file, options, progress);
   } catch (e) {
-    return invalid(oneLine(e instanceof Error ? e.message : String(e)));
-  }
-  let doc: unknown;
-  try {
-    doc = await dereference(file, {
-      ...options,
-      dereference: { circular: 'ignore' },
-    } as never);
-  } catch (e) {
-    return invalid(oneLine(e instanceof Error ? e.message : String(e)));
-  }
-  try {
-    return { ok: true, value: modelOf(doc as Obj, file) };
-  } catch (e) {
-    if (e instanceof DocError) return invalid(e.message);
+    if (e instanceof DocError) return invalid(`${at(e.pointer)}: ${e.message}`);
     throw e;
+  }
+  if (text.length <= FULL_CHECK_MAX_BYTES) {
+    const problem = await fullCheck(parsed.value.root);
+    if (problem !== null)
+      warnings.unshift(
+        `${file}: the document breaks the OpenAPI schema where Candor does not read it (${problem}); loaded anyway`,
+      );
+  }
+  model.warnings = warnings;
+  return { ok: true, value: model };
+}
+
+/** The first problem @readme/openapi-parser's full check finds, as one line, or null. */
+async function fullCheck(root: unknown): Promise<string | null> {
+  try {
+    const checked = await validate(
+      structuredClone(root) as never,
+      {
+        resolve: { http: false },
+      } as never,
+    );
+    return checked.valid ? null : oneLine(checked.errors[0]?.message ?? 'invalid document');
+  } catch (e) {
+    return oneLine(e instanceof Error ? e.message : String(e));
   }
 }
 
-function modelOf(doc: Obj, file: string): ApiModel {
-  const paths = isObj(doc.paths) ? doc.paths : {};
+/** The first line of a parser message, and the key its code frame points at. */
+function oneLine(message: string): string {
+  const lines = message.split('\n');
+  const first = (lines[0] ?? '').replace(/^[A-Z_]+ (?=[a-z])/, '').trim();
+  const pointed = lines.find((l) => /^>\s*\d+ \|/.test(l));
+  const key = pointed ? /"([^"]+)"\s*:/.exec(pointed)?.[1] : undefined;
+  return key !== undefined ? `${key}: ${first}` : first;
+}
+
+function modelOf(
+  r: Reader,
+  file: string,
+  options: LoadOptions,
+  progress: (line: string) => void,
+): ApiModel {
+  const doc = r.root;
   const components = isObj(doc.components) ? doc.components : {};
   const schemes = isObj(components.securitySchemes) ? components.securitySchemes : {};
   const security_schemes: Record<string, SecurityScheme> = {};
-  for (const [name, s] of Object.entries(schemes)) {
-    if (!isObj(s)) continue;
+  for (const [name, raw] of Object.entries(schemes)) {
+    const { value: s, pointer } = r.deref(raw, pointerOf(['components', 'securitySchemes', name]));
+    if (!isObj(s) || typeof s.type !== 'string')
+      throw new DocError(pointer, 'a security scheme needs a "type" (apiKey, http, oauth2, …)');
     security_schemes[name] = {
-      type: String(s.type),
+      type: s.type,
       ...(typeof s.in === 'string' ? { in: s.in } : {}),
       ...(typeof s.name === 'string' ? { name: s.name } : {}),
       ...(typeof s.scheme === 'string' ? { scheme: s.scheme.toLowerCase() } : {}),
     };
   }
-  const servers = Array.isArray(doc.servers) ? doc.servers : [];
-  const server =
-    isObj(servers[0]) && typeof servers[0].url === 'string' ? servers[0].url : undefined;
+  const vars = options.server_vars ?? {};
+  const docServer = r.server(doc.servers, '/servers', vars);
   const title = isObj(doc.info) && typeof doc.info.title === 'string' ? doc.info.title : 'api';
+  if (doc.paths !== undefined && !isObj(doc.paths))
+    throw new DocError('/paths', 'expected a mapping of paths to path items');
+  const paths = isObj(doc.paths) ? doc.paths : {};
   const operations: ApiOperation[] = [];
-  const names = new Map<string, string>();
-  for (const [path, item] of Object.entries(paths)) {
-    if (!isObj(item)) continue;
+  const names = new Map<string, ApiOperation>();
+  let skipped = 0;
+  for (const [path, rawItem] of Object.entries(paths)) {
+    if (path.startsWith('x-')) continue;
+    const itemPointer = pointerOf(['paths', path]);
+    if (!path.startsWith('/')) throw new DocError(itemPointer, 'a path must start with "/"');
+    const { value: item, pointer: ip } = r.deref(rawItem, itemPointer);
+    if (!isObj(item)) throw new DocError(ip, 'a path item must be a mapping');
+    const itemServer = r.server(item.servers, `${ip}/servers`, vars) ?? docServer;
+    for (const m of ['head', 'options', 'trace']) if (item[m] !== undefined) skipped++;
     for (const method of HTTP_METHODS) {
-      const op = item[method.toLowerCase()];
-      if (!isObj(op)) continue;
-      const where = `paths.${path}.${method.toLowerCase()}`;
-      const id = op.operationId;
-      if (typeof id !== 'string')
-        throw new DocError(`${where}: missing operationId (Candor names each action after it)`);
-      const name = snakeCase(id);
-      if (!/^[a-z][a-z0-9_]{0,63}$/.test(name))
-        throw new DocError(
-          `${where}.operationId: ${JSON.stringify(id)} does not make a snake_case action name`,
-        );
-      const clash = names.get(name);
-      if (clash !== undefined)
-        throw new DocError(`${where}.operationId: "${id}" makes the same action name as ${clash}`);
-      names.set(name, where);
-      operations.push(operationOf(doc, path, method, item, op, name));
+      const raw = item[method.toLowerCase()];
+      if (raw === undefined) continue;
+      const where = `${ip}/${method.toLowerCase()}`;
+      if (!isObj(raw)) throw new DocError(where, 'an operation must be a mapping');
+      const server = r.server(raw.servers, `${where}/servers`, vars) ?? itemServer;
+      const op = operationOf(r, path, method, item, ip, raw, where, server);
+      const clash = names.get(op.name);
+      if (clash !== undefined) {
+        const renamed = shortName(`${op.name}_${hash6(`${method} ${path}`)}`, op.operation_id);
+        op.name_note = `"${op.operation_id}" makes the same action name as ${clash.method} ${clash.path}; renamed ${renamed}`;
+        op.name = renamed;
+      }
+      names.set(op.name, op);
+      operations.push(op);
+      if (operations.length % 400 === 0) progress(`read ${operations.length} operations`);
     }
   }
-  if (operations.length === 0) throw new DocError('paths: no operations');
+  if (operations.length === 0) throw new DocError('/paths', 'the document has no operations');
+  if (skipped > 0)
+    r.warn('/paths', `${skipped} HEAD/OPTIONS/TRACE operations are left out (no action for them)`);
   assignCollections(operations);
-  return { file, title, server, security_schemes, operations };
+  return {
+    file,
+    title,
+    server: docServer?.url,
+    security_schemes,
+    operations,
+    warnings: [],
+  };
 }
 
 function operationOf(
-  doc: Obj,
+  r: Reader,
   path: string,
   method: HttpMethod,
   item: Obj,
+  itemPointer: string,
   op: Obj,
-  name: string,
+  where: string,
+  server: ApiServer | undefined,
 ): ApiOperation {
   const params = new Map<string, Obj>();
-  for (const list of [item.parameters, op.parameters])
-    for (const p of Array.isArray(list) ? list : [])
-      if (isObj(p) && typeof p.name === 'string') params.set(`${String(p.in)}:${p.name}`, p);
-  const of = (where: string): ApiParameter[] =>
+  const lists: Array<[unknown, string]> = [
+    [item.parameters, `${itemPointer}/parameters`],
+    [op.parameters, `${where}/parameters`],
+  ];
+  for (const [list, lp] of lists) {
+    if (list === undefined) continue;
+    if (!Array.isArray(list)) throw new DocError(lp, 'parameters must be a list');
+    list.forEach((raw, i) => {
+      const { value: p, pointer } = r.deref(raw, `${lp}/${i}`);
+      if (!isObj(p) || typeof p.name !== 'string' || typeof p.in !== 'string')
+        throw new DocError(pointer, 'a parameter needs "name" and "in" (Parameter Object)');
+      if (!['path', 'query', 'header', 'cookie'].includes(p.in))
+        throw new DocError(
+          `${pointer}/in`,
+          `"in" is path, query, header or cookie, not ${JSON.stringify(p.in)}`,
+        );
+      params.set(`${p.in}:${p.name}`, { ...p, '#pointer': pointer });
+    });
+  }
+  // A `{name}` in the path that no parameter declares is still a path parameter (a string).
+  for (const m of path.matchAll(/\{([^}]+)\}/g))
+    if (!params.has(`path:${m[1]!}`)) {
+      r.warn(where, `path parameter "${m[1]!}" is not declared; taken as a string`);
+      params.set(`path:${m[1]!}`, { name: m[1], in: 'path', required: true, schema: {} });
+    }
+  const of = (kind: string): ApiParameter[] =>
     [...params.values()]
-      .filter((p) => p.in === where)
+      .filter((p) => p.in === kind)
       .map((p) => ({
         name: String(p.name),
-        required: p.required === true,
-        schema: normalizeSchema(p.schema),
+        required: p.in === 'path' || p.required === true,
+        schema: r.schema(p.schema ?? schemaOfContent(p.content), `${String(p['#pointer'])}/schema`),
       }));
   const headers = of('header');
   const key = headers.find((h) => /^(x-)?idempotency-key$/i.test(h.name));
-  const success = successOf(op.responses);
+  const declaredId = op.operationId;
+  if (declaredId !== undefined && typeof declaredId !== 'string')
+    throw new DocError(`${where}/operationId`, 'operationId must be a string');
+  const id = declaredId ?? nameFromRoute(method, path);
+  let name = snakeCase(id);
+  let note: string | null =
+    declaredId === undefined ? `no operationId: named from ${method} ${path}` : null;
+  if (name === '') name = nameFromRoute(method, path);
+  if (!/^[a-z]/.test(name)) name = `op_${name}`;
+  if (name.length > NAME_MAX) {
+    const short = shortName(name, id);
+    note = `operationId "${id}" is ${name.length} characters in snake_case; shortened to ${short} (action names are at most ${NAME_MAX})`;
+    name = short;
+  }
+  const body = r.deref(op.requestBody, `${where}/requestBody`);
+  if (body.value !== undefined && !isObj(body.value))
+    throw new DocError(body.pointer, 'a request body must be a mapping (Request Body Object)');
+  const responses = r.deref(op.responses, `${where}/responses`);
+  if (responses.value !== undefined && !isObj(responses.value))
+    throw new DocError(responses.pointer, 'responses must be a mapping of status codes');
+  if (responses.value === undefined) r.warn(where, 'no responses: the success body is unknown');
+  const success = successOf(r, responses.value, responses.pointer);
   const security = Array.isArray(op.security)
     ? op.security
-    : Array.isArray(doc.security)
-      ? doc.security
+    : Array.isArray(r.root.security)
+      ? r.root.security
       : [];
-  const first: unknown = security[0];
+  const first: unknown = security.find((s) => isObj(s) && Object.keys(s).length > 0);
   const declared = op['x-candor-class'] ?? op['x-candor-action-class'];
   const segments = path.split('/').filter((s) => s !== '');
   const onItem = /^\{.+\}$/.test(segments.at(-1) ?? '');
   return {
     name,
-    operation_id: String(op.operationId),
+    operation_id: id,
+    name_note: note,
     method,
     path,
+    server: server ?? { url: '', origin: undefined, prefix: '' },
     summary: typeof op.summary === 'string' ? op.summary : '',
     description: typeof op.description === 'string' ? op.description : '',
     path_params: of('path'),
     query_params: of('query'),
     header_params: headers.filter((h) => h !== key),
-    body: jsonSchemaOf(op.requestBody),
+    body: r.jsonBody(body.value, body.pointer, 'request'),
     success,
-    statuses: Object.keys(isObj(op.responses) ? op.responses : {})
+    statuses: Object.keys(isObj(responses.value) ? responses.value : {})
       .filter((k) => /^\d{3}$/.test(k))
       .map(Number),
     security: isObj(first) ? Object.keys(first) : [],
@@ -248,6 +397,12 @@ function operationOf(
     collection: onItem ? `/${segments.slice(0, -1).join('/')}` : path,
     on_item: onItem,
   };
+}
+
+function schemaOfContent(content: unknown): unknown {
+  if (!isObj(content)) return undefined;
+  const media = Object.values(content)[0];
+  return isObj(media) ? media.schema : undefined;
 }
 
 /**
@@ -263,51 +418,17 @@ function assignCollections(ops: ApiOperation[]): void {
   }
 }
 
-function successOf(responses: unknown): ApiOperation['success'] {
-  const all = isObj(responses) ? responses : {};
+function successOf(
+  r: Reader,
+  responses: Obj | undefined,
+  pointer: string,
+): ApiOperation['success'] {
+  const all = responses ?? {};
   const code = Object.keys(all).find((k) => /^2\d\d$/.test(k));
   if (code === undefined) return { status: 200, schema: undefined };
-  return { status: Number(code), schema: jsonSchemaOf(all[code]) };
-}
-
-function jsonSchemaOf(holder: unknown): JsonSchema | undefined {
-  const content = isObj(holder) && isObj(holder.content) ? holder.content : {};
-  const media = Object.entries(content).find(([t]) => /json/i.test(t))?.[1];
-  return isObj(media) && isObj(media.schema) ? normalizeSchema(media.schema) : undefined;
-}
-
-const DROP = new Set([
-  'xml',
-  'externalDocs',
-  'discriminator',
-  'readOnly',
-  'writeOnly',
-  'deprecated',
-]);
-
-/**
- * A plain JSON Schema (draft 2020-12 subset) from an OpenAPI schema: `nullable` becomes a type
- * union, OpenAPI-only keywords go, a reference left by a cycle becomes "anything" (it cannot be
- * followed without the document), and shared objects are copied.
- */
-export function normalizeSchema(schema: unknown, seen: Set<unknown> = new Set()): JsonSchema {
-  if (!isObj(schema) || seen.has(schema)) return {};
-  if (typeof schema.$ref === 'string') return {};
-  seen.add(schema);
-  const out: JsonSchema = {};
-  for (const [k, v] of Object.entries(schema)) {
-    if (DROP.has(k) || k.startsWith('x-') || k === 'nullable') continue;
-    if (k === 'properties' && isObj(v))
-      out[k] = Object.fromEntries(Object.entries(v).map(([n, s]) => [n, normalizeSchema(s, seen)]));
-    else if ((k === 'items' || k === 'additionalProperties' || k === 'not') && isObj(v))
-      out[k] = normalizeSchema(v, seen);
-    else if ((k === 'allOf' || k === 'anyOf' || k === 'oneOf') && Array.isArray(v))
-      out[k] = v.map((s) => normalizeSchema(s, seen));
-    else out[k] = structuredClone(v);
-  }
-  if (schema.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null'];
-  seen.delete(schema);
-  return out;
+  const { value, pointer: rp } = r.deref(all[code], `${pointer}/${code}`);
+  if (!isObj(value)) throw new DocError(rp, 'a response must be a mapping (Response Object)');
+  return { status: Number(code), schema: r.jsonBody(value, rp, 'response') };
 }
 
 /** The example values a schema carries (for placeholder inputs), without the normalization. */

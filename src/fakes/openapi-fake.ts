@@ -1,8 +1,11 @@
 // The fake service emulating an OpenAPI document (`candor fake serve --openapi SPEC`): the same raw
 // sockets, faults and ground truth as the reference fake (connection.ts, faults.ts, truth.ts), with
 // stateful collections derived from the paths instead of the reference API. A POST on a collection
-// creates, GET lists (query parameters filter on equal fields) or reads one record, PUT replaces,
-// PATCH merges, DELETE removes; a POST under a record appends to a child collection. Bodies are
+// creates (keeping an id the caller chose: a body `id`, or the field the item path is keyed by),
+// GET lists (query parameters filter on equal fields) or reads one record, PUT replaces, PATCH
+// merges, DELETE removes; a POST under a record appends to a child collection. A PUT, PATCH or
+// DELETE on a path that ends in a fixed word (`/pulls/1/merge`, `/gists/g1/star`) sets or clears
+// a setting stored at that path, so every documented method answers as documented. Bodies are
 // the request's fields over a sample of the documented success schema (openapi-sampler), so they
 // satisfy the document; statuses are the documented ones. Credentials are not checked (the
 // matrix's 401/403 rows arm `status` faults). Idempotency keys are honoured or ignored per
@@ -45,11 +48,11 @@ export async function startOpenApiFake(
   model: ApiModel,
   options: OpenApiFakeOptions = {},
 ): Promise<OpenApiFake> {
-  const prefix = model.server ? new URL(model.server, 'http://x').pathname.replace(/\/+$/, '') : '';
+  // Each operation under its own server's path prefix (a per-operation server may have another).
   const routes: Route[] = model.operations.map((op) => ({
     op,
     re: new RegExp(
-      `^${prefix}${op.path.replace(/[.*+?^$()|[\]\\]/g, '\\$&').replace(/\\?\{[^}]+\\?\}/g, '([^/]+)')}$`,
+      `^${escape(op.server.prefix)}${escape(op.path).replace(/\\\{[^}]+\\\}/g, '([^/]+)')}$`,
     ),
   }));
   // Literal paths win over templated ones (`/pet/findByStatus` over `/pet/{petId}`).
@@ -57,6 +60,33 @@ export async function startOpenApiFake(
     (a, b) => (a.op.path.match(/\{/g)?.length ?? 0) - (b.op.path.match(/\{/g)?.length ?? 0),
   );
   const data = new Map<string, Rec[]>();
+  /** Settings stored at a concrete path (`/gists/g1/star`): what a PUT there set. */
+  const settings = new Map<string, Rec>();
+  /**
+   * The field a collection's records are found by: the item route's parameter when the records
+   * carry a field of that name (`/variables/{name}` → name), else `id`.
+   */
+  const keyFields = new Map<string, string>();
+  for (const op of model.operations) {
+    if (!op.on_item || keyFields.has(op.collection)) continue;
+    const param = op.path_params.at(-1)?.name;
+    const creator = model.operations.find(
+      (o) => o.method === 'POST' && !o.on_item && o.path === op.collection,
+    );
+    const fields = {
+      ...objectShapeOf(op.success.schema).props,
+      ...objectShapeOf(creator?.body).props,
+    };
+    keyFields.set(
+      op.collection,
+      param !== undefined &&
+        param !== 'id' &&
+        Object.hasOwn(fields, param) &&
+        !Object.hasOwn(fields, 'id')
+        ? param
+        : 'id',
+    );
+  }
   const counters = new Map<string, number>();
   let mode: OpenApiIdempotency = options.idempotency_mode ?? 'honoured';
   const store: OpenApiStore = {
@@ -65,6 +95,7 @@ export async function startOpenApiFake(
     all: (c) => (data.get(c) ?? []).map((r) => structuredClone(r)),
     reset: () => {
       data.clear();
+      settings.clear();
       counters.clear();
     },
   };
@@ -140,8 +171,14 @@ export async function startOpenApiFake(
     if ((method === 'POST' || method === 'PUT') && op.body !== undefined && missing.length > 0)
       return plain(op.statuses.includes(400) ? 400 : 422, { error: 'validation_failed', missing });
     const list = data.get(key) ?? [];
+    const keyField = keyFields.get(collection) ?? 'id';
     const find = (id: string): Rec | undefined =>
-      list.find((r) => String(r.id) === id && r.deleted !== true);
+      list.find((r) => String(r[keyField]) === id && r.deleted !== true);
+    // A PUT, PATCH or DELETE on a path that does not end in a record id (`/pulls/1/merge`) is a
+    // setting; a GET reads it once one was set or cleared (before that, a sample as documented).
+    const setting =
+      !op.on_item && method !== 'POST' && (method !== 'GET' || settings.has(req.path));
+    if (setting) return settingAt(op, req.path, method, body);
     const mutation = (kind: Mutation['mutation'], id: unknown): Mutation => ({
       resource_kind: collection,
       resource_id: String(id),
@@ -158,14 +195,23 @@ export async function startOpenApiFake(
       );
       const items = list
         .filter((r) => r.deleted !== true)
-        .filter((r) => filters.every(([k, v]) => scalar(r[k]) === v));
+        .filter((r) => filters.every(([k, v]) => scalar(filterValue(r, k)) === v));
       return reply(op, listBody(op.success.schema, items));
     }
     if (method === 'POST' && itemId === undefined) {
-      const record: Rec = { ...objectSample(op.success.schema), ...body, id: mint(key, op) };
+      // An id the caller chose is kept (and a second record with it refused, as a service would).
+      const chosen = scalar(body[keyField]);
+      if (chosen !== undefined && find(chosen))
+        return plain(op.statuses.includes(409) ? 409 : 422, {
+          error: 'already_exists',
+          [keyField]: chosen,
+        });
+      const id = chosen !== undefined ? body[keyField] : mint(key, op);
+      const record: Rec = { ...objectSample(op.success.schema), ...body, [keyField]: id };
+      if (keyField !== 'id' && record.id === undefined) record.id = id;
       list.push(record);
       data.set(key, list);
-      return { ...reply(op, record), mutations: [mutation('create', record.id)] };
+      return { ...reply(op, record), mutations: [mutation('create', record[keyField])] };
     }
     if (itemId === undefined) return plain(405, { error: 'method_not_allowed' });
     const r = find(itemId);
@@ -175,9 +221,35 @@ export async function startOpenApiFake(
       const answer = op.success.schema ? sample(op.success.schema) : undefined;
       return { ...reply(op, answer), mutations: [mutation('delete', r.id)] };
     }
-    if (method === 'PUT') for (const k of Object.keys(r)) if (k !== 'id') delete r[k];
-    Object.assign(r, body, { id: r.id });
+    if (method === 'PUT')
+      for (const k of Object.keys(r)) if (k !== 'id' && k !== keyField) delete r[k];
+    Object.assign(r, body, { id: r.id, [keyField]: r[keyField] });
     return { ...reply(op, r), mutations: [mutation('update', r.id)] };
+  }
+
+  /** PUT sets, PATCH merges into, DELETE clears the setting at this path; GET reads it. */
+  function settingAt(op: ApiOperation, path: string, method: string, body: Rec): ApiOutcome {
+    const current = settings.get(path);
+    const mutation = (kind: Mutation['mutation']): Mutation => ({
+      resource_kind: op.path,
+      resource_id: path,
+      mutation: kind,
+    });
+    if (method === 'GET') {
+      if (current !== undefined && current !== CLEARED) return reply(op, current);
+      return op.statuses.includes(404)
+        ? plain(404, { error: 'not_found' })
+        : reply(op, sample(op.success.schema));
+    }
+    if (method === 'DELETE') {
+      settings.set(path, CLEARED);
+      const answer = op.success.schema ? sample(op.success.schema) : undefined;
+      return { ...reply(op, answer), mutations: [mutation('delete')] };
+    }
+    const next: Rec = { ...(method === 'PATCH' && current !== CLEARED ? current : {}), ...body };
+    settings.set(path, next);
+    const answer = op.success.schema ? { ...objectSample(op.success.schema), ...next } : undefined;
+    return { ...reply(op, answer), mutations: [mutation('update')] };
   }
 
   function mint(key: string, op: ApiOperation): unknown {
@@ -250,6 +322,28 @@ function reply(op: ApiOperation, body: unknown): ApiOutcome {
     mutations: [],
     replayed: false,
   };
+}
+
+/**
+ * The record value a list filter compares: `x`, `x_eq`, `x__eq`, `x[eq]`, `filter[x]` and
+ * `filter.x` name field x; `metadata[x]` names x inside the record's metadata.
+ */
+function filterValue(record: Rec, query: string): unknown {
+  if (Object.hasOwn(record, query)) return record[query];
+  const meta = /^metadata\[([^\]]+)\]$/.exec(query);
+  if (meta) return isObj(record.metadata) ? record.metadata[meta[1]!] : undefined;
+  const field =
+    /^filter\[([^\]]+)\]$/.exec(query)?.[1] ??
+    /^filter\.(.+)$/.exec(query)?.[1] ??
+    /^(.+?)(?:__eq|_eq|\[eq\])$/.exec(query)?.[1];
+  return field !== undefined ? record[field] : undefined;
+}
+
+/** What a DELETE leaves at a setting's path: GET then answers as for one never set (404). */
+const CLEARED: Rec = Object.freeze({});
+
+function escape(s: string): string {
+  return s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 }
 
 function plain(status: number, body: unknown): ApiOutcome {

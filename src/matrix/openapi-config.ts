@@ -1,9 +1,9 @@
 // `candor init --openapi SPEC`: a gateway configuration (candor.yaml) with one action per operation
 // of an OpenAPI document. What the document says is copied (input from parameters and body, the
-// success response, a declared idempotency header, security schemes as vault: references); what
-// Candor has to guess (the action class from the method and wording, the key's retention) is marked
-// as a guess in a comment; what the document cannot tell (a lookup for a write that no list
-// operation can find) is a `# TODO: lookup`, and until then the action's unknown outcomes escalate.
+// success response, the operation's server, a declared idempotency header, security schemes as
+// vault: references); what Candor has to guess (the action class, the key's retention, a lookup)
+// says so in a comment naming its evidence; what the document cannot tell (a lookup for a write
+// nothing can find) is a `# TODO: lookup`, and until then the action's unknown outcomes escalate.
 import { Document, isMap, isScalar, isSeq } from 'yaml';
 import {
   objectShapeOf,
@@ -12,66 +12,31 @@ import {
   type JsonSchema,
 } from '../fakes/openapi-doc.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
+import { guessClass, type ClassChoice } from './openapi-class.js';
+import { lookupFor, type LookupPlan } from './openapi-lookup.js';
+
+export { CLIENT_REF_FIELDS } from './openapi-lookup.js';
+export type { ClassChoice } from './openapi-class.js';
 
 type Obj = Record<string, unknown>;
 const CLASSES: readonly string[] = valuesOf(ActionClass);
-
-/** Body fields that carry the caller's own reference; a list filtering by one can find a record. */
-export const CLIENT_REF_FIELDS = [
-  'client_ref',
-  'clientRef',
-  'client_reference',
-  'clientReference',
-  'external_id',
-  'externalId',
-  'request_id',
-  'requestId',
-] as const;
+/** Where actions go when neither the document nor --origin names an absolute server. */
+const PLACEHOLDER_ORIGIN = 'http://127.0.0.1:8080';
+/** Nesting of the response schema kept in the configuration (deeper: any value is accepted). */
+const RESPONSE_DEPTH = 1;
 
 export interface InitOptions {
   /** The client deadline written into every action (`timeouts.total_ms`). */
   deadline_ms: number;
-  /** Overrides the document's server (origin and path prefix). */
+  /** Overrides the document's own server (origin and path prefix); per-operation servers stay. */
   origin?: string;
+  /** A line of progress for long work. */
+  progress?: (line: string) => void;
 }
 
-export interface ClassChoice {
-  class: string;
-  /** Why: `declared` (x-candor-class) or the guess's reason. */
-  reason: string;
-  guessed: boolean;
-}
-
-const WORDS: ReadonlyArray<[RegExp, string]> = [
-  [/\b(delete|remove|cancel|purge|destroy)\b/i, 'destructive'],
-  [/\b(permissions?|roles?|grant|revoke|acl|access)\b/i, 'permission_change'],
-  [/\b(password|credentials?|secret|api ?key|rotate)\b/i, 'credential_change'],
-  [/\b(pay|payment|charge|refund|transfer|purchase|order|invoice|checkout)\b/i, 'financial'],
-  [/\b(notify|notification|send|email|sms|alert)\b/i, 'notify'],
-  [/\b(run|exec|execute|command|restart|reboot)\b/i, 'execute'],
-];
-
-/** `x-candor-class` wins; otherwise the method and the operation's own wording decide (a guess). */
+/** `x-candor-class` wins; otherwise method, path shape and summary verb decide (a guess). */
 export function classFor(op: ApiOperation): ClassChoice {
-  if (op.declared_class !== undefined)
-    return { class: op.declared_class, reason: 'declared by x-candor-class', guessed: false };
-  if (op.method === 'GET') return { class: 'read', reason: 'guessed from GET', guessed: true };
-  const text = `${op.summary} ${op.description} ${op.operation_id.replace(/([a-z])([A-Z])/g, '$1 $2')}`;
-  for (const [re, cls] of WORDS) {
-    const m = re.exec(text);
-    if (m) return { class: cls, reason: `guessed from the word "${m[0]}"`, guessed: true };
-  }
-  const byMethod: Record<string, string> = {
-    POST: op.on_item ? 'append' : 'create',
-    PUT: 'set_state',
-    PATCH: 'set_state',
-    DELETE: 'destructive',
-  };
-  return {
-    class: byMethod[op.method] ?? 'execute',
-    reason: `guessed from ${op.method}`,
-    guessed: true,
-  };
+  return guessClass(op);
 }
 
 /** Where a problem in the document is: an x-candor-class that names no class. */
@@ -85,29 +50,6 @@ export function declaredClassProblem(model: ApiModel): string | null {
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 export const objectShape = objectShapeOf;
-
-/** The list operation that finds records of a collection by a client-reference query field. */
-export function lookupFor(
-  model: ApiModel,
-  op: ApiOperation,
-): { list: ApiOperation; field: string; items: string } | null {
-  if (op.method === 'GET' || op.body === undefined) return null;
-  const { props } = objectShape(op.body);
-  const field = CLIENT_REF_FIELDS.find((f) => Object.hasOwn(props, f));
-  if (field === undefined) return null;
-  const collection = op.on_item ? op.collection : op.path;
-  for (const list of model.operations) {
-    if (list.method !== 'GET' || list.on_item || list.collection !== collection) continue;
-    if (!list.query_params.some((q) => q.name === field)) continue;
-    const s = list.success.schema;
-    if (isObj(s) && s.type === 'array') return { list, field, items: '.' };
-    const arrayProp = Object.entries(objectShape(s).props).find(
-      ([, p]) => isObj(p) && p.type === 'array',
-    );
-    if (arrayProp) return { list, field, items: arrayProp[0] };
-  }
-  return null;
-}
 
 function slug(s: string): string {
   return (
@@ -129,6 +71,8 @@ function subjectOf(op: ApiOperation): string {
 export interface ActionPlan {
   op: ApiOperation;
   choice: ClassChoice;
+  /** The lookup found for a write, or null (the TODO comment says why not). */
+  lookup: LookupPlan | null;
   /** The body field set to the operation id (the client reference a lookup finds), if any. */
   client_ref_field: string | null;
   /** Input property → where it goes: a path or query parameter, or a body field. */
@@ -140,26 +84,51 @@ export interface ActionPlan {
 
 export interface InitResult {
   yaml: string;
+  /** The configuration `yaml` renders (with its comments left out). */
+  config: Obj;
   plans: ActionPlan[];
 }
 
+interface Target {
+  origin: string;
+  prefix: string;
+}
+
+function targetOf(op: ApiOperation, model: ApiModel, override: Target | undefined): Target {
+  const own = op.server.url !== '' && op.server.url !== model.server;
+  if (own && op.server.origin !== undefined)
+    return { origin: op.server.origin, prefix: op.server.prefix };
+  if (override) return override;
+  return { origin: op.server.origin ?? PLACEHOLDER_ORIGIN, prefix: op.server.prefix };
+}
+
 export function planActions(model: ApiModel, options: InitOptions): InitResult {
-  const base = new URL(options.origin ?? model.server ?? 'http://127.0.0.1:8080');
-  const origin = base.origin;
-  const prefix = base.pathname.replace(/\/+$/, '');
+  let override: Target | undefined;
+  if (options.origin !== undefined) {
+    const u = new URL(options.origin);
+    override = { origin: u.origin, prefix: u.pathname.replace(/\/+$/, '') };
+  }
   const api = slug(
     (model.file.split(/[\\/]/).at(-1) ?? model.title).replace(/\.(ya?ml|json)$/i, ''),
   );
   const credentials: Obj = {};
   const destinations: Obj = {};
   const credComments = new Map<string, string>();
+  const destComments = new Map<string, string>();
   const plans: ActionPlan[] = [];
-  for (const op of model.operations) {
+  // The first origin is the API's own; other origins (a per-operation server) are named by host.
+  const firstOrigin = targetOf(model.operations[0]!, model, override).origin;
+  const started = performance.now();
+  for (const [i, op] of model.operations.entries()) {
+    if (i > 0 && i % 400 === 0 && performance.now() - started > 1000)
+      options.progress?.(`planned ${i} of ${model.operations.length} actions`);
     const choice = classFor(op);
     const comments: string[] = [
       `${op.method} ${op.path}: class ${choice.class} (${choice.reason}${choice.guessed ? '; a guess: set x-candor-class in the document or edit here' : ''})`,
     ];
-    // Destination: one per (credential, idempotency header) pair, all on the same origin.
+    if (op.name_note !== null) comments.push(op.name_note);
+    const target = targetOf(op, model, override);
+    // Destination: one per (origin, credential, idempotency header).
     const scheme = op.security[0];
     let credential: string | undefined;
     if (scheme !== undefined) {
@@ -179,8 +148,10 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
         `${scheme}: ${how}; store it with \`candor vault set ${api}-${slug(scheme)}\` (never in this file)`,
       );
     }
+    const host = target.origin === firstOrigin ? [] : [slug(new URL(target.origin).host)];
     const destName = [
       api,
+      ...host,
       ...(scheme ? [slug(scheme)] : []),
       ...(op.idempotency_header ? ['keyed'] : []),
     ]
@@ -188,7 +159,7 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
       .slice(0, 64);
     if (!Object.hasOwn(destinations, destName)) {
       destinations[destName] = {
-        origin,
+        origin: target.origin,
         ...(credential ? { credential } : {}),
         ...(op.idempotency_header
           ? {
@@ -200,12 +171,22 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
             }
           : {}),
       };
+      if (host.length)
+        destComments.set(
+          destName,
+          `the servers of ${op.method} ${op.path} (and others on this origin)`,
+        );
+      if (target.origin === PLACEHOLDER_ORIGIN)
+        destComments.set(
+          destName,
+          'TODO: the document names no absolute server: set the origin (or pass --origin)',
+        );
     }
     if (op.idempotency_header)
       comments.push(
         `the document declares ${op.idempotency_header}: destination ${destName} claims it is honoured (retention 24 h is a guess); \`candor matrix run\` checks the claim`,
       );
-    plans.push(planOne(model, op, choice, destName, prefix, options, comments));
+    plans.push(planOne(model, op, choice, destName, target.prefix, options, comments));
   }
   const config = {
     version: 1,
@@ -215,8 +196,16 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
     destinations,
     actions: plans.map((p) => p.action),
   };
-  return { yaml: render(config, plans, credComments, model), plans };
+  return { yaml: render(config, plans, credComments, destComments, model), config, plans };
 }
+
+/** The read's parameter the caller-chosen id fills (get-by-id), if any. */
+function lookupIdParam(l: LookupPlan): string | undefined {
+  return l.id_input !== undefined ? l.read.path_params.at(-1)?.name : undefined;
+}
+
+/** Input names the gateway itself uses: a parameter or field with one is renamed. */
+const RESERVED_INPUT = new Set(['operation_id']);
 
 function planOne(
   model: ApiModel,
@@ -230,48 +219,92 @@ function planOne(
   const properties: Obj = {};
   const required: string[] = [];
   const fields: ActionPlan['input_fields'] = {};
-  const add = (name: string, schema: unknown, req: boolean, where: 'path' | 'query' | 'body') => {
-    if (Object.hasOwn(properties, name) || name === 'operation_id') return false;
-    properties[name] = schema;
-    fields[name] = where;
-    if (req) required.push(name);
-    return true;
+  /** The input name a parameter or field gets: its own, or `where_name` when taken. */
+  const add = (
+    name: string,
+    schema: unknown,
+    req: boolean,
+    where: 'path' | 'query' | 'body',
+  ): string => {
+    let input = name;
+    if (
+      Object.hasOwn(properties, input) ||
+      RESERVED_INPUT.has(input) ||
+      !/^[A-Za-z_][\w]*$/.test(input)
+    ) {
+      input = `${where}_${name.replace(/\W+/g, '_')}`;
+      for (let n = 2; Object.hasOwn(properties, input); n++)
+        input = `${where}_${name.replace(/\W+/g, '_')}_${n}`;
+      comments.push(
+        `${where} ${where === 'body' ? 'field' : 'parameter'} "${name}" is input "${input}" (its own name is taken or not a template name); it is still sent as "${name}"`,
+      );
+    }
+    properties[input] = schema;
+    fields[input] = where;
+    if (req) required.push(input);
+    return input;
   };
-  for (const p of op.path_params) add(p.name, p.schema, true, 'path');
+  const template = (input: string): string => `{{input.${input}}}`;
+  let path = op.path;
+  const pathInputs = new Map<string, string>();
+  for (const p of op.path_params) {
+    const input = add(p.name, p.schema, true, 'path');
+    pathInputs.set(p.name, input);
+    path = path.replace(`{${p.name}}`, template(input));
+  }
   const query: string[] = [];
   const skippedQuery: string[] = [];
   for (const q of op.query_params) {
     // An optional query parameter cannot be templated (a missing value would leave `x=`).
-    if (q.required && add(q.name, q.schema, true, 'query')) query.push(q.name);
-    else skippedQuery.push(q.name);
+    if (q.required) {
+      const input = add(q.name, q.schema, true, 'query');
+      query.push(`${encodeURIComponent(q.name)}=${template(input)}`);
+    } else skippedQuery.push(q.name);
   }
   if (skippedQuery.length)
-    comments.push(`optional query parameters not exposed to the agent: ${skippedQuery.join(', ')}`);
+    comments.push(
+      `optional query parameters not exposed to the agent: ${skippedQuery.slice(0, 12).join(', ')}${skippedQuery.length > 12 ? `, … (${skippedQuery.length} in all)` : ''}`,
+    );
   if (op.header_params.length)
     comments.push(`header parameters not sent: ${op.header_params.map((h) => h.name).join(', ')}`);
-  const found = lookupFor(model, op);
+  const write = choice.class !== 'read';
+  let found = write ? lookupFor(model, op) : 'a read needs no lookup';
+  if (typeof found !== 'string') {
+    const plan = found;
+    const unknown = plan.read.path_params
+      .map((p) => p.name)
+      .filter((n) => !op.path_params.some((w) => w.name === n) && n !== lookupIdParam(plan));
+    if (unknown.length)
+      found = `${plan.read.name} could find the record, but needs ${unknown.join(', ')}, which this operation does not take`;
+  }
+  const lookup = typeof found === 'string' ? null : found;
   const { props, required: bodyRequired } = objectShape(op.body);
   const body: Obj = {};
-  let bodyWhole = false;
+  let bodyWhole: string | undefined;
   if (op.body !== undefined && Object.keys(props).length === 0) {
     // Not an object with properties: the agent passes the whole body.
-    add('body', op.body, true, 'body');
-    bodyWhole = true;
+    bodyWhole = add('body', op.body, true, 'body');
   }
+  const ref = lookup?.client_ref;
   for (const [name, schema] of Object.entries(props)) {
-    if (found && name === found.field) {
+    if (ref && !ref.under_metadata && name === ref.field) {
       body[name] = '{{operation_id}}';
       continue;
     }
-    if (add(name, schema, bodyRequired.includes(name), 'body')) body[name] = `{{input.${name}}}`;
-    else comments.push(`body field "${name}" clashes with a parameter and is not sent`);
+    if (ref?.under_metadata && name === 'metadata') {
+      body[name] = { [ref.field]: '{{operation_id}}' };
+      comments.push(
+        `body field "metadata" is set by Candor (metadata.${ref.field} = the operation id); the agent cannot set other metadata`,
+      );
+      continue;
+    }
+    body[name] = template(add(name, schema, bodyRequired.includes(name), 'body'));
   }
-  const path =
-    prefix +
-    op.path.replace(/\{([^}]+)\}/g, (_, n: string) => `{{input.${n}}}`) +
-    (query.length ? `?${query.map((q) => `${q}={{input.${q}}}`).join('&')}` : '');
-  const request: Obj = { method: op.method, path };
-  if (bodyWhole) request.body = '{{input.body}}';
+  const request: Obj = {
+    method: op.method,
+    path: prefix + path + (query.length ? `?${query.join('&')}` : ''),
+  };
+  if (bodyWhole !== undefined) request.body = template(bodyWhole);
   else if (op.body !== undefined) request.body = body;
   const input: JsonSchema = {
     type: 'object',
@@ -279,45 +312,88 @@ function planOne(
     ...(required.length ? { required } : {}),
     additionalProperties: false,
   };
-  const response = op.success.schema ?? {};
-  const write = choice.class !== 'read';
-  const hasId = Object.hasOwn(objectShape(response).props, 'id');
+  const response = shallow(op.success.schema ?? {}, RESPONSE_DEPTH);
+  const hasId = Object.hasOwn(objectShape(op.success.schema).props, 'id');
   const action: Obj = {
     name: op.name,
+    openapi_operation_id: op.operation_id,
     class: choice.class,
     subject: subjectOf(op),
-    description: (op.summary || op.description || `${op.method} ${op.path}`).trim(),
+    description: (op.summary || op.description || `${op.method} ${op.path}`).trim().slice(0, 1000),
     destination,
     request,
     input,
     response,
     ...(write && hasId ? { remote_ref: 'id' } : {}),
   };
-  if (write && found) {
+  if (lookup) {
+    const readPrefix =
+      lookup.read.server.url === op.server.url ? prefix : lookup.read.server.prefix;
+    // The caller-chosen id travels under the input name its body field got.
+    const idTemplate = lookup.id_input !== undefined ? body[lookup.id_input] : undefined;
+    const fix = (t: string): string =>
+      lookup.id_input !== undefined && typeof idTemplate === 'string'
+        ? t.replaceAll(`{{input.${lookup.id_input}}}`, idTemplate)
+        : t;
+    // The read's other path parameters come from the write's own (`/orgs/{org}/…`).
+    const lookupPath = fix(readPrefix + lookup.path).replace(/\{([^{}]+)\}/g, (m, n: string) => {
+      const input = pathInputs.get(n);
+      return input !== undefined ? template(input) : m;
+    });
+    const identify = lookup.identify
+      ? Object.fromEntries(Object.entries(lookup.identify).map(([k, v]) => [k, fix(v)]))
+      : undefined;
     action.reconcile = {
       method: 'GET',
-      path: `${prefix}${found.list.path}?${found.field}={{operation_id}}`,
-      items: found.items,
-      ref: 'id',
+      path: lookupPath,
+      shape: lookup.kind,
+      ...(lookup.kind === 'list' ? { items: lookup.items ?? '.' } : {}),
+      ref: lookup.ref,
+      ...(identify ? { identify } : {}),
+      ...(lookup.created_at ? { created_at: lookup.created_at } : {}),
     };
-    comments.push(
-      `lookup: ${found.list.name} finds the record by ${found.field} (set to the operation id on every request)`,
-    );
+    comments.push(`lookup (a guess): ${lookup.reason}`);
   } else if (write) {
     comments.push(
-      'TODO: lookup — no list operation finds this record by a client reference; until a `reconcile:` is added, an unknown outcome escalates to a person',
+      `TODO: lookup — ${typeof found === 'string' ? found : ''}; until a \`reconcile:\` is added, an unknown outcome escalates to a person`,
     );
   }
   action.timeouts = { total_ms: options.deadline_ms };
   return {
     op,
     choice,
-    client_ref_field: found?.field ?? null,
+    lookup,
+    client_ref_field: ref?.field ?? (lookup ? (lookup.id_input ?? null) : null),
     input_fields: fields,
     input,
     action,
     comments,
   };
+}
+
+/**
+ * The response schema down to `depth` levels of nesting; deeper values are accepted as they come.
+ * A shallower contract only ever calls fewer bodies malformed, never a good body malformed.
+ */
+export function shallow(schema: unknown, depth: number): JsonSchema {
+  if (!isObj(schema)) return {};
+  if (depth <= 0) {
+    return typeof schema.type === 'string' || Array.isArray(schema.type)
+      ? { type: structuredClone(schema.type) }
+      : {};
+  }
+  const out: JsonSchema = {};
+  for (const [k, v] of Object.entries(schema)) {
+    if (k === 'properties' && isObj(v))
+      out[k] = Object.fromEntries(Object.entries(v).map(([n, s]) => [n, shallow(s, depth - 1)]));
+    else if ((k === 'items' || k === 'additionalProperties') && isObj(v))
+      out[k] = shallow(v, depth - 1);
+    else if ((k === 'allOf' || k === 'anyOf' || k === 'oneOf') && Array.isArray(v))
+      out[k] = v.map((s) => shallow(s, depth));
+    else if (k === 'description' || k === 'title' || k === 'default' || k === 'example') continue;
+    else out[k] = structuredClone(v);
+  }
+  return out;
 }
 
 /** Leaf maps and lists of scalars read best on one line; nesting stays in block style. */
@@ -336,6 +412,7 @@ function render(
   config: Obj,
   plans: ActionPlan[],
   credComments: Map<string, string>,
+  destComments: Map<string, string>,
   model: ApiModel,
 ): string {
   const doc = new Document(config, { aliasDuplicateObjects: false });
@@ -351,6 +428,12 @@ function render(
     for (const pair of creds.items) {
       const name = isScalar(pair.key) ? String(pair.key.value) : '';
       const c = credComments.get(name);
+      if (c !== undefined && isScalar(pair.key)) pair.key.commentBefore = ` ${c}`;
+    }
+  const dests = doc.get('destinations', true);
+  if (isMap(dests))
+    for (const pair of dests.items) {
+      const c = isScalar(pair.key) ? destComments.get(String(pair.key.value)) : undefined;
       if (c !== undefined && isScalar(pair.key)) pair.key.commentBefore = ` ${c}`;
     }
   const actions = doc.get('actions', true);

@@ -155,7 +155,10 @@ describe('own tools: bad input', () => {
     ]) {
       const t = io();
       expect(await main(args, t.io)).toBe(2);
-      expect(t.err.join('')).toMatch(/broken\.yaml: .*#\/components\/requestBodies\/Gone/);
+      // The place: file, line:column and JSON pointer of the reference, and the rule broken.
+      expect(t.err.join('')).toMatch(
+        /broken\.yaml:7:28: \/paths\/~1a\/post\/requestBody\/\$ref: "#\/components\/requestBodies\/Gone" points nowhere/,
+      );
       expect(t.err.join('').trim().split('\n')).toHaveLength(1);
     }
     expect(existsSync(join(dir, 'm.yaml'))).toBe(false);

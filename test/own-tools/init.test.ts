@@ -58,8 +58,10 @@ describe('candor init --openapi', () => {
     expect(add.reconcile).toEqual({
       method: 'GET',
       path: '/pet?client_ref={{operation_id}}',
+      shape: 'list',
       items: '.',
       ref: 'id',
+      identify: { client_ref: '{{operation_id}}' },
     });
     const update = config.actions.find((a) => a.name === 'update_pet')!;
     expect(update.request.path).toBe('/pet/{{input.petId}}');
@@ -96,22 +98,22 @@ describe('candor init --openapi', () => {
     [
       'unparseable.yaml',
       'openapi: 3.0.3\ninfo: {title: x\n  bad: [\n',
-      /unparseable\.yaml: .*(flow|comma)/,
+      /unparseable\.yaml:2:15: Implicit keys need to be on a single line/,
     ],
     [
       'invalid.yaml',
-      'openapi: 3.0.3\ninfo: {title: x}\npaths:\n  /a:\n    get:\n      operationId: a\n      responses: {"200": {description: ok}}\n',
-      /invalid\.yaml: info: must have required property 'version'/,
+      'openapi: 3.0.3\ninfo: {title: x, version: "1"}\npaths:\n  /a/{id}:\n    get:\n      operationId: a\n      parameters:\n        - {name: id, in: body}\n      responses: {"200": {description: ok}}\n',
+      /invalid\.yaml:8:26: \/paths\/~1a~1\{id\}\/get\/parameters\/0\/in: "in" is path, query, header or cookie, not "body"$/m,
     ],
     [
       'dangling.yaml',
       'openapi: 3.0.3\ninfo: {title: x, version: "1"}\npaths:\n  /a:\n    get:\n      operationId: a\n      responses:\n        "200": { $ref: "#/components/responses/Nope" }\n',
-      /dangling\.yaml: .*#\/components\/responses\/Nope/,
+      /dangling\.yaml:8:24: \/paths\/~1a\/get\/responses\/200\/\$ref: "#\/components\/responses\/Nope" points nowhere in the document/,
     ],
     [
       'swagger.yaml',
       'swagger: "2.0"\ninfo: {title: x, version: "1"}\npaths: {}\n',
-      /swagger\.yaml: swagger: Swagger 2\.0 is not supported/,
+      /swagger\.yaml:1:10: \/swagger: Swagger 2\.0 is not supported/,
     ],
   ];
   for (const [name, text, message] of bad) {
@@ -128,6 +130,43 @@ describe('candor init --openapi', () => {
       expect(existsSync(out)).toBe(false);
     });
   }
+
+  it('a document invalid only where Candor does not read loads, with the problem as a warning', async () => {
+    const dir = tmp();
+    const spec = join(dir, 'loose.yaml');
+    // No info.version, a stray top-level key and an example of the wrong type: none is read.
+    writeFileSync(
+      spec,
+      'openapi: 3.0.3\ninfo: {title: x}\nstray: true\npaths:\n  /a:\n    get:\n      operationId: a\n      responses:\n        "200":\n          description: ok\n          content:\n            application/json:\n              schema: {type: object, properties: {n: {type: integer, example: nope}}}\n',
+    );
+    const out = join(dir, 'candor.yaml');
+    const t = io();
+    expect(await main(['init', '--openapi', spec, '--out', out], t.io)).toBe(0);
+    const err = t.err.join('');
+    expect(err).toMatch(
+      /^candor init: warning: .*loose\.yaml: the document breaks the OpenAPI schema where Candor does not read it \(.*\); loaded anyway$/m,
+    );
+    expect(existsSync(out)).toBe(true);
+  });
+
+  it('a body field named like a path parameter is sent under its own name, both in the request', async () => {
+    const dir = tmp();
+    const spec = join(dir, 'clash.yaml');
+    writeFileSync(
+      spec,
+      'openapi: 3.0.3\ninfo: {title: x, version: "1"}\npaths:\n  /things/{name}:\n    put:\n      operationId: renameThing\n      parameters: [{name: name, in: path, required: true, schema: {type: string}}]\n      requestBody:\n        content:\n          application/json:\n            schema: {type: object, required: [name], properties: {name: {type: string}, size: {type: integer}}}\n      responses: {"200": {description: ok}}\n',
+    );
+    const out = join(dir, 'candor.yaml');
+    expect(await main(['init', '--openapi', spec, '--out', out], io().io)).toBe(0);
+    const text = readFileSync(out, 'utf8');
+    const loaded = parseConfig(text, out);
+    if (!loaded.ok) throw new Error(loaded.failure.message);
+    const a = loaded.value.config.actions[0]!;
+    expect(a.request.path).toBe('/things/{{input.name}}');
+    expect(a.request.body).toEqual({ name: '{{input.body_name}}', size: '{{input.size}}' });
+    expect(a.input).toMatchObject({ required: ['name', 'body_name'] });
+    expect(text).toContain('body field "name" is input "body_name"');
+  });
 
   it('a missing document is an environment problem (exit 3)', async () => {
     const t = io();

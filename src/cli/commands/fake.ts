@@ -4,12 +4,13 @@
 // SIGTERM. It is driven through its admin API (see src/fakes/README.md).
 import { loadFixtureDir, type FixtureCase } from '../../fakes/fixtures.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
+import { parseServerVars } from './init.js';
 import { startOpenApiFake, type OpenApiIdempotency } from '../../fakes/openapi-fake.js';
 import { startFakeService, type FakeServiceOptions } from '../../fakes/service.js';
 import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
-  'usage: candor fake serve [--fixtures DIR | --openapi SPEC [--idempotency honoured|ignored]] [--port N] [--host H] [--seed N] [--log FILE]';
+  'usage: candor fake serve [--fixtures DIR | --openapi SPEC [--idempotency honoured|ignored] [--server-var NAME=VALUE,...]] [--port N] [--host H] [--seed N] [--log FILE]';
 
 export interface RunOptions {
   /** Stops the service like a signal does (tests). */
@@ -21,12 +22,14 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
   let fixtures: string | undefined;
   let openapi: string | undefined;
   let idempotency: OpenApiIdempotency | undefined;
+  let serverVars: Record<string, string> = {};
   try {
     const parsed = parseArgs(args);
     options = parsed.options;
     fixtures = parsed.fixtures;
     openapi = parsed.openapi;
     idempotency = parsed.idempotency;
+    serverVars = parsed.serverVars;
   } catch (error) {
     if (!(error instanceof CliUsageError)) throw error;
     io.err(`candor fake: ${error.message}\n`);
@@ -42,11 +45,15 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
   }
   let model;
   if (openapi !== undefined) {
-    const loaded = await loadOpenApi(openapi);
+    const loaded = await loadOpenApi(openapi, {
+      server_vars: serverVars,
+      progress: (line) => io.err(`candor fake: ${line}\n`),
+    });
     if (!loaded.ok) {
       io.err(`candor fake: ${loaded.failure.message}\n`);
       return loaded.failure.kind === 'unreadable' ? Exit.environment : Exit.usage;
     }
+    for (const w of loaded.value.warnings) io.err(`candor fake: warning: ${w}\n`);
     model = loaded.value;
   }
   let service;
@@ -76,11 +83,13 @@ function parseArgs(args: string[]): {
   fixtures: string | undefined;
   openapi: string | undefined;
   idempotency: OpenApiIdempotency | undefined;
+  serverVars: Record<string, string>;
 } {
   const { flags, positional } = parseFlags(args, {
     fixtures: 'string',
     openapi: 'string',
     idempotency: 'string',
+    'server-var': 'string',
     port: 'string',
     host: 'string',
     seed: 'string',
@@ -119,5 +128,13 @@ function parseArgs(args: string[]): {
     throw new CliUsageError(`--idempotency must be honoured or ignored, not "${idempotency}"`);
   if (idempotency !== undefined && openapi === undefined)
     throw new CliUsageError('--idempotency needs --openapi');
-  return { options, fixtures: str('fixtures'), openapi, idempotency };
+  if (str('server-var') !== undefined && openapi === undefined)
+    throw new CliUsageError('--server-var needs --openapi');
+  return {
+    options,
+    fixtures: str('fixtures'),
+    openapi,
+    idempotency,
+    serverVars: parseServerVars(str('server-var')),
+  };
 }
