@@ -12,7 +12,14 @@ import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
 import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
-import { SigType, generateKey, parseSignerKey } from '../../ledger/chain/note.js';
+import { quote } from '../../core/quote.js';
+import {
+  SigType,
+  generateKey,
+  parseSignerKey,
+  parseVerifierKey,
+  signatureKeyLabel,
+} from '../../ledger/chain/note.js';
 import type { VerifyReport } from '../../ledger/chain/verify.js';
 import { openLedger } from '../../ledger/open.js';
 import {
@@ -64,6 +71,50 @@ export function readKeys(value: string | boolean | undefined): string[] {
   });
 }
 
+/**
+ * The keys of `--log-key` / `--witness-key`, each parsed and of the right kind: a malformed key, or
+ * a witness key given as a log key (or the reverse), is a usage error naming the flag — never a
+ * verdict on the bundle.
+ */
+export function verifierKeys(
+  flag: 'log-key' | 'witness-key',
+  value: string | boolean | undefined,
+): { strings: string[]; labels: string[] } {
+  const want = flag === 'log-key' ? SigType.ed25519 : SigType.cosignature_v1;
+  const strings = readKeys(value);
+  const labels = strings.map((k) => {
+    const v = parseVerifierKey(k);
+    if (!v.ok)
+      throw new CliUsageError(`--${flag}: ${quote(k, 40)} is not a verifier key: ${v.failure}`);
+    if (v.value.type !== want) {
+      throw new CliUsageError(
+        flag === 'log-key'
+          ? `--log-key: ${signatureKeyLabel(v.value)} is a witness (cosignature) key; pass it with --witness-key`
+          : `--witness-key: ${signatureKeyLabel(v.value)} is a log (Ed25519) key; pass it with --log-key`,
+      );
+    }
+    return signatureKeyLabel(v.value);
+  });
+  return { strings, labels };
+}
+
+/** `--trusted`: a checkpoint is UTF-8 text; other bytes are named as such, not as a bad signature. */
+function readTrusted(path: string): string {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch {
+    throw new CliUsageError(`cannot read trusted checkpoint ${quote(path)}`);
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new CliUsageError(
+      `--trusted: ${quote(path)} is not valid UTF-8 text, so it is not a checkpoint (its signature was not checked)`,
+    );
+  }
+}
+
 function readText(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
@@ -80,15 +131,23 @@ const LOG_KEY_LINE: Record<VerifyReport['log_key'], string> = {
   none: 'log key: none: checkpoint signatures NOT checked; roots still compared (pass --log-key)',
 };
 
-function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
+interface GivenKeys {
+  log: string[];
+  witness: string[];
+}
+
+function printReport(r: VerifyReport, json: boolean, io: CommandIo, given: GivenKeys): number {
   if (json) {
-    io.out(`${JSON.stringify(r, null, 2)}\n`);
+    io.out(`${JSON.stringify({ ...r, keys_given: given }, null, 2)}\n`);
     return r.ok ? Exit.ok : Exit.check_failed;
   }
   io.out(
     `${r.code}${r.first_bad_seq === null ? '' : ` at seq ${r.first_bad_seq}`}: ${r.message}\n`,
   );
   io.out(`size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)\n`);
+  io.out(
+    `keys given: --log-key ${given.log.length > 0 ? given.log.join(', ') : 'none'}; --witness-key ${given.witness.length > 0 ? given.witness.join(', ') : 'none'}\n`,
+  );
   io.out(`${LOG_KEY_LINE[r.log_key]}\n`);
   io.out(
     r.witnessed_by.length > 0
@@ -124,14 +183,15 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
   const [path] = positional;
   if (path === undefined || positional.length > 1)
     throw new CliUsageError(`usage: ${VERIFY_USAGE}`);
-  const logKeys = readKeys(flags['log-key']);
+  const log = verifierKeys('log-key', flags['log-key']);
+  const witness = verifierKeys('witness-key', flags['witness-key']);
+  const given: GivenKeys = { log: log.labels, witness: witness.labels };
+  const logKeys = log.strings;
   // No --log-key: a bundle's own key is used for self-consistency only (reported as claimed).
   const opts = {
     ...(logKeys.length > 0 ? { logKeys } : {}),
-    witnessKeys: readKeys(flags['witness-key']),
-    ...(typeof flags.trusted === 'string'
-      ? { trusted: readText(flags.trusted, 'trusted checkpoint') }
-      : {}),
+    witnessKeys: witness.strings,
+    ...(typeof flags.trusted === 'string' ? { trusted: readTrusted(flags.trusted) } : {}),
   };
   if (isLedgerUrl(path)) {
     const opened = await openLedger(path, { readOnly: true });
@@ -140,7 +200,7 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
       return opened.failure.code === 'BAD_URL' ? Exit.usage : Exit.environment;
     }
     try {
-      return printReport(await verifyStore(opened.value, opts), flags.json === true, io);
+      return printReport(await verifyStore(opened.value, opts), flags.json === true, io, given);
     } finally {
       await opened.value.close();
     }
@@ -153,7 +213,7 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
     io.err(`candor audit verify: ${JSON.stringify(path)} is a directory, not a bundle file\n`);
     return Exit.environment;
   }
-  return printReport(await verifyBundleFile(path, opts), flags.json === true, io);
+  return printReport(await verifyBundleFile(path, opts), flags.json === true, io, given);
 }
 
 async function exportCmd(args: string[], io: CommandIo): Promise<number> {
