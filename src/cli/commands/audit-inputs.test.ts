@@ -147,3 +147,38 @@ describe('candor audit verify: bundle text in messages', () => {
     expect(r.out.length).toBeLessThan(4_000);
   });
 });
+
+describe('candor audit status', () => {
+  it('reports a witness fork with both sizes (exit 1)', async () => {
+    const { openLedger } = await import('../../ledger/open.js');
+    const url = `sqlite:${join(dir, 'status.db')}`;
+    const opened = await openLedger(url);
+    if (!opened.ok) throw new Error(opened.failure.message);
+    await opened.value.append([
+      {
+        kind: 'checkpoint',
+        at: 1_767_225_600_000,
+        session_id: null,
+        operation_id: null,
+        correlation_id: null,
+        data: {
+          size: 4,
+          root_hash: '00'.repeat(32),
+          note: 'n',
+          witnessed: false,
+          witness_problem:
+            "possible fork or rollback: the witness has cosigned a tree of size 50 of this log, larger than this checkpoint's size 4",
+          witness_problem_code: 'fork',
+          witness_size: 50,
+        },
+      },
+    ]);
+    await opened.value.close();
+    const r = await cli(['audit', 'status', '--ledger', url]);
+    expect(r.code).toBe(1);
+    expect(r.out).toMatch(/^newest checkpoint: seq 1, size 4, NOT witnessed \(fork: /);
+    expect(r.out).toContain(
+      'POSSIBLE FORK OR ROLLBACK: the witness has cosigned a tree of size 50 of this log; the checkpoint at seq 1 has size 4',
+    );
+  });
+});

@@ -12,7 +12,8 @@ import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
 import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
-import { quote } from '../../core/quote.js';
+import { capLine, quote } from '../../core/quote.js';
+import type { StoredEvent } from '../../ledger/events.js';
 import {
   SigType,
   generateKey,
@@ -36,7 +37,8 @@ const VERIFY_USAGE =
   'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json]';
 const EXPORT_USAGE =
   'candor audit export --ledger URL --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE]';
-const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
+const STATUS_USAGE = 'candor audit status [--ledger URL]';
+const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | ${STATUS_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -49,6 +51,8 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       return decrypt(rest, io);
     case 'keygen':
       return keygen(rest, io);
+    case 'status':
+      return status(rest, io);
     default:
       throw new CliUsageError(USAGE);
   }
@@ -214,6 +218,53 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
     return Exit.environment;
   }
   return printReport(await verifyBundleFile(path, opts), flags.json === true, io, given);
+}
+
+/**
+ * `audit status`: the newest checkpoint stored in the ledger and what its witness said. Exit 1 when
+ * the witness reported a possible fork or rollback (it has cosigned a larger tree of this log).
+ */
+async function status(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, { ledger: 'string' });
+  if (positional.length > 0) throw new CliUsageError(`usage: ${STATUS_USAGE}`);
+  const opened = await openLedger(typeof flags.ledger === 'string' ? flags.ledger : undefined, {
+    readOnly: true,
+  });
+  if (!opened.ok) {
+    io.err(`candor audit status: ${opened.failure.message}\n`);
+    return opened.failure.code === 'BAD_URL' ? Exit.usage : Exit.environment;
+  }
+  try {
+    let last: Extract<StoredEvent, { kind: 'checkpoint' }> | null = null;
+    let fork: Extract<StoredEvent, { kind: 'checkpoint' }> | null = null;
+    for (let from = 1; ;) {
+      const page = await opened.value.read(from, 5_000);
+      for (const e of page) {
+        if (e.kind !== 'checkpoint') continue;
+        last = e;
+        if (e.data.witness_problem_code === 'fork') fork = e;
+      }
+      if (page.length < 5_000) break;
+      from = page.at(-1)!.seq + 1;
+    }
+    if (!last) {
+      io.out('no checkpoint stored in this ledger\n');
+      return Exit.ok;
+    }
+    const d = last.data;
+    io.out(
+      `newest checkpoint: seq ${last.seq}, size ${d.size}, ${d.witnessed === true ? 'witnessed' : d.witnessed === false ? `NOT witnessed (${d.witness_problem_code ?? 'problem'}: ${capLine(d.witness_problem ?? '', 160)})` : 'no witness configured'}\n`,
+    );
+    if (fork) {
+      io.out(
+        `POSSIBLE FORK OR ROLLBACK: the witness has cosigned a tree of size ${fork.data.witness_size ?? '?'} of this log; the checkpoint at seq ${fork.seq} has size ${fork.data.size}\n`,
+      );
+      return Exit.check_failed;
+    }
+    return Exit.ok;
+  } finally {
+    await opened.value.close();
+  }
 }
 
 async function exportCmd(args: string[], io: CommandIo): Promise<number> {
