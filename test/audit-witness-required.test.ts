@@ -106,7 +106,9 @@ describe('audit.witness_required', () => {
     await new Promise<void>((r) => junk.listen(0, '127.0.0.1', r));
     const url = `http://127.0.0.1:${(junk.address() as AddressInfo).port}`;
     try {
-      const { runtime, action } = setup({ url, required: true, waitMs: 300 });
+      // 2 s, not 300 ms: on a loaded machine one round may take longer than 300 ms, and a round cut
+      // short by the wait says "did not answer" instead of what the witness answered.
+      const { runtime, action } = setup({ url, required: true, waitMs: 2_000 });
       const env = await runtime.run(
         action('create_payment'),
         { amount: 8, currency: 'EUR' },

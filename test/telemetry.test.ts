@@ -374,3 +374,56 @@ describe('telemetry through `candor serve` (telemetry: in candor.yaml, a real MC
 function dump(s: ReadableSpan): unknown {
   return { name: s.name, attributes: s.attributes, events: s.events, status: s.status };
 }
+
+describe('OTLP: a dead collector', () => {
+  async function deadCollector(): Promise<string> {
+    // A port where nothing listens: every export fails with connection refused.
+    const s = createServer();
+    await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+    const url = `http://127.0.0.1:${(s.address() as AddressInfo).port}`;
+    await new Promise<void>((r) => s.close(() => r()));
+    return url;
+  }
+
+  it('never holds a call, and shutdown waits at most 1 s (the exporter would retry for 5 s)', async () => {
+    const otlp = await startOtlpTelemetry(await deadCollector(), {
+      metricsIntervalMs: 3_600_000,
+      log: () => undefined,
+    });
+    const { rt, action } = runtime(otlp.telemetry);
+    const started = Date.now();
+    for (let i = 0; i < 3; i++) {
+      const env = await rt.run(
+        action('create_issue'),
+        { title: `dead collector ${i}` },
+        { correlationId: `otlp-dead-${i}` },
+      );
+      expect(env.category).toBe('succeeded');
+    }
+    expect(Date.now() - started).toBeLessThan(5_000);
+    const shutdownStarted = Date.now();
+    await otlp.shutdown();
+    expect(Date.now() - shutdownStarted).toBeLessThan(1_500);
+  }, 30_000);
+
+  it('is heard: one rate-limited line however many exports fail, and a count', async () => {
+    const dead = await deadCollector();
+    const lines: string[] = [];
+    const otlp = await startOtlpTelemetry(dead, {
+      metricsIntervalMs: 3_600_000,
+      exportTimeoutMs: 200,
+      log: (l) => lines.push(l),
+    });
+    const { rt, action } = runtime(otlp.telemetry);
+    await rt.run(action('create_issue'), { title: 'heard' }, { correlationId: 'otlp-heard' });
+    // Shutdown exports spans and metrics: two exports, both refused within the 200 ms limit.
+    await otlp.shutdown();
+    await new Promise((r) => setTimeout(r, 300));
+    expect(otlp.failures()).toBeGreaterThanOrEqual(2);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(
+      new RegExp(`^telemetry: export of (traces|metrics) to ${dead.replace(/[.]/g, '\\.')} failed`),
+    );
+    expect(lines[0]).not.toContain('\n');
+  }, 30_000);
+});

@@ -150,7 +150,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   audit: {
     usage:
-      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE',
+      'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json] | export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE] | decrypt PATH --key FILE [--json] | keygen --kind seal|log|witness --name NAME --out FILE | status [--ledger URL]',
     summary:
       'verify (offline; only keys you pass with --log-key/--witness-key are trusted, a bundle cannot vouch for itself), export and decrypt the tamper-evident ledger',
     load: () => import('./commands/audit.js'),

@@ -23,6 +23,7 @@ import {
 import { createRedactor, type Redactor } from '../core/redact.js';
 import type { Gate } from '../engine/ports.js';
 import { createCheckpointer, type WitnessOptions } from '../ledger/chain/checkpointer.js';
+import { traceEvents } from '../engine/trace.js';
 import { parseSignerKey, parseVerifierKey, SigType } from '../ledger/chain/note.js';
 import { decodeSealPublicKey } from '../ledger/seal.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -131,6 +132,8 @@ function auditOptions(options: ComposeOptions): RuntimeOptions['audit'] | null {
       every: spec.checkpoint_every,
       ...(options.log ? { log: options.log } : {}),
       ...(spec.witness_url ? { witness: witnessOptions(spec, spec.witness_url) } : {}),
+      // A checkpoint stored during a call (before a sensitive action) becomes a span event there.
+      onCheckpoint: (event) => traceEvents([event]),
     });
   }
   return out;
@@ -154,6 +157,8 @@ function witnessOptions(
     key: key.value,
     required: spec.witness_required,
     waitMs: spec.witness_wait_ms,
+    requestTimeoutMs: spec.witness_timeout_ms,
+    maxAnswerBytes: spec.witness_max_answer_bytes,
   };
 }
 

@@ -296,6 +296,10 @@ export const configSchema = z.strictObject({
       witness_required: z.boolean().default(false),
       /** How long a sensitive action waits for the witness when witness_required (milliseconds). */
       witness_wait_ms: z.number().int().positive().max(300_000).default(10_000),
+      /** Limit on one witness request, its answer included (milliseconds). */
+      witness_timeout_ms: z.number().int().positive().max(60_000).default(5_000),
+      /** Largest witness answer read (bytes); a larger one is cut off and the checkpoint stored unwitnessed. */
+      witness_max_answer_bytes: z.number().int().min(1024).max(16_777_216).default(65_536),
     })
     .superRefine((a, ctx) => {
       if (a.witness_url && !a.witness_key)

@@ -189,7 +189,8 @@ export function createEngine(options: EngineOptions): Runtime {
         throw error;
       }
       await runCtx.recorded();
-      await options.audit?.checkpoints?.maybe();
+      // In the background: a slow witness must not hold a call whose answer is settled.
+      options.audit?.checkpoints?.maybeLater();
       return envelope;
     },
 
@@ -209,7 +210,7 @@ export function createEngine(options: EngineOptions): Runtime {
 
     async reconcile(operationId, opts = {}) {
       const envelope = await reconcileOperation(ctx, operationId, opts.signal);
-      await options.audit?.checkpoints?.maybe();
+      options.audit?.checkpoints?.maybeLater();
       return envelope;
     },
 
@@ -272,6 +273,7 @@ export function createEngine(options: EngineOptions): Runtime {
     },
 
     async close() {
+      await options.audit?.checkpoints?.idle();
       const transports = Object.values(ctx.transports) as Array<{ close?: () => Promise<void> }>;
       await Promise.all(transports.map((t) => (t.close ? t.close() : Promise.resolve())));
     },

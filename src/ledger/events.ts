@@ -180,6 +180,10 @@ export interface EventPayloads {
     witnessed?: boolean;
     /** Why a configured witness's cosignature is missing (no answer, or answered badly). */
     witness_problem?: string;
+    /** The problem's stable code (`WitnessProblemCode` in chain/checkpointer.ts). */
+    witness_problem_code?: string;
+    /** With `fork`: the size of the tree of this log the witness has already cosigned. */
+    witness_size?: number;
   };
 }
 

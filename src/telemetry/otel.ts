@@ -85,6 +85,10 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
         },
         record(events) {
           for (const e of events) {
+            if (e.kind === 'checkpoint') {
+              witnessEvent(e);
+              continue;
+            }
             if (e.operation_id === null) continue;
             fold = foldEvent(fold, e);
             state = stateOf(fold);
@@ -127,6 +131,23 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
           span.end();
         },
       };
+
+      /** A checkpoint stored during this call whose witness did not cosign: a span event. */
+      function witnessEvent(e: Extract<StoredEvent, { kind: 'checkpoint' }>): void {
+        const code = e.data.witness_problem_code;
+        if (code === undefined) return;
+        span.addEvent(
+          code === 'fork' ? 'candor.witness.fork' : 'candor.witness.problem',
+          {
+            'candor.witness.problem': code,
+            'candor.checkpoint.size': e.data.size,
+            ...(e.data.witness_size !== undefined
+              ? { 'candor.witness.size': e.data.witness_size }
+              : {}),
+          },
+          e.at,
+        );
+      }
 
       function recordOne(e: StoredEvent): void {
         switch (e.kind) {

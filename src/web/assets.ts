@@ -7,7 +7,10 @@ export const APP_CSS = `
 * { box-sizing: border-box; }
 body { margin:0; font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif; color:var(--ink); background:var(--bg); }
 a { color:var(--info); }
-code, .mono { font-family: ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace; font-size:12.5px; }
+code, .mono { font-family: ui-monospace,"SFMono-Regular",Menlo,Consolas,monospace; font-size:12.5px; overflow-wrap:anywhere; }
+bdi.ext { unicode-bidi:isolate; overflow-wrap:anywhere; }
+h1, .verdict, td, dd, li { overflow-wrap:anywhere; }
+a.whole { font-size:12px; white-space:nowrap; }
 header.top { display:flex; align-items:center; gap:24px; padding:10px 24px; background:#1d2330; color:#fff; }
 header.top .brand { font-weight:700; letter-spacing:.3px; color:#fff; text-decoration:none; font-size:16px; }
 header.top nav a { color:#dfe5ef; text-decoration:none; margin-right:18px; padding:4px 0; }

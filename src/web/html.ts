@@ -1,6 +1,8 @@
 // Server-rendered HTML with escaping by default: every interpolated value is escaped unless it is
 // already `Html` (the output of another `html` template). Ledger text is data written by agents
 // and remote services; it must never become markup in the investigator's browser.
+import { escapeUnsafe } from '../core/quote.js';
+
 export class Html {
   constructor(readonly text: string) {}
   toString(): string {
@@ -49,3 +51,40 @@ export function qs(params: Record<string, string | number | undefined>): string 
   const s = u.toString();
   return s ? `?${s}` : '';
 }
+
+/** Outside text shown in a page: at most this many characters (the rest one click away). */
+export const SHOWN_CHARS = 80;
+
+/**
+ * Outside text (a remote id, a subject, a correlation id) for a sentence: cut to `max` code points
+ * with the full length noted, and every control, line-separator and bidi character written as a
+ * visible `\uXXXX` — a right-to-left override in a remote id must not reorder the page around it.
+ */
+export function clip(s: string, max = SHOWN_CHARS): string {
+  return clipped(s, max).text;
+}
+
+function clipped(s: string, max: number): { text: string; cut: boolean } {
+  const head = s.length > max * 2 + 8 ? s.slice(0, max * 2 + 8) : s;
+  const points = Array.from(head);
+  const cut = points.length > max;
+  const shown = cut ? points.slice(0, max).join('') : head;
+  return {
+    text: `${escapeUnsafe(shown)}${cut ? `… (${s.length} characters)` : ''}`,
+    cut,
+  };
+}
+
+/**
+ * Outside text as its own element: cut (`clip`), escaped, bidi-isolated (`<bdi>`), and when cut a
+ * link to `whole` where it can be read in full.
+ */
+export function ext(s: string | null | undefined, whole?: string, max = SHOWN_CHARS): Html {
+  if (s === null || s === undefined || s === '') return html`–`;
+  const c = clipped(s, max);
+  return html`<bdi class="ext">${c.text}</bdi
+    >${c.cut && whole ? html` <a class="whole" href="${whole}">show all</a>` : ''}`;
+}
+
+/** One path segment of a link: an id from the ledger is data, never part of the path syntax. */
+export const seg = (id: string): string => encodeURIComponent(id);

@@ -22,6 +22,11 @@ export interface CheckpointSummary {
   witnessed: boolean | null;
   /** Names on the signature lines of the note: the log first, then witness cosigners. */
   signers: string[];
+  /** Why the configured witness did not cosign, and its code (`fork`: a possible fork/rollback). */
+  witness_problem: string | null;
+  witness_problem_code: string | null;
+  /** With `fork`: the size of the tree of this log the witness had already cosigned. */
+  witness_size: number | null;
 }
 
 /** The seq of the last stored event (0: empty), by doubling then bisecting `read(seq, 1)`. */
@@ -95,6 +100,9 @@ export class CheckpointScan {
           size: e.data.size,
           root_hash: e.data.root_hash,
           witnessed: e.data.witnessed ?? null,
+          witness_problem: e.data.witness_problem ?? null,
+          witness_problem_code: e.data.witness_problem_code ?? null,
+          witness_size: e.data.witness_size ?? null,
           signers: e.data.note
             .split('\n')
             .filter((l) => l.startsWith('\u2014 '))

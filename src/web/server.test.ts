@@ -74,6 +74,7 @@ describe('candor ui server', () => {
     await store.append([opened('op_a', 1), opened('op_b', 2), opened('op_c', 3)]);
     ui = await createUi({ store, ledger: `sqlite:${file}`, hosts: ['ui.test:1'], token: 't' });
     const cookie = { cookie: `${TOKEN_COOKIE}=t` };
+    await ui.auditIdle();
     const intact = await (await get(ui, '/audit', cookie)).text();
     expect(intact).toContain('data-audit-code="INTACT"');
     // No checkpoint and no log key: the records agree, but nothing anchors them. That is never
@@ -94,9 +95,102 @@ describe('candor ui server', () => {
     db.close();
     await store.append([opened('op_d', 4)]);
     await ui.poll();
+    await get(ui, '/audit', cookie);
+    await ui.auditIdle();
     const text = await (await get(ui, '/audit', cookie)).text();
     expect(text).toContain('data-audit-code="MODIFIED"');
     expect(text).toContain('first bad record at seq 2');
     expect(text).toContain('class="verdict bad"');
+  });
+
+  it('redirects only to its own paths: //evil.example/?token=… stays on the view', async () => {
+    const store = openMemoryLedger();
+    ui = await createUi({ store, ledger: 'memory:', hosts: ['ui.test:1'], token: 't0ken' });
+    for (const [path, location] of [
+      ['//evil.example/?token=t0ken', '/evil.example/'],
+      ['//evil.example/x?token=t0ken&a=1', '/evil.example/x?a=1'],
+      ['/%5Cevil.example/?token=t0ken', '/%5Cevil.example/'],
+    ] as const) {
+      const res = await get(ui, path);
+      expect(res.status).toBe(303);
+      expect(res.headers.get('location')).toBe(location);
+      expect(new URL(res.headers.get('location')!, 'http://ui.test:1').host).toBe('ui.test:1');
+    }
+  });
+
+  it('encodes ids in links and shows a 1 MB remote id cut, escaped and bidi-isolated', async () => {
+    const store = openMemoryLedger();
+    const huge = `\u202e${'r'.repeat(1024 * 1024)}`;
+    await store.append([{ ...opened('op_big', 1), session_id: '../audit' }]);
+    await store.append([
+      {
+        kind: 'operation_resolved',
+        at: 2,
+        session_id: '../audit',
+        operation_id: 'op_big',
+        correlation_id: 'corr-op_big',
+        data: {
+          state: 'succeeded',
+          category: 'succeeded',
+          by: 'reconciliation',
+          remote_refs: [huge],
+        },
+      } as unknown as NewEvent,
+    ]);
+    ui = await createUi({ store, ledger: 'memory:', hosts: ['ui.test:1'], token: 't' });
+    const cookie = { cookie: `${TOKEN_COOKIE}=t` };
+    const res = await get(ui, '/op/op_big', cookie);
+    const text = await res.text();
+    expect(res.status).toBe(200);
+    expect(text.length).toBeLessThan(200_000);
+    expect(text).toContain('href="/sessions/..%2Faudit"');
+    expect(text).not.toContain('href="/sessions/../audit"');
+    expect(text).not.toContain('\u202e');
+    expect(text).toContain('<bdi class="ext">\\u202e');
+    expect(text).toContain(`(${huge.length} characters)`);
+    expect(text).toContain('href="/op/op_big/events.json">show all</a>');
+    const whole = await get(ui, '/op/op_big/events.json', cookie);
+    expect(whole.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+    expect(await whole.text()).toContain(huge);
+  });
+
+  it('serves /audit from a background verification cached by ledger position', async () => {
+    const store = openMemoryLedger();
+    await store.append([opened('op_a', 1), opened('op_b', 2)]);
+    let verifications = 0;
+    let release: () => void = () => undefined;
+    let gate = new Promise<void>((r) => (release = r));
+    const { verifyStore } = await import('../ledger/chain/export.js');
+    ui = await createUi({
+      store,
+      ledger: 'memory:',
+      hosts: ['ui.test:1'],
+      token: 't',
+      verify: async (s, o) => {
+        verifications++;
+        await gate;
+        return verifyStore(s, o);
+      },
+    });
+    const cookie = { cookie: `${TOKEN_COOKIE}=t` };
+    // The first view does not wait for the verification: it says one is running.
+    const first = await (await get(ui, '/audit', cookie)).text();
+    expect(first).toContain('data-audit-pending');
+    release();
+    await ui.auditIdle();
+    expect(await (await get(ui, '/audit', cookie)).text()).toContain('data-audit-code="INTACT"');
+    await get(ui, '/audit', cookie);
+    await get(ui, '/audit', cookie);
+    await ui.auditIdle();
+    // Same ledger position: served from the cache, no new verification.
+    expect(verifications).toBe(1);
+    expect(ui.auditRuns()).toBe(1);
+    gate = Promise.resolve();
+    await store.append([opened('op_c', 3)]);
+    await ui.poll();
+    await get(ui, '/audit', cookie);
+    await ui.auditIdle();
+    expect(verifications).toBe(2);
+    expect(await (await get(ui, '/audit', cookie)).text()).toContain('data-verified-at="3"');
   });
 });

@@ -14,10 +14,10 @@ import type { VerifyReport } from '../ledger/chain/verify.js';
 import { projectOperation } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { APP_CSS, APP_JS } from './assets.js';
-import { html, type Html } from './html.js';
+import { ext, html, type Html } from './html.js';
 import { page, type Section } from './layout.js';
-import { CheckpointScan, LiveTail, type LiveEvent } from './live.js';
-import { auditBody } from './pages/audit.js';
+import { CheckpointScan, LiveTail, type CheckpointSummary, type LiveEvent } from './live.js';
+import { auditBody, auditPending } from './pages/audit.js';
 import { MATRIX_FILTERS, matrixBody, type MatrixFilter, type MatrixLoad } from './pages/matrix.js';
 import { operationBody } from './pages/operation.js';
 import { operationsBody, parseOpsQuery } from './pages/operations.js';
@@ -36,6 +36,63 @@ export interface UiOptions {
   pollMs?: number;
   /** `host:port` values a request's Host may name; filled in by `startUi` once the port is known. */
   hosts?: Iterable<string>;
+  /** How `/audit` verifies the ledger (injected by tests to count runs). */
+  verify?: (store: LedgerStore, opts: Record<string, never>) => Promise<VerifyReport>;
+}
+
+/**
+ * The audit page's verification: run in the background, at most one at a time, and cached by
+ * ledger position (the last seq the view has read). A request for a position already verified (or
+ * being verified) starts nothing.
+ */
+interface AuditResult {
+  report: VerifyReport;
+  checkpoints: CheckpointSummary[];
+}
+
+function backgroundAudit(verify: () => Promise<AuditResult>): {
+  refresh(seq: number): void;
+  latest(): ({ seq: number } & AuditResult) | null;
+  runs(): number;
+  idle(): Promise<void>;
+} {
+  let current: Promise<void> = Promise.resolve();
+  let done: ({ seq: number } & AuditResult) | null = null;
+  let running: number | null = null;
+  let wanted: number | null = null;
+  let runs = 0;
+  const start = (seq: number): void => {
+    running = seq;
+    runs++;
+    current = verify()
+      .then((result) => {
+        done = { seq, ...result };
+      })
+      .catch(() => undefined)
+      .finally(() => {
+        running = null;
+        const next = wanted;
+        wanted = null;
+        if (next !== null && next !== done?.seq) start(next);
+      });
+  };
+  return {
+    refresh(seq) {
+      if (done?.seq === seq || running === seq) return;
+      if (running !== null) wanted = seq;
+      else start(seq);
+    },
+    latest: () => done,
+    runs: () => runs,
+    idle: async () => {
+      while (running !== null) await current;
+    },
+  };
+}
+
+/** A path on this view: never `//host` (a browser reads that as another site) or `/\\host`. */
+export function ownPath(url: URL): string {
+  return `/${url.pathname.replace(/^[/\\]+/, '')}${url.search}`;
 }
 
 /** Sessions listed on the sessions page and in the session filter (newest first). */
@@ -55,6 +112,10 @@ export interface UiApp {
   allowInterfaceAddresses(port: number): void;
   /** Reads new ledger events into the index and pushes them to live pages. */
   poll(): Promise<LiveEvent[]>;
+  /** How many whole-ledger verifications `/audit` has started (its cache works when this stays). */
+  auditRuns(): number;
+  /** Resolves once no background verification is running. */
+  auditIdle(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -91,7 +152,10 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   const checkpoints = new CheckpointScan();
   const listeners = new Set<(events: LiveEvent[]) => void>();
   const streams = new Set<SSEStreamingApi>();
-  let audit: { seq: number; report: VerifyReport } | null = null;
+  const audits = backgroundAudit(async () => ({
+    report: await (options.verify ?? verifyStore)(store, {}),
+    checkpoints: [...(await checkpoints.update(store))],
+  }));
   let polling: Promise<LiveEvent[]> | null = null;
   let closed = false;
   let interfacePort: number | null = null;
@@ -130,6 +194,9 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     ? await store.watch(() => void poll().catch(() => [])).catch(() => null)
     : null;
 
+  // The audit page's first verification starts now, not on its first view.
+  audits.refresh(index.lastSeq);
+
   const app = new Hono();
   app.use('*', async (c, next) => {
     for (const [k, v] of Object.entries(SECURITY_HEADERS)) c.header(k, v);
@@ -152,7 +219,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       // Move the token into a cookie and out of the address bar (history, screenshots).
       c.header('set-cookie', `${TOKEN_COOKIE}=${token}; Path=/; HttpOnly; SameSite=Strict`);
       url.searchParams.delete('token');
-      return c.redirect(`${url.pathname}${url.search}`, 303);
+      return c.redirect(ownPath(url), 303);
     }
     if (!sameToken(cookieValue(c.req.header('cookie'), TOKEN_COOKIE), token)) {
       return c.text('401: this view needs the access token printed by `candor ui`\n', 401);
@@ -191,7 +258,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
         c,
         'operations',
         'Not found',
-        html`<h1>No operation ${id}</h1>
+        html`<h1>No operation ${ext(id)}</h1>
           <p><a href="/">← Operations</a></p>`,
         404,
       );
@@ -228,13 +295,30 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     }
     return render(c, 'sessions', `Session ${id}`, sessionBody(id, views, more));
   });
+  app.get('/op/:id/events.json', async (c) => {
+    // The whole of what the page shows cut: the operation's events, as text (never as markup).
+    const events = await store.query({ operation_id: c.req.param('id') });
+    if (events.length === 0) return c.text('404: no such operation\n', 404);
+    return c.body(`${JSON.stringify(events, null, 2)}\n`, 200, {
+      'content-type': 'text/plain; charset=utf-8',
+    });
+  });
   app.get('/audit', async (c) => {
-    if (audit === null || audit.seq !== index.lastSeq) {
-      const seq = index.lastSeq;
-      audit = { seq, report: await verifyStore(store, {}) };
-    }
-    const found = await checkpoints.update(store);
-    return render(c, 'audit', 'Audit', auditBody(audit.report, found, ledger));
+    // Served from the verification done in the background for the current ledger position; a
+    // page view never waits for a whole-chain verification.
+    audits.refresh(index.lastSeq);
+    const cached = audits.latest();
+    return render(
+      c,
+      'audit',
+      'Audit',
+      cached
+        ? auditBody(cached.report, cached.checkpoints, ledger, {
+            verified_at_seq: cached.seq,
+            current_seq: index.lastSeq,
+          })
+        : auditPending(index.lastSeq),
+    );
   });
   app.get('/matrix', async (c) => {
     const show = c.req.query('show');
@@ -312,6 +396,8 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       interfacePort = port;
     },
     poll,
+    auditRuns: () => audits.runs(),
+    auditIdle: () => audits.idle(),
     async close() {
       closed = true;
       for (const wake of [...wakers]) wake();

@@ -282,6 +282,8 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', { timeout: 120_000 
   });
 
   it('audit shows the verify result and the checkpoint', async () => {
+    // /audit shows the background verification (started with the view) once it has finished.
+    await ui.ui.auditIdle();
     await page.goto(`${ui.url}audit`);
     expect(await page.locator('[data-audit-code]').getAttribute('data-audit-code')).toBe('INTACT');
     expect(await page.locator('table[aria-label=Checkpoints] tbody tr').count()).toBe(1);

@@ -12,7 +12,15 @@ import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
 import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
-import { SigType, generateKey, parseSignerKey } from '../../ledger/chain/note.js';
+import { capLine, quote } from '../../core/quote.js';
+import type { StoredEvent } from '../../ledger/events.js';
+import {
+  SigType,
+  generateKey,
+  parseSignerKey,
+  parseVerifierKey,
+  signatureKeyLabel,
+} from '../../ledger/chain/note.js';
 import { unanchoredReason, type VerifyReport } from '../../ledger/chain/verify.js';
 import { openLedger } from '../../ledger/open.js';
 import {
@@ -30,7 +38,8 @@ const VERIFY_USAGE =
   'candor audit verify PATH [--log-key KEY] [--witness-key KEY] [--trusted CHECKPOINT] [--json]';
 const EXPORT_USAGE =
   'candor audit export [--config FILE | --ledger URL] --out FILE [--sign-key FILE] [--log-key KEY] [--witness-key KEY] [--checkpoint FILE]';
-const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
+const STATUS_USAGE = 'candor audit status [--ledger URL]';
+const USAGE = `usage: ${VERIFY_USAGE} | ${EXPORT_USAGE} | ${STATUS_USAGE} | candor audit decrypt PATH --key FILE [--json] | candor audit keygen --kind seal|log|witness --name NAME --out FILE`;
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const [sub, ...rest] = args;
@@ -43,6 +52,8 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       return decrypt(rest, io);
     case 'keygen':
       return keygen(rest, io);
+    case 'status':
+      return status(rest, io);
     default:
       throw new CliUsageError(USAGE);
   }
@@ -63,6 +74,50 @@ export function readKeys(value: string | boolean | undefined): string[] {
       .map((l) => l.trim())
       .filter((l) => l.length > 0 && !l.startsWith('#'));
   });
+}
+
+/**
+ * The keys of `--log-key` / `--witness-key`, each parsed and of the right kind: a malformed key, or
+ * a witness key given as a log key (or the reverse), is a usage error naming the flag — never a
+ * verdict on the bundle.
+ */
+export function verifierKeys(
+  flag: 'log-key' | 'witness-key',
+  value: string | boolean | undefined,
+): { strings: string[]; labels: string[] } {
+  const want = flag === 'log-key' ? SigType.ed25519 : SigType.cosignature_v1;
+  const strings = readKeys(value);
+  const labels = strings.map((k) => {
+    const v = parseVerifierKey(k);
+    if (!v.ok)
+      throw new CliUsageError(`--${flag}: ${quote(k, 40)} is not a verifier key: ${v.failure}`);
+    if (v.value.type !== want) {
+      throw new CliUsageError(
+        flag === 'log-key'
+          ? `--log-key: ${signatureKeyLabel(v.value)} is a witness (cosignature) key; pass it with --witness-key`
+          : `--witness-key: ${signatureKeyLabel(v.value)} is a log (Ed25519) key; pass it with --log-key`,
+      );
+    }
+    return signatureKeyLabel(v.value);
+  });
+  return { strings, labels };
+}
+
+/** `--trusted`: a checkpoint is UTF-8 text; other bytes are named as such, not as a bad signature. */
+function readTrusted(path: string): string {
+  let bytes: Buffer;
+  try {
+    bytes = readFileSync(path);
+  } catch {
+    throw new CliUsageError(`cannot read trusted checkpoint ${quote(path)}`);
+  }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new CliUsageError(
+      `--trusted: ${quote(path)} is not valid UTF-8 text, so it is not a checkpoint (its signature was not checked)`,
+    );
+  }
 }
 
 function readText(path: string, what: string): string {
@@ -92,10 +147,17 @@ function logKeyLine(r: VerifyReport): string {
     : `log key: anchored (given with --log-key), but the log is damaged (${r.code}): ${r.checkpoints === 0 ? 'no checkpoint was verified with it' : 'its signatures vouch only for the checkpoints counted above, not for the damaged records'}`;
 }
 
-function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
+interface GivenKeys {
+  log: string[];
+  witness: string[];
+}
+
+function printReport(r: VerifyReport, json: boolean, io: CommandIo, given: GivenKeys): number {
   const unanchored = unanchoredReason(r);
   if (json) {
-    io.out(`${JSON.stringify({ ...r, anchored: r.ok && unanchored === null }, null, 2)}\n`);
+    io.out(
+      `${JSON.stringify({ ...r, anchored: r.ok && unanchored === null, keys_given: given }, null, 2)}\n`,
+    );
     return r.ok ? Exit.ok : Exit.check_failed;
   }
   // INTACT is printed only as a pass; records that agree but nothing anchors are UNANCHORED.
@@ -106,6 +168,9 @@ function printReport(r: VerifyReport, json: boolean, io: CommandIo): number {
   );
   io.out(
     `size ${r.size}, root ${r.root || '-'}, ${r.checkpoints} checkpoint(s)${r.ok ? '' : ' verified before the damage'}\n`,
+  );
+  io.out(
+    `keys given: --log-key ${given.log.length > 0 ? given.log.join(', ') : 'none'}; --witness-key ${given.witness.length > 0 ? given.witness.join(', ') : 'none'}\n`,
   );
   io.out(`${logKeyLine(r)}\n`);
   io.out(
@@ -142,14 +207,15 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
   const [path] = positional;
   if (path === undefined || positional.length > 1)
     throw new CliUsageError(`usage: ${VERIFY_USAGE}`);
-  const logKeys = readKeys(flags['log-key']);
+  const log = verifierKeys('log-key', flags['log-key']);
+  const witness = verifierKeys('witness-key', flags['witness-key']);
+  const given: GivenKeys = { log: log.labels, witness: witness.labels };
+  const logKeys = log.strings;
   // No --log-key: a bundle's own key is used for self-consistency only (reported as claimed).
   const opts = {
     ...(logKeys.length > 0 ? { logKeys } : {}),
-    witnessKeys: readKeys(flags['witness-key']),
-    ...(typeof flags.trusted === 'string'
-      ? { trusted: readText(flags.trusted, 'trusted checkpoint') }
-      : {}),
+    witnessKeys: witness.strings,
+    ...(typeof flags.trusted === 'string' ? { trusted: readTrusted(flags.trusted) } : {}),
   };
   if (isLedgerUrl(path)) {
     const opened = await openLedger(path, { readOnly: true });
@@ -158,7 +224,7 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
       return opened.failure.code === 'BAD_URL' ? Exit.usage : Exit.environment;
     }
     try {
-      return printReport(await verifyStore(opened.value, opts), flags.json === true, io);
+      return printReport(await verifyStore(opened.value, opts), flags.json === true, io, given);
     } finally {
       await opened.value.close();
     }
@@ -171,7 +237,54 @@ async function verify(args: string[], io: CommandIo): Promise<number> {
     io.err(`candor audit verify: ${JSON.stringify(path)} is a directory, not a bundle file\n`);
     return Exit.environment;
   }
-  return printReport(await verifyBundleFile(path, opts), flags.json === true, io);
+  return printReport(await verifyBundleFile(path, opts), flags.json === true, io, given);
+}
+
+/**
+ * `audit status`: the newest checkpoint stored in the ledger and what its witness said. Exit 1 when
+ * the witness reported a possible fork or rollback (it has cosigned a larger tree of this log).
+ */
+async function status(args: string[], io: CommandIo): Promise<number> {
+  const { flags, positional } = parseFlags(args, { ledger: 'string' });
+  if (positional.length > 0) throw new CliUsageError(`usage: ${STATUS_USAGE}`);
+  const opened = await openLedger(typeof flags.ledger === 'string' ? flags.ledger : undefined, {
+    readOnly: true,
+  });
+  if (!opened.ok) {
+    io.err(`candor audit status: ${opened.failure.message}\n`);
+    return opened.failure.code === 'BAD_URL' ? Exit.usage : Exit.environment;
+  }
+  try {
+    let last: Extract<StoredEvent, { kind: 'checkpoint' }> | null = null;
+    let fork: Extract<StoredEvent, { kind: 'checkpoint' }> | null = null;
+    for (let from = 1; ;) {
+      const page = await opened.value.read(from, 5_000);
+      for (const e of page) {
+        if (e.kind !== 'checkpoint') continue;
+        last = e;
+        if (e.data.witness_problem_code === 'fork') fork = e;
+      }
+      if (page.length < 5_000) break;
+      from = page.at(-1)!.seq + 1;
+    }
+    if (!last) {
+      io.out('no checkpoint stored in this ledger\n');
+      return Exit.ok;
+    }
+    const d = last.data;
+    io.out(
+      `newest checkpoint: seq ${last.seq}, size ${d.size}, ${d.witnessed === true ? 'witnessed' : d.witnessed === false ? `NOT witnessed (${d.witness_problem_code ?? 'problem'}: ${capLine(d.witness_problem ?? '', 160)})` : 'no witness configured'}\n`,
+    );
+    if (fork) {
+      io.out(
+        `POSSIBLE FORK OR ROLLBACK: the witness has cosigned a tree of size ${fork.data.witness_size ?? '?'} of this log; the checkpoint at seq ${fork.seq} has size ${fork.data.size}\n`,
+      );
+      return Exit.check_failed;
+    }
+    return Exit.ok;
+  } finally {
+    await opened.value.close();
+  }
 }
 
 async function exportCmd(args: string[], io: CommandIo): Promise<number> {

@@ -2,6 +2,7 @@
 // tree size in decimal, the base64 RFC 9162 root hash, then optional non-empty extension lines.
 // The log signs with an Ed25519 note key (type 0x01); witnesses add timestamped cosignatures
 // (type 0x04, c2sp.org/tlog-cosignature) over the same text.
+import { quote } from '../../core/quote.js';
 import {
   SigType,
   formatSignatureLine,
@@ -107,7 +108,7 @@ export function openCheckpoint(
   if (!cp.ok) return cp;
   if (opts.origin !== undefined && cp.value.origin !== opts.origin) {
     return fail(
-      `checkpoint origin ${JSON.stringify(cp.value.origin)} is not the expected ${JSON.stringify(opts.origin)}`,
+      `checkpoint origin ${quote(cp.value.origin)} is not the expected ${quote(opts.origin)}`,
     );
   }
   const kindOf = (s: NoteSignature): number | undefined =>

@@ -11,6 +11,7 @@ import { systemClock } from '../../core/time.js';
 import type { StoredEvent } from '../events.js';
 import type { LedgerStore } from '../store.js';
 import { signCheckpoint } from './checkpoint.js';
+import { capLine, quote } from '../../core/quote.js';
 import { checkCosignatures, requestCosignature } from './witness.js';
 import { storedBytes } from './export.js';
 import { leafHash } from './merkle.js';
@@ -33,6 +34,8 @@ export interface WitnessOptions {
   requestTimeoutMs?: number;
   /** How far a cosignature's timestamp may be from now (default 600 s). */
   maxSkewSeconds?: number;
+  /** Largest witness answer read (default 64 KiB); a larger one is cut off, not buffered. */
+  maxAnswerBytes?: number;
 }
 
 export interface CheckpointerOptions {
@@ -49,12 +52,22 @@ export interface CheckpointerOptions {
   log?: (line: string) => void;
   /** A witness that must cosign each checkpoint; see `WitnessOptions`. */
   witness?: WitnessOptions;
+  /** Every checkpoint event stored (e.g. for a span event when the witness reports a fork). */
+  onCheckpoint?: (event: StoredEvent) => void;
 }
 
 /** Whether the checkpoint before a sensitive action was witnessed as the configuration requires. */
 export type SensitiveCheck =
   | { held: false }
-  | { held: true; witness: string; url: string; problem: string; waited_ms: number };
+  | {
+      held: true;
+      witness: string;
+      url: string;
+      problem: string;
+      /** Set when the witness has cosigned a larger tree of this log (see `WitnessProblemCode`). */
+      problem_code?: WitnessProblemCode;
+      waited_ms: number;
+    };
 
 export interface Checkpointer {
   /** Signs and appends a checkpoint of everything stored so far (null if nothing new). */
@@ -62,13 +75,33 @@ export interface Checkpointer {
   /** Checkpoints when `every` records arrived since the last checkpoint. */
   maybe(): Promise<StoredEvent | null>;
   /**
+   * `maybe()` in the background: what a call does after its answer is settled, so that a slow or
+   * hostile witness never holds the call (a failure goes to `log`, one line).
+   */
+  maybeLater(): void;
+  /** Resolves once every background checkpoint started so far has finished (before closing). */
+  idle(): Promise<void>;
+  /**
    * The checkpoint before a sensitive action. When the witness is `required` and has not cosigned
    * within `waitMs`, the answer is `held` and the action must not be dispatched.
    */
   beforeSensitive(): Promise<SensitiveCheck>;
 }
 
-type Cosigned = { ok: true; lines: string } | { ok: false; problem: string };
+/**
+ * Why a witness did not cosign, as a stable code (stored as `witness_problem_code`):
+ * - `fork`: the witness has cosigned a tree of this log at least as large with a different history
+ *   (a larger size than this checkpoint, or the same size and another root) — a possible fork or
+ *   rollback of the log; asking again cannot help, so `witness_required` stops at once;
+ * - `too_large`: its answer passed `maxAnswerBytes`; `timeout`: no complete answer in time;
+ * - `unreachable`: no connection; `refused`: any other non-200; `bad_answer`: 200 but no valid line.
+ */
+export type WitnessProblemCode =
+  'fork' | 'too_large' | 'timeout' | 'unreachable' | 'refused' | 'bad_answer';
+
+type Cosigned =
+  | { ok: true; lines: string }
+  | { ok: false; code: WitnessProblemCode; problem: string; witness_size?: number };
 
 export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
   const { ledger, signer, origin, witness } = options;
@@ -89,18 +122,61 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
     const text = note.slice(0, note.lastIndexOf('\n\n') + 1);
     try {
       let old = witnessedSize;
+      let sizeFromWitness = false;
       for (let tries = 0; tries < 2; tries++) {
         const proof = old > 0 && old < size ? log.consistencyProof(old, size) : [];
-        const r = await requestCosignature(w.url, old, proof, note, AbortSignal.timeout(timeoutMs));
+        const r = await requestCosignature(
+          w.url,
+          old,
+          proof,
+          note,
+          AbortSignal.timeout(timeoutMs),
+          w.maxAnswerBytes,
+        );
         if (!r.ok) {
+          if (r.code === 'too_large') {
+            return {
+              ok: false,
+              code: 'too_large',
+              problem: `witness answered badly: ${r.message}`,
+            };
+          }
           // The witness knows a different size (e.g. this writer restarted): prove from there.
           if (r.status === 409 && r.size !== undefined && r.size <= size) {
             old = r.size;
+            sizeFromWitness = true;
             continue;
+          }
+          if (r.status === 409 && r.size !== undefined) {
+            return {
+              ok: false,
+              code: 'fork',
+              witness_size: r.size,
+              problem: `possible fork or rollback: the witness has cosigned a tree of size ${r.size} of this log, larger than this checkpoint's size ${size}`,
+            };
+          }
+          // A 409 without a size to a request at the witness's own size: same size, other root.
+          if (r.status === 409 && old === size) {
+            return {
+              ok: false,
+              code: 'fork',
+              witness_size: size,
+              problem: `possible fork or rollback: the witness has cosigned a tree of size ${size} of this log with a different root than this checkpoint's size ${size}`,
+            };
+          }
+          // Proved from the witness's own size and still refused: its tree at that size differs.
+          if (r.status === 422 && sizeFromWitness) {
+            return {
+              ok: false,
+              code: 'fork',
+              witness_size: old,
+              problem: `possible fork or rollback: the witness has cosigned a tree of size ${old} of this log that this checkpoint's size ${size} does not extend`,
+            };
           }
           return {
             ok: false,
-            problem: `witness refused (${r.status}): ${r.message.slice(0, 200)}`,
+            code: 'refused',
+            problem: `witness refused (${r.status}): ${quote(r.message, 120)}`,
           };
         }
         const checked = checkCosignatures(
@@ -112,22 +188,37 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
         );
         if (checked.problems.length > 0) {
           options.log?.(
-            `checkpoint ${size}: witness ${w.url} answered badly: ${checked.problems.join('; ')}`,
+            capLine(
+              `checkpoint ${size}: witness ${w.url} answered badly: ${checked.problems.join('; ')}`,
+              400,
+            ),
           );
         }
         if (checked.lines === '') {
-          return { ok: false, problem: `witness answered badly: ${checked.problems.join('; ')}` };
+          return {
+            ok: false,
+            code: 'bad_answer',
+            problem: capLine(`witness answered badly: ${checked.problems.join('; ')}`),
+          };
         }
         return { ok: true, lines: checked.lines };
       }
-      return { ok: false, problem: 'witness kept reporting a different tree size' };
+      return {
+        ok: false,
+        code: 'refused',
+        problem: 'witness kept reporting a different tree size',
+      };
     } catch (err) {
       const e = err as { name?: string; cause?: { code?: string } };
-      const why =
-        e.name === 'TimeoutError'
-          ? `no answer within ${timeoutMs} ms`
-          : (e.cause?.code ?? 'no answer');
-      return { ok: false, problem: `witness did not answer: ${why}` };
+      const timeout = e.name === 'TimeoutError' || e.name === 'AbortError';
+      const why = timeout
+        ? `no complete answer within ${timeoutMs} ms`
+        : quote(String(e.cause?.code ?? 'no answer'), 40);
+      return {
+        ok: false,
+        code: timeout ? 'timeout' : 'unreachable',
+        problem: `witness did not answer: ${why}`,
+      };
     }
   }
 
@@ -144,11 +235,18 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
     let slept = 0;
     const elapsed = (): number => Math.max(clock.now() - started, slept);
     let delay = 100;
+    // A last round cut short by what was left of the wait says less than an earlier answer did.
+    let answered: Cosigned | null = null;
     for (;;) {
       const left = waitMs === null ? perRequest : waitMs - elapsed();
-      const r = await cosignOnce(w, size, note, Math.max(1, Math.min(perRequest, left)));
+      const budget = Math.max(1, Math.min(perRequest, left));
+      let r = await cosignOnce(w, size, note, budget);
+      if (!r.ok && r.code !== 'timeout') answered = r;
+      else if (!r.ok && answered && budget < perRequest) r = answered;
       const waited = elapsed();
-      if (r.ok || waitMs === null || waited + delay >= waitMs) return { ...r, waited };
+      // A fork is not a witness outage: asking again cannot change the witness's larger tree.
+      if (r.ok || waitMs === null || r.code === 'fork' || waited + delay >= waitMs)
+        return { ...r, waited };
       await sleep(delay);
       slept += delay;
       delay = Math.min(delay * 2, 2_000);
@@ -197,10 +295,19 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
           root_hash: root.toString('hex'),
           note,
           ...(witness ? { witnessed: cosigned?.ok === true } : {}),
-          ...(cosigned && !cosigned.ok ? { witness_problem: cosigned.problem } : {}),
+          ...(cosigned && !cosigned.ok
+            ? {
+                witness_problem: cosigned.problem,
+                witness_problem_code: cosigned.code,
+                ...(cosigned.witness_size !== undefined
+                  ? { witness_size: cosigned.witness_size }
+                  : {}),
+              }
+            : {}),
         },
       },
     ]);
+    if (stored) options.onCheckpoint?.(stored);
     lastSize = size;
     return { stored: stored ?? null, cosigned };
   }
@@ -212,13 +319,31 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
     return next;
   };
 
+  const maybe = (): Promise<StoredEvent | null> =>
+    serial(async () => {
+      await sync();
+      return log.size - lastSize >= every ? (await issue(null)).stored : null;
+    });
+  let background: Promise<void> = Promise.resolve();
+  let queued = false;
+
   return {
     checkpoint: () => serial(async () => (await issue(null)).stored),
-    maybe: () =>
-      serial(async () => {
-        await sync();
-        return log.size - lastSize >= every ? (await issue(null)).stored : null;
-      }),
+    maybe,
+    maybeLater() {
+      // One background round waiting is enough: it reads everything appended until it starts.
+      if (queued) return;
+      queued = true;
+      background = background.then(async () => {
+        queued = false;
+        await maybe().catch((err: unknown) => {
+          options.log?.(
+            capLine(`checkpoint failed: ${quote(String((err as Error)?.message ?? err), 120)}`),
+          );
+        });
+      });
+    },
+    idle: () => background,
     beforeSensitive: () =>
       serial(async (): Promise<SensitiveCheck> => {
         const required = witness?.required === true;
@@ -231,6 +356,7 @@ export function createCheckpointer(options: CheckpointerOptions): Checkpointer {
           witness: witness.key.name,
           url: witness.url,
           problem: cosigned ? cosigned.problem : 'the latest checkpoint is not witnessed',
+          ...(cosigned && !cosigned.ok ? { problem_code: cosigned.code } : {}),
           waited_ms: cosigned ? cosigned.waited : 0,
         };
       }),

@@ -4,6 +4,7 @@
 // SHA-256(name || "\n" || type || public key). Verifier keys read `<name>+<hex keyID>+<base64(type ||
 // public key)>`; signer keys `PRIVATE+KEY+<name>+<hex keyID>+<base64(type || seed)>`.
 // Only node:crypto is used. Expected failures are returned, never thrown.
+import { escapeUnsafe } from '../../core/quote.js';
 import {
   createHash,
   createPrivateKey,
@@ -334,4 +335,4 @@ export function openNote(msg: string, verifiers: readonly NoteVerifier[]): Resul
 
 /** `name+hex id` of a signature, for reports. */
 export const signatureKeyLabel = (s: Pick<NoteSignature, 'name' | 'keyId'>): string =>
-  `${s.name}+${hex8(s.keyId)}`;
+  `${escapeUnsafe(s.name.length > 80 ? `${s.name.slice(0, 80)}…` : s.name)}+${hex8(s.keyId)}`;

@@ -5,6 +5,7 @@
 // record structure (seq and hash chain) -> checkpoint validity -> fork -> truncation -> root ->
 // trusted checkpoint -> torn tail. A crash-torn final record is never reported over tampering.
 import { openCheckpoint, peekCheckpoint, type Checkpoint } from './checkpoint.js';
+import { capLine, quote } from '../../core/quote.js';
 import { parseVerifierKey, signatureKeyLabel, SigType, type NoteVerifier } from './note.js';
 import { scanRecords, type EmbeddedCheckpoint, type ScanResult } from './scan.js';
 
@@ -117,6 +118,8 @@ export function classify(scan: ScanResult, input: Omit<VerifyInput, 'records'>):
   const report = (found: Found, size = n): VerifyReport => ({
     ok: found.code === VerifyCode.INTACT,
     ...found,
+    // Messages may quote what a bundle says: never longer than one short line.
+    message: capLine(found.message),
     size,
     root: rootAt(size) ?? '',
     checkpoints: valid.length,
@@ -171,8 +174,7 @@ export function classify(scan: ScanResult, input: Omit<VerifyInput, 'records'>):
         ignored.push({ checkpoint_seq: c.at, key: signatureKeyLabel(u) });
     }
     origin ??= cp.origin;
-    if (cp.origin !== origin)
-      return bad(`origin ${JSON.stringify(cp.origin)} is not ${JSON.stringify(origin)}`);
+    if (cp.origin !== origin) return bad(`origin ${quote(cp.origin)} is not ${quote(origin)}`);
     if (c.ev && (c.ev.size !== cp.size || c.ev.root_hash !== cp.root.toString('hex'))) {
       return bad('its size/root_hash fields disagree with its signed note');
     }
@@ -196,7 +198,7 @@ export function classify(scan: ScanResult, input: Omit<VerifyInput, 'records'>):
       return report({
         code: VerifyCode.BAD_CHECKPOINT,
         first_bad_seq: null,
-        message: `the trusted checkpoint is for origin ${JSON.stringify(trusted.origin)}, not ${JSON.stringify(origin)}`,
+        message: `the trusted checkpoint is for origin ${quote(trusted.origin)}, not ${quote(origin)}`,
       });
     }
   }
@@ -380,13 +382,13 @@ function parseKeys(
         return {
           ok: false,
           log: [],
-          message: `${whose}verifier key ${JSON.stringify(k)} is invalid: ${v.failure}`,
+          message: `${whose}verifier key ${quote(k, 40)} is invalid: ${v.failure}`,
         };
       if (v.value.type !== want)
         return {
           ok: false,
           log: [],
-          message: `${whose}verifier key ${v.value.name} has the wrong signature type`,
+          message: `${whose}verifier key ${signatureKeyLabel(v.value)} has the wrong signature type`,
         };
       into.push(v.value);
     }

@@ -8,6 +8,7 @@ import { openCheckpoint, signCheckpoint } from './checkpoint.js';
 import { consistencyProof, leafHash, rootOf, type Hash } from './merkle.js';
 import { SigType, generateKey, parseSignerKey, parseVerifierKey, type NoteSigner } from './note.js';
 import {
+  checkCosignatures,
   fileWitnessState,
   memoryWitnessState,
   requestCosignature,
@@ -198,6 +199,40 @@ describe('tlog-witness add-checkpoint over loopback', () => {
       expect((await requestCosignature(url, 6, consistencyProof(leaves, 6, 8), note(8))).ok).toBe(
         true,
       );
+    });
+  });
+});
+
+describe('the witness and its client at the edges', () => {
+  it('answers 413 to a body over 64 KiB (the client reads the answer: no connection reset)', async () => {
+    await withWitness(memoryWitnessState(), async (url) => {
+      for (const size of [200 * 1024, 4 * 1024 * 1024]) {
+        const res = await fetch(`${url}/add-checkpoint`, {
+          method: 'POST',
+          body: `old 0\n\n${'x'.repeat(size)}`,
+        });
+        expect(res.status).toBe(413);
+        expect(await res.text()).toBe('request larger than 65536 bytes\n');
+      }
+      // The witness still serves afterwards.
+      expect((await requestCosignature(url, 0, [], note(3))).ok).toBe(true);
+    });
+  });
+
+  it('a cosignature line returned twice is kept once', async () => {
+    await withWitness(memoryWitnessState(), async (url) => {
+      const n = note(4);
+      const r = await requestCosignature(url, 0, [], n);
+      if (!r.ok) throw new Error(r.message);
+      const text = n.slice(0, n.lastIndexOf('\n\n') + 1);
+      const checked = checkCosignatures(
+        r.cosignatures + r.cosignatures,
+        text,
+        witnessVerifier,
+        1_767_225_600_000,
+      );
+      expect(checked.problems).toEqual([]);
+      expect(checked.lines).toBe(r.cosignatures);
     });
   });
 });

@@ -7,6 +7,7 @@ import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { readFile, rename, writeFile } from 'node:fs/promises';
 import { cosignatureLine, openCheckpoint, parseCheckpointText } from './checkpoint.js';
+import { quote } from '../../core/quote.js';
 import { verifyConsistency } from './merkle.js';
 import {
   SigType,
@@ -160,21 +161,47 @@ function serialize(): <T>(task: () => Promise<T>) => Promise<T> {
 }
 
 const MAX_BODY = 64 * 1024;
+/** How much of an over-long body is read and discarded so the client sees the 413, not a reset. */
+const MAX_DRAIN = 16 * 1024 * 1024;
+const DRAIN_MS = 5_000;
 
+/** The body, or null once it passes MAX_BODY (the rest is then drained, not buffered). */
 function readBody(req: IncomingMessage): Promise<Buffer | null> {
   return new Promise((resolve, reject) => {
+    const declared = Number(req.headers['content-length'] ?? NaN);
+    if (declared > MAX_BODY) {
+      resolve(null);
+      return;
+    }
     const chunks: Buffer[] = [];
     let size = 0;
-    req.on('data', (c: Buffer) => {
+    const onData = (c: Buffer): void => {
       size += c.length;
       if (size > MAX_BODY) {
+        req.off('data', onData);
         resolve(null);
-        req.destroy();
       } else chunks.push(c);
-    });
+    };
+    req.on('data', onData);
     req.on('end', () => resolve(Buffer.concat(chunks)));
     req.on('error', reject);
   });
+}
+
+/**
+ * After a 413: read and discard what the client is still sending (bounded in bytes and time), so
+ * that it gets to read the answer instead of a connection reset; then the connection closes.
+ */
+function drainThenClose(req: IncomingMessage): void {
+  let drained = 0;
+  const timer = setTimeout(() => req.destroy(), DRAIN_MS);
+  timer.unref();
+  req.on('data', (c: Buffer) => {
+    drained += c.length;
+    if (drained > MAX_DRAIN) req.destroy();
+  });
+  req.on('close', () => clearTimeout(timer));
+  req.resume();
 }
 
 export interface RunningWitness {
@@ -193,23 +220,24 @@ export async function startWitness(
     throw new TypeError('witness key must be a type 0x04 key');
   const queue = serialize();
   const server = createServer((req, res) => {
-    const reply = (r: WitnessResponse): void => {
+    const reply = (r: WitnessResponse, close = false): void => {
       res.writeHead(r.status, {
         'content-type': r.contentType,
         'content-length': Buffer.byteLength(r.body),
+        ...(close ? { connection: 'close' } : {}),
       });
       res.end(r.body);
     };
     if (req.url !== '/add-checkpoint') return reply(text(404, 'not found'));
     if (req.method !== 'POST') return reply(text(405, 'use POST'));
     readBody(req)
-      .then(async (body) =>
-        reply(
-          body === null
-            ? text(413, 'request too large')
-            : await queue(() => addCheckpoint(body, cfg)),
-        ),
-      )
+      .then(async (body) => {
+        if (body === null) {
+          drainThenClose(req);
+          return reply(text(413, `request larger than ${MAX_BODY} bytes`), true);
+        }
+        reply(await queue(() => addCheckpoint(body, cfg)));
+      })
       .catch(() => reply(text(500, 'witness error')));
   });
   await new Promise<void>((resolve, reject) => {
@@ -229,17 +257,59 @@ export async function startWitness(
   };
 }
 
+/** Default limit on a witness's answer: a cosignature line is ~100 bytes; 64 KiB is generous. */
+export const WITNESS_MAX_ANSWER_BYTES = 64 * 1024;
+
 export type CosignResult =
   | { ok: true; cosignatures: string }
-  | { ok: false; status: number; message: string; /** The witness's size on 409 */ size?: number };
+  | {
+      ok: false;
+      status: number;
+      message: string;
+      /** The witness's size on 409 */
+      size?: number;
+      /** `too_large`: the answer passed `maxBytes` and was not read further. */
+      code?: 'too_large';
+    };
 
-/** Client: submits a checkpoint with a consistency proof from `oldSize`; returns the cosignature lines. */
+/**
+ * Reads at most `maxBytes` of a response body as a stream (never buffering more than that),
+ * cancelling the rest: null when the body is larger.
+ */
+export async function readBounded(res: Response, maxBytes: number): Promise<Buffer | null> {
+  const declared = Number(res.headers.get('content-length') ?? NaN);
+  if (declared > maxBytes || !res.body) {
+    await res.body?.cancel().catch(() => undefined);
+    return res.body ? null : Buffer.alloc(0);
+  }
+  const reader = (res.body as ReadableStream<Uint8Array>).getReader();
+  const chunks: Uint8Array[] = [];
+  let size = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    size += value.byteLength;
+    if (size > maxBytes) {
+      await reader.cancel().catch(() => undefined);
+      return null;
+    }
+    chunks.push(value);
+  }
+  return Buffer.concat(chunks);
+}
+
+/**
+ * Client: submits a checkpoint with a consistency proof from `oldSize`; returns the cosignature
+ * lines. The answer is read up to `maxBytes` only; `signal` bounds the whole exchange, body
+ * included (a witness trickling one byte a second is cut off by it).
+ */
 export async function requestCosignature(
   witnessUrl: string,
   oldSize: number,
   proof: readonly Uint8Array[],
   checkpointNote: string,
   signal?: AbortSignal,
+  maxBytes = WITNESS_MAX_ANSWER_BYTES,
 ): Promise<CosignResult> {
   const body = `old ${oldSize}\n${proof.map((p) => `${Buffer.from(p).toString('base64')}\n`).join('')}\n${checkpointNote}`;
   const res = await fetch(`${witnessUrl.replace(/\/$/, '')}/add-checkpoint`, {
@@ -248,7 +318,16 @@ export async function requestCosignature(
     headers: { 'content-type': 'text/plain; charset=utf-8' },
     ...(signal ? { signal } : {}),
   });
-  const reply = await res.text();
+  const bytes = await readBounded(res, maxBytes);
+  if (bytes === null) {
+    return {
+      ok: false,
+      status: res.status,
+      code: 'too_large',
+      message: `answer larger than ${maxBytes} bytes (not read further)`,
+    };
+  }
+  const reply = bytes.toString('utf8');
   if (res.status === 200) return { ok: true, cosignatures: reply };
   if (
     res.status === 409 &&
@@ -279,7 +358,7 @@ export function checkCosignatures(
   nowMs: number,
   maxSkewSeconds = 600,
 ): CosignatureCheck {
-  const excerpt = JSON.stringify(body.length > 80 ? `${body.slice(0, 80)}…` : body);
+  const excerpt = quote(body, 80);
   const parsed = parseNote(`${checkpointText}\n${body}`);
   if (!parsed.ok || parsed.value.text !== checkpointText) {
     return { lines: '', problems: [`not a cosignature line: ${excerpt}`] };
@@ -300,7 +379,11 @@ export function checkCosignatures(
       const at = Number(sig.sig.readBigUInt64BE(0));
       if (Math.abs(at - now) > maxSkewSeconds) {
         problems.push(`a cosignature from ${who} timestamped ${at}, ${at - now} s from now`);
-      } else kept.push(formatSignatureLine(sig));
+      } else {
+        // A line returned twice is one cosignature: stored once.
+        const line = formatSignatureLine(sig);
+        if (!kept.includes(line)) kept.push(line);
+      }
     }
   }
   return { lines: kept.join(''), problems };

@@ -2,19 +2,57 @@
 // checkpoints stored in the ledger and the witness cosignatures on them. No key is needed: the
 // signatures are checked only when a log key is given to `audit verify`.
 import { unanchoredReason, type VerifyReport } from '../../ledger/chain/verify.js';
-import { html, iso, type Html } from '../html.js';
+import { clip, html, iso, type Html } from '../html.js';
 import type { CheckpointSummary } from '../live.js';
+
+/** Shown until the first background verification of this view has finished. */
+export function auditPending(seq: number): Html {
+  return html`<div id="live-region" data-watch="*">
+    <h1>Audit</h1>
+    <div class="verdict warn" role="note" aria-label="Verification result" data-audit-pending>
+      Verifying the ledger up to seq ${seq} in the background<span class="sub"
+        >This page shows the result once it is done; reload in a moment.</span
+      >
+    </div>
+  </div>`;
+}
+
+/** The newest checkpoint whose witness reported a possible fork or rollback, if any. */
+const forkOf = (cps: readonly CheckpointSummary[]): CheckpointSummary | undefined =>
+  [...cps].reverse().find((c) => c.witness_problem_code === 'fork');
 
 export function auditBody(
   r: VerifyReport,
   checkpoints: readonly CheckpointSummary[],
   ledger: string,
+  position: { verified_at_seq: number; current_seq: number } = {
+    verified_at_seq: r.size,
+    current_seq: r.size,
+  },
 ): Html {
   // A green INTACT only where it is a proof: records that merely agree with each other, with nothing
   // anchoring them, are shown as UNANCHORED (amber) with the reason, never beside a pass.
   const unanchored = unanchoredReason(r);
+  const fork = forkOf(checkpoints);
   return html`<div id="live-region" data-watch="*">
     <h1>Audit</h1>
+    ${
+      fork
+        ? html`<div class="verdict bad" role="alert" data-witness-fork>
+            Possible fork or rollback: the witness has cosigned a tree of size
+            ${fork.witness_size ?? '?'} of this log; the checkpoint at seq ${fork.seq} has size
+            ${fork.size}<span class="sub">${clip(fork.witness_problem ?? '', 300)}</span>
+          </div>`
+        : ''
+    }
+    <p class="muted" data-verified-at="${position.verified_at_seq}">
+      Verified in the background up to seq
+      ${position.verified_at_seq}${
+        position.current_seq !== position.verified_at_seq
+          ? ` (the ledger is at seq ${position.current_seq}; verifying again)`
+          : ''
+      }.
+    </p>
     <div
       class="verdict ${!r.ok ? 'bad' : unanchored === null ? 'ok' : 'warn'}"
       role="note"
@@ -26,7 +64,7 @@ export function auditBody(
         unanchored === null
           ? html`${r.code}${
                 r.first_bad_seq === null ? '' : ` — first bad record at seq ${r.first_bad_seq}`
-              }<span class="sub">${r.message}</span>`
+              }<span class="sub">${clip(r.message, 300)}</span>`
           : html`UNANCHORED — the records agree with each other, nothing proves they were not
               rewritten<span class="sub"
                 >The hash chain of ${r.size} record(s) is consistent, but ${unanchored}.</span
@@ -81,13 +119,21 @@ export function auditBody(
                     <td>${iso(c.at)}</td>
                     <td>${c.size}</td>
                     <td class="mono">${c.root_hash.slice(0, 16)}…</td>
-                    <td class="mono">${c.signers[0] ?? '–'}</td>
+                    <td class="mono">${clip(c.signers[0] ?? '–')}</td>
                     <td>
                       ${
                         c.signers.length > 1
-                          ? html`<span class="ok-text">${c.signers.slice(1).join(', ')}</span>`
+                          ? html`<span class="ok-text"
+                              >${clip(c.signers.slice(1).join(', '), 200)}</span
+                            >`
                           : c.witnessed === false
-                            ? html`<span class="flag">witness did not answer</span>`
+                            ? html`<span class="flag"
+                                >${
+                                  c.witness_problem_code === 'fork'
+                                    ? `possible fork or rollback: witness at size ${c.witness_size ?? '?'}, checkpoint ${c.size}`
+                                    : clip(c.witness_problem ?? 'witness did not cosign', 120)
+                                }</span
+                              >`
                             : 'none'
                       }
                     </td>

@@ -1,7 +1,7 @@
 // Page 5: a `candor matrix run --json` report: every row with its four assertions and the oracle's
 // verdict, filters for unsafe / imprecise / failed rows, each row linking to its timeline.
 import type { MatrixReport, RowResult } from '../../matrix/runner.js';
-import { html, qs, type Html } from '../html.js';
+import { html, type Html, qs, seg } from '../html.js';
 
 export type MatrixLoad =
   | { ok: true; value: { path: string; report: MatrixReport }; failure?: never }
@@ -99,7 +99,7 @@ candor ui --ledger sqlite:./.candor/ledger.db --matrix report.json</pre>`;
           ${r.oracle.verdict === 'unsafe' ? html`<span class="flag" title="${r.oracle.detail}">UNSAFE</span>` : r.oracle.verdict}
         </td>
         <td>
-          ${r.operation_id ? (known(r.operation_id) ? html`<a href="/op/${r.operation_id}">timeline</a>` : html`<span class="muted" title="${r.operation_id}">not in this ledger</span>`) : '–'}
+          ${r.operation_id ? (known(r.operation_id) ? html`<a href="/op/${seg(r.operation_id)}">timeline</a>` : html`<span class="muted" title="${r.operation_id}">not in this ledger</span>`) : '–'}
         </td>
       </tr>`,
   )}</tbody></table>`;

@@ -6,7 +6,7 @@ import type { StoredEvent } from '../../ledger/events.js';
 import { deliveryVerdict, type AttemptView, type OperationView } from '../../ledger/projection.js';
 import { isSealedPayload } from '../../ledger/seal.js';
 import { createRedactor } from '../../core/redact.js';
-import { dash, html, iso, type Html } from '../html.js';
+import { clip, dash, ext, html, iso, seg, type Html } from '../html.js';
 import { stateBadge } from '../layout.js';
 import { attemptPhasesSvg, lostPhase, timelineSvg, timelineText } from './timeline.js';
 
@@ -37,7 +37,7 @@ export function verdictOf(v: OperationView): Verdict {
     return {
       tone: 'bad',
       headline: `Sent ${times(Math.max(delivered, 1))}, ${records(Math.max(matches, 2))}: the effect happened more than once`,
-      detail: `${d.line}${listed.length ? ` (${listed.join(', ')})` : ''}`,
+      detail: `${d.line}${listed.length ? ` (${listed.map((r) => clip(r)).join(', ')})` : ''}`,
     };
   }
   if (d.code === 'unlicensed_retry') {
@@ -61,7 +61,7 @@ export function verdictOf(v: OperationView): Verdict {
   if (v.state === 'succeeded') {
     return {
       tone: 'ok',
-      headline: `Succeeded — sent ${times(delivered)}, ${records(refs.size)}${refs.size ? ` (${[...refs].join(', ')})` : ''}`,
+      headline: `Succeeded — sent ${times(delivered)}, ${records(refs.size)}${refs.size ? ` (${[...refs].map((r) => clip(r)).join(', ')})` : ''}`,
       detail: d.line,
     };
   }
@@ -116,13 +116,14 @@ function diagnosticsOf(events: readonly StoredEvent[], attemptId: string): Html 
     >`;
   }
   return html`<pre class="diag" tabindex="0" aria-label="diagnostics">
-${JSON.stringify(redactor.redactValue(e.data.diagnostics), null, 2)}</pre>`;
+${clip(JSON.stringify(redactor.redactValue(e.data.diagnostics), null, 2), 4000)}</pre>`;
 }
 
 function attemptCard(
   a: AttemptView,
   first: AttemptView | undefined,
   events: readonly StoredEvent[],
+  whole: string,
 ): Html {
   const f = a.finish;
   const lost = lostPhase(a);
@@ -152,14 +153,14 @@ function attemptCard(
       <dt>budget left</dt>
       <dd>${a.attempt_budget_remaining}</dd>
       <dt>worker</dt>
-      <dd class="mono">${a.worker}</dd>
+      <dd class="mono">${ext(a.worker, whole)}</dd>
       <dt>credential</dt>
-      <dd class="mono">${dash(a.credential_ref)}</dd>
+      <dd class="mono">${ext(a.credential_ref, whole)}</dd>
       <dt>request fingerprint</dt>
       <dd class="mono">${a.request_fingerprint}${fp}</dd>
       <dt>response</dt>
       <dd>
-        ${f?.response ? `status ${dash(f.response.status)}, remote ref ${dash(f.response.remote_ref)}, replay ${f.response.replay ? 'yes' : 'no'}` : 'none'}
+        ${f?.response ? html`status ${dash(f.response.status)}, remote ref ${ext(f.response.remote_ref, whole)}, replay ${f.response.replay ? 'yes' : 'no'}` : 'none'}
       </dd>
       <dt>started / duration</dt>
       <dd>${iso(a.started_at)}${f ? ` · ${f.duration_ms} ms` : ''}</dd>
@@ -179,11 +180,15 @@ export function operationBody(
   const verdict = verdictOf(v);
   const settle = settleCommand(v, ledger);
   const d = v.destination;
+  // Where a value shown cut can be read whole: this operation's events as JSON text.
+  const whole = `/op/${seg(v.operation_id)}/events.json`;
   return html`<div id="live-region" data-watch="${v.operation_id}">
     <p><a href="/">← Operations</a></p>
-    <h1>Operation <span class="mono">${v.operation_id}</span> ${stateBadge(v.state)}</h1>
+    <h1>
+      Operation <span class="mono">${ext(v.operation_id, whole)}</span> ${stateBadge(v.state)}
+    </h1>
     <div class="verdict ${verdict.tone}" role="note" aria-label="Verdict" data-verdict>
-      ${verdict.headline}<span class="sub">${verdict.detail}</span>
+      ${clip(verdict.headline, 400)}<span class="sub">${clip(verdict.detail, 600)}</span>
     </div>
     <section class="card timeline" aria-labelledby="tl-h">
       <h2 id="tl-h">Timeline</h2>
@@ -200,7 +205,7 @@ export function operationBody(
       </ul>
       <h3>Timeline as text</h3>
       <ol class="textline" data-timeline-text>
-        ${timelineText(v).map((l) => html`<li>${l}</li>`)}
+        ${timelineText(v).map((l) => html`<li>${clip(l, 400)}</li>`)}
       </ol>
     </section>
     <div class="grid2">
@@ -210,33 +215,33 @@ export function operationBody(
           <dt>kind</dt>
           <dd>${dash(v.intent?.kind)}</dd>
           <dt>subject</dt>
-          <dd class="mono">${dash(v.intent?.subject_ref)}</dd>
+          <dd class="mono">${ext(v.intent?.subject_ref, whole)}</dd>
           <dt>params digest</dt>
-          <dd class="mono">${dash(v.intent?.params_digest)}</dd>
+          <dd class="mono">${ext(v.intent?.params_digest, whole)}</dd>
           <dt>action</dt>
-          <dd>${dash(v.action)} (${dash(v.action_class)})</dd>
+          <dd>${ext(v.action, whole)} (${dash(v.action_class)})</dd>
           <dt>destination</dt>
           <dd class="mono">
-            ${d ? [d.method, d.route_template, d.host_ref ? `host ${d.host_ref}` : undefined].filter(Boolean).join(' ') : '–'}${d?.authority_ref ? ` via ${d.authority_ref}` : ''}
+            ${d ? clip([d.method, d.route_template, d.host_ref ? `host ${d.host_ref}` : undefined].filter(Boolean).join(' '), 200) : '–'}${d?.authority_ref ? ` via ${clip(d.authority_ref)}` : ''}
           </dd>
           <dt>idempotency key</dt>
-          <dd class="mono">${dash(v.idempotency_key)}</dd>
+          <dd class="mono">${ext(v.idempotency_key, whole)}</dd>
           <dt>session</dt>
           <dd>
-            ${v.session_id ? html`<a class="mono" href="/sessions/${v.session_id}">${v.session_id}</a>` : '–'}
+            ${v.session_id ? html`<a class="mono" href="/sessions/${seg(v.session_id)}">${ext(v.session_id)}</a>` : '–'}
           </dd>
           <dt>correlation</dt>
-          <dd class="mono">${dash(v.correlation_id)}</dd>
+          <dd class="mono">${ext(v.correlation_id, whole)}</dd>
           <dt>owner</dt>
-          <dd class="mono">${dash(v.owner)}</dd>
+          <dd class="mono">${ext(v.owner, whole)}</dd>
           <dt>opened</dt>
           <dd>${iso(v.opened_at)}</dd>
           ${
             v.supersedes_operation_id
               ? html`<dt>supersedes</dt>
                   <dd>
-                    <a class="mono" href="/op/${v.supersedes_operation_id}"
-                      >${v.supersedes_operation_id}</a
+                    <a class="mono" href="/op/${seg(v.supersedes_operation_id)}"
+                      >${ext(v.supersedes_operation_id)}</a
                     >
                   </dd>`
               : ''
@@ -244,7 +249,9 @@ export function operationBody(
           ${
             v.superseded_by
               ? html`<dt>superseded by</dt>
-                  <dd><a class="mono" href="/op/${v.superseded_by}">${v.superseded_by}</a></dd>`
+                  <dd>
+                    <a class="mono" href="/op/${seg(v.superseded_by)}">${ext(v.superseded_by)}</a>
+                  </dd>`
               : ''
           }
         </dl>
@@ -253,11 +260,11 @@ export function operationBody(
         <h2 id="settle-h">What settles it</h2>
         <p>${settle.why}</p>
         ${settle.commands.map((c) => html`<pre class="cmd" data-command>${c}</pre>`)}
-        ${v.resolution ? html`<p>Resolved <strong>${v.resolution.state}</strong> (${v.resolution.category}) by ${v.resolution.by} at ${iso(v.resolution.at)}${v.resolution.remote_refs.length ? html`; remote records <span class="mono" data-remote-refs>${v.resolution.remote_refs.join(', ')}</span>` : ''}</p>` : ''}
+        ${v.resolution ? html`<p>Resolved <strong>${v.resolution.state}</strong> (${v.resolution.category}) by ${v.resolution.by} at ${iso(v.resolution.at)}${v.resolution.remote_refs.length ? html`; remote records <span class="mono" data-remote-refs>${v.resolution.remote_refs.map((r, i) => html`${i > 0 ? ', ' : ''}${ext(r, whole)}`)}</span>` : ''}</p>` : ''}
       </section>
     </div>
     <h2>Attempts (${v.attempts.length})</h2>
-    ${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events))}
+    ${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events, whole))}
     <h2>Observations (${v.observations.length})</h2>
     ${
       v.observations.length === 0
@@ -277,7 +284,7 @@ export function operationBody(
             <tbody>
               ${v.observations.map(
                 (o) =>
-                  html`<tr${o.matches > 1 ? html` class="prio-0"` : ''}><td>${iso(o.checked_at)}</td><td>${o.source}</td><td class="mono">${o.checked}</td><td>${o.matches > 1 ? html`<span class="flag">${o.matches}</span>` : o.matches}</td><td class="mono" data-obs-refs>${o.remote_refs.join(', ') || '–'}</td><td>${o.conclusion}</td><td>${stateBadge(o.state_after)}</td></tr>`,
+                  html`<tr${o.matches > 1 ? html` class="prio-0"` : ''}><td>${iso(o.checked_at)}</td><td>${o.source}</td><td class="mono">${ext(o.checked, whole)}</td><td>${o.matches > 1 ? html`<span class="flag">${o.matches}</span>` : o.matches}</td><td class="mono" data-obs-refs>${o.remote_refs.length ? o.remote_refs.map((r, i) => html`${i > 0 ? ', ' : ''}${ext(r, whole)}`) : '–'}</td><td>${o.conclusion}</td><td>${stateBadge(o.state_after)}</td></tr>`,
               )}
             </tbody>
           </table>`

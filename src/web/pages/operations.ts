@@ -3,7 +3,7 @@
 // on the first page and the ten-thousandth). Plain GET forms: the page works without the script.
 import { OperationState, valuesOf, type OperationState as State } from '../../core/vocabulary.js';
 import type { ListingFacets, OperationsPage, OperationsQuery } from '../../ledger/listing.js';
-import { dash, html, iso, qs, type Html } from '../html.js';
+import { dash, html, type Html, iso, qs, seg } from '../html.js';
 import { stateBadge } from '../layout.js';
 
 export const PAGE_SIZE = 50;
@@ -162,7 +162,7 @@ export function operationsBody(
                   const p = o.priority;
                   return html`<tr class="prio-${p}" data-op="${o.operation_id}">
                     <td>
-                      <a class="mono" href="/op/${o.operation_id}">${o.operation_id}</a
+                      <a class="mono" href="/op/${seg(o.operation_id)}">${o.operation_id}</a
                       >${p === 0 ? html` <span class="badge s-dup">DUPLICATE</span>` : ''}
                     </td>
                     <td>${stateBadge(o.state)}</td>

@@ -7,7 +7,7 @@ import { checkTranscript, DEFAULT_RULES, type Violation } from '../../agent/rule
 import type { TranscriptStep } from '../../agent/transcript.js';
 import type { Envelope } from '../../core/envelope.js';
 import type { OperationView } from '../../ledger/projection.js';
-import { dash, html, iso, type Html } from '../html.js';
+import { dash, html, type Html, iso, seg } from '../html.js';
 import { stateBadge } from '../layout.js';
 import type { SessionSummary } from '../../ledger/listing.js';
 
@@ -108,7 +108,7 @@ export function sessionsListBody(sessions: readonly SessionSummary[], limit: num
                 (s) =>
                   html`<tr>
                     <td>
-                      <a class="mono" href="/sessions/${s.session_id}">${s.session_id}</a>
+                      <a class="mono" href="/sessions/${seg(s.session_id)}">${s.session_id}</a>
                     </td>
                     <td>${dash(s.agent)}</td>
                     <td>${s.operations}</td>
@@ -142,7 +142,7 @@ export function sessionBody(id: string, views: readonly OperationView[], truncat
         const r = c.step.result;
         return html`<li${vs.length ? html` class="violation"` : ''} data-step="${c.step.seq}">
 <strong>${c.step.seq + 1}. ${c.kind === 'lookup' ? `lookup (${c.step.tool})` : c.step.tool}</strong>
-<span class="muted">${iso(c.step.at)}</span> · <a class="mono" href="/op/${c.view.operation_id}">${c.view.operation_id}</a> ${stateBadge(c.view.state)}
+<span class="muted">${iso(c.step.at)}</span> · <a class="mono" href="/op/${seg(c.view.operation_id)}">${c.view.operation_id}</a> ${stateBadge(c.view.state)}
 <div>${r ? `→ ${r.category}, retry ${r.retry}, remote effect ${r.remote_effect}` : '→ no result recorded'}</div>
 ${vs.map((v) => html`<div class="why" role="note">⚠ ${v.rule}: ${v.explanation} (because of call ${v.because_of + 1})</div>`)}
 </li>`;
