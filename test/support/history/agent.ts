@@ -190,11 +190,13 @@ export async function follow(
   operationId: string,
   first: Envelope,
   restarts = 1,
+  /** The step count at which the agent stops in any case. */
+  limit = MAX_STEPS,
 ): Promise<Envelope> {
   let last = first;
   let restartsLeft = restarts;
   const name = actionName(rec.plan.contract);
-  while (rec.steps < MAX_STEPS) {
+  while (rec.steps < limit) {
     const move = nextMove(r, last, restartsLeft);
     if (move === 'stop') {
       rec.trace.push(`  (the agent stops: retry ${last.retry})`);
