@@ -160,7 +160,7 @@ type Move = 'retry' | 'wait_retry' | 'reconcile' | 'status' | 'list' | 'restart'
 export function nextMove(r: Rng, last: Envelope, restartsLeft: number): Move {
   if (restartsLeft > 0 && r.chance(0.12)) return 'restart';
   if (r.chance(0.1)) return 'status';
-  if (r.chance(0.03)) return 'list';
+  if (r.chance(0.02)) return 'list';
   switch (last.retry) {
     case 'allowed':
       return 'retry';

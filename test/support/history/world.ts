@@ -176,8 +176,9 @@ export class FaultedWorld {
         try {
           out = await inner.dispatch(prepared, opts);
         } finally {
-          // A fault the request never met (it did not reach the fake) must not hit the next one.
-          if (armed && armed.remaining !== 0) this.fake.disarm(armed.id);
+          // A fault the request never met (it did not reach the fake) must not hit the next one;
+          // a spent one is dropped too (the fake scans its armed faults on every request).
+          if (armed) this.fake.disarm(armed.id);
         }
         const stall = t.stall;
         if (stall && lookupOf === null && n === t.plan.pauseAt && stall.owner === owner()) {
