@@ -273,11 +273,12 @@ describe.skipIf(skip !== undefined)(
       return { run, resume, operationId, action };
     }
 
-    it.each([
+    const lateAnswers: Array<[string, AttemptFault]> = [
       ['a late 429', { kind: 'status', status: 429, commit: false }],
       ['a late 422', { kind: 'status', status: 422, commit: false }],
       ['a late unknown (reset)', { kind: 'reset_before_commit', phase: 'after_request_body' }],
-    ])(
+    ];
+    it.each(lateAnswers)(
       'the new owner settled it succeeded; %s to the stalled owner changes nothing',
       async (_n, late) => {
         // #1 commits and its reply is lost; B's keyed retry #2 gets `late`, held while B stalls; A
