@@ -37,61 +37,64 @@ let elapsed = 0;
 let cpuMs = 0;
 let verify: { code: number; out: string } = { code: -1, out: '' };
 
-beforeAll(async () => {
-  if (skip !== undefined) return;
-  server = await startPostgres();
-  fake = await startFakeService({ seed: 2929 });
-  const world = await FaultedWorld.start(fake);
-  const open = () => openPostgresLedger(server!.url, { schema: SCHEMA });
-  reader = await open();
-  const a: GatewayProcess = startGateway(world, {
-    ledger: await open(),
-    ownsLedger: true,
-    owner: 'gw-a',
-    lease: { ttl_ms: LEASE_MS },
-  });
-  const b: GatewayProcess = startGateway(world, {
-    ledger: await open(),
-    ownsLedger: true,
-    owner: 'gw-b',
-    lease: { ttl_ms: LEASE_MS },
-    clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
-  });
-  // Both are alive in the lease table before the first history.
-  await a.runtime.sessionId();
-  await b.runtime.sessionId();
-  const t0 = Date.now();
-  const cpu0 = process.cpuUsage();
-  results = await runCampaign(settings, async (seed) => {
-    const { plan, r } = planHistory(seed, 'f', true);
-    try {
-      return await runFleetHistory(world, a, b, reader!, plan, r);
-    } finally {
-      world.untrack(plan.id);
-    }
-  });
-  elapsed = Date.now() - t0;
-  const used = process.cpuUsage(cpu0);
-  cpuMs = Math.round((used.user + used.system) / 1000);
-  await a.stop(true);
-  await b.stop(true);
-  let out = '';
-  const url = `${server.url}${server.url.includes('?') ? '&' : '?'}schema=${SCHEMA}`;
-  const code = await audit(['verify', url, '--json'], {
-    out: (s) => void (out += s),
-    err: (s) => void (out += s),
-  });
-  verify = { code, out };
-  const all = report('truth-history (PostgreSQL fleet)', failureClasses(results), results.length);
-  if (process.env['CANDOR_HISTORY_REPORT'])
-    writeFileSync(process.env['CANDOR_HISTORY_REPORT'], `${all}\n`);
-  if (process.env['CANDOR_HISTORY_TRACES'])
-    writeFileSync(
-      process.env['CANDOR_HISTORY_TRACES'],
-      results.map((r) => r.trace.join('\n')).join('\n\n'),
-    );
-  if (settings.replay) console.log(results.map((r) => r.trace.join('\n')).join('\n\n'));
-}, 900_000);
+beforeAll(
+  async () => {
+    if (skip !== undefined) return;
+    server = await startPostgres();
+    fake = await startFakeService({ seed: 2929 });
+    const world = await FaultedWorld.start(fake);
+    const open = () => openPostgresLedger(server!.url, { schema: SCHEMA });
+    reader = await open();
+    const a: GatewayProcess = startGateway(world, {
+      ledger: await open(),
+      ownsLedger: true,
+      owner: 'gw-a',
+      lease: { ttl_ms: LEASE_MS },
+    });
+    const b: GatewayProcess = startGateway(world, {
+      ledger: await open(),
+      ownsLedger: true,
+      owner: 'gw-b',
+      lease: { ttl_ms: LEASE_MS },
+      clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
+    });
+    // Both are alive in the lease table before the first history.
+    await a.runtime.sessionId();
+    await b.runtime.sessionId();
+    const t0 = Date.now();
+    const cpu0 = process.cpuUsage();
+    results = await runCampaign(settings, async (seed) => {
+      const { plan, r } = planHistory(seed, 'f', true);
+      try {
+        return await runFleetHistory(world, a, b, reader!, plan, r);
+      } finally {
+        world.untrack(plan.id);
+      }
+    });
+    elapsed = Date.now() - t0;
+    const used = process.cpuUsage(cpu0);
+    cpuMs = Math.round((used.user + used.system) / 1000);
+    await a.stop(true);
+    await b.stop(true);
+    let out = '';
+    const url = `${server.url}${server.url.includes('?') ? '&' : '?'}schema=${SCHEMA}`;
+    const code = await audit(['verify', url, '--json'], {
+      out: (s) => void (out += s),
+      err: (s) => void (out += s),
+    });
+    verify = { code, out };
+    const all = report('truth-history (PostgreSQL fleet)', failureClasses(results), results.length);
+    if (process.env['CANDOR_HISTORY_REPORT'])
+      writeFileSync(process.env['CANDOR_HISTORY_REPORT'], `${all}\n`);
+    if (process.env['CANDOR_HISTORY_TRACES'])
+      writeFileSync(
+        process.env['CANDOR_HISTORY_TRACES'],
+        results.map((r) => r.trace.join('\n')).join('\n\n'),
+      );
+    if (settings.replay) console.log(results.map((r) => r.trace.join('\n')).join('\n\n'));
+  },
+  Math.max(900_000, settings.seeds.length * 1_000),
+);
 
 afterAll(async () => {
   await reader?.close();

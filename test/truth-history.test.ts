@@ -16,7 +16,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import { openLedger } from '../src/ledger/open.js';
 import type { LedgerStore } from '../src/ledger/store.js';
-import { runHistory, type HistoryResult } from './support/history/agent.js';
+import { checkListing, runHistory, type HistoryResult } from './support/history/agent.js';
 import {
   failureClasses,
   report,
@@ -28,7 +28,7 @@ import { Claim } from './support/history/oracle.js';
 import { planHistory } from './support/history/plan.js';
 import { FaultedWorld } from './support/history/world.js';
 
-const settings = settingsFromEnv(2000, Number(process.env['CANDOR_HISTORY_CONCURRENCY'] ?? 8));
+const settings = settingsFromEnv(2000, Number(process.env['CANDOR_HISTORY_CONCURRENCY'] ?? 12));
 let fake: FakeService;
 let dir: string;
 let reader: LedgerStore;
@@ -36,43 +36,47 @@ let results: HistoryResult[] = [];
 let elapsed = 0;
 let cpuMs = 0;
 
-beforeAll(async () => {
-  fake = await startFakeService({ seed: 29 });
-  const world = await FaultedWorld.start(fake);
-  dir = mkdtempSync(join(tmpdir(), 'candor-history-'));
-  const url = `sqlite:${join(dir, 'ledger.db')}`;
-  const opened = await openLedger(url);
-  if (!opened.ok) throw new Error(opened.failure.message);
-  reader = opened.value;
-  const t0 = Date.now();
-  const cpu0 = process.cpuUsage();
-  // One gateway process per concurrent agent session; a restart replaces that session's process.
-  const hosts = Array.from(
-    { length: settings.concurrency },
-    () => new SoloHost(world, url, reader),
-  );
-  results = await runCampaign(settings, async (seed, slot) => {
-    const { plan, r } = planHistory(seed, 'h');
-    try {
-      return await runHistory(world, hosts[slot]!, plan, r);
-    } finally {
-      world.untrack(plan.id);
-    }
-  });
-  await Promise.all(hosts.map((h) => h.close()));
-  elapsed = Date.now() - t0;
-  const used = process.cpuUsage(cpu0);
-  cpuMs = Math.round((used.user + used.system) / 1000);
-  const all = report('truth-history (SQLite)', failureClasses(results), results.length);
-  if (process.env['CANDOR_HISTORY_REPORT'])
-    writeFileSync(process.env['CANDOR_HISTORY_REPORT'], `${all}\n`);
-  if (process.env['CANDOR_HISTORY_TRACES'])
-    writeFileSync(
-      process.env['CANDOR_HISTORY_TRACES'],
-      results.map((r) => r.trace.join('\n')).join('\n\n'),
+beforeAll(
+  async () => {
+    fake = await startFakeService({ seed: 29 });
+    const world = await FaultedWorld.start(fake);
+    dir = mkdtempSync(join(tmpdir(), 'candor-history-'));
+    const url = `sqlite:${join(dir, 'ledger.db')}`;
+    const opened = await openLedger(url);
+    if (!opened.ok) throw new Error(opened.failure.message);
+    reader = opened.value;
+    const t0 = Date.now();
+    const cpu0 = process.cpuUsage();
+    // One gateway process per concurrent agent session; a restart replaces that session's process.
+    const hosts = Array.from(
+      { length: settings.concurrency },
+      () => new SoloHost(world, url, reader),
     );
-  if (settings.replay) console.log(results.map((r) => r.trace.join('\n')).join('\n\n'));
-}, 600_000);
+    results = await runCampaign(settings, async (seed, slot) => {
+      const { plan, r } = planHistory(seed, 'h');
+      try {
+        return await runHistory(world, hosts[slot]!, plan, r);
+      } finally {
+        world.untrack(plan.id);
+      }
+    });
+    await checkListing(world, await hosts[0]!.current(), results);
+    await Promise.all(hosts.map((h) => h.close()));
+    elapsed = Date.now() - t0;
+    const used = process.cpuUsage(cpu0);
+    cpuMs = Math.round((used.user + used.system) / 1000);
+    const all = report('truth-history (SQLite)', failureClasses(results), results.length);
+    if (process.env['CANDOR_HISTORY_REPORT'])
+      writeFileSync(process.env['CANDOR_HISTORY_REPORT'], `${all}\n`);
+    if (process.env['CANDOR_HISTORY_TRACES'])
+      writeFileSync(
+        process.env['CANDOR_HISTORY_TRACES'],
+        results.map((r) => r.trace.join('\n')).join('\n\n'),
+      );
+    if (settings.replay) console.log(results.map((r) => r.trace.join('\n')).join('\n\n'));
+  },
+  Math.max(600_000, settings.seeds.length * 1_000),
+);
 
 afterAll(async () => {
   await reader?.close();

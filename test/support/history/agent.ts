@@ -154,13 +154,51 @@ export class Recorder {
   }
 }
 
+/**
+ * list_unresolved_operations once, at the end of a campaign: every listed operation's claims
+ * against its ground truth (a listing per agent step would cost O(unresolved) each time).
+ */
+export async function checkListing(
+  world: FaultedWorld,
+  gw: GatewayProcess,
+  results: readonly HistoryResult[],
+): Promise<void> {
+  const got = envelopeOf(await gw.gateway.callTool('list_unresolved_operations', {}));
+  const ops = (got.envelope.data as { operations: Array<Record<string, unknown>> }).operations;
+  const byId = new Map(results.map((r) => [r.plan.id, r]));
+  for (const o of ops) {
+    const result = byId.get(String(o['correlation_id']));
+    if (!result) continue;
+    const listed: Envelope = {
+      ...got.envelope,
+      ok: false,
+      category: o['category'] as Envelope['category'],
+      retry: o['retry'] as Envelope['retry'],
+      remote_effect: o['remote_effect'] as Envelope['remote_effect'],
+      message: '',
+      operation_id: String(o['operation_id']),
+    };
+    const found = checkEnvelope(
+      'list_unresolved_operations (end of campaign)',
+      listed,
+      world.commits(result.plan.id),
+    );
+    if (found.length === 0) continue;
+    result.trace.push(`  end of campaign: list_unresolved_operations → ${JSON.stringify(o)}`);
+    for (const v of found) {
+      result.violations.push(v);
+      result.trace.push(`      ✗ ${v.claim} — ${v.source}: ${v.said}`);
+    }
+  }
+}
+
 type Move = 'retry' | 'wait_retry' | 'reconcile' | 'status' | 'list' | 'restart' | 'stop';
 
 /** A careful agent's next move after envelope `last`. */
 export function nextMove(r: Rng, last: Envelope, restartsLeft: number): Move {
   if (restartsLeft > 0 && r.chance(0.12)) return 'restart';
   if (r.chance(0.1)) return 'status';
-  if (r.chance(0.02)) return 'list';
+  if (r.chance(0.005)) return 'list';
   switch (last.retry) {
     case 'allowed':
       return 'retry';

@@ -25,7 +25,7 @@ import type { AttemptFault, Contract, HistoryPlan, LookupFault } from './plan.js
 
 export const AUTHORITY = 'vault:history-api';
 /** The client deadline of every exchange; a delayed reply or a hanging lookup costs this much. */
-export const DEADLINE_MS = Number(process.env['CANDOR_HISTORY_DEADLINE_MS'] ?? 250);
+export const DEADLINE_MS = Number(process.env['CANDOR_HISTORY_DEADLINE_MS'] ?? 400);
 const TIMEOUTS = {
   total_ms: DEADLINE_MS,
   connect_ms: 100,
