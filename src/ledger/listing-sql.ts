@@ -4,6 +4,7 @@
 // Counts per state come from `ledger_op_counts` (kept on append) unless the query has a time range
 // or a search, when they are counted over the matching rows.
 import type { OperationState as State } from '../core/vocabulary.js';
+import { decodeFold, encodeFold } from '../core/fold.js';
 import {
   bucketsOf,
   compareOpened,
@@ -30,7 +31,7 @@ export interface SqlRunner {
 }
 
 export const ROW_COLUMNS =
-  'operation_id, first_seq, last_seq, opened_at, last_at, state, priority, action, action_class, session_id, correlation_id, attempts, delivered, remote_refs, duplicate';
+  'operation_id, first_seq, last_seq, opened_at, last_at, state, priority, action, action_class, session_id, correlation_id, attempts, delivered, remote_refs, duplicate, fold';
 
 export function rowFromSql(r: SqlRow): OperationRow {
   return {
@@ -49,6 +50,7 @@ export function rowFromSql(r: SqlRow): OperationRow {
     delivered: Number(r.delivered),
     remote_refs: JSON.parse(String(r.remote_refs)) as string[],
     duplicate: Number(r.duplicate) !== 0,
+    fold: decodeFold(r.fold, (r.state ?? null) as State | null),
   };
 }
 
@@ -70,6 +72,7 @@ export function rowValues(r: OperationRow): (string | number | null)[] {
     r.delivered,
     JSON.stringify(r.remote_refs),
     r.duplicate ? 1 : 0,
+    encodeFold(r.fold),
   ];
 }
 

@@ -10,7 +10,8 @@ import {
   type OperationState as State,
 } from '../core/vocabulary.js';
 import type { StoredEvent } from './events.js';
-import { nextState, UNRESOLVED_STATES } from './projection.js';
+import { UNRESOLVED_STATES } from './projection.js';
+import { foldEvent, stateOf, type OperationFold } from '../core/fold.js';
 
 /** 0: a duplicate effect (confirmed or two remote records seen); 1: open or unknown; 2: the rest. */
 export type Priority = 0 | 1 | 2;
@@ -35,6 +36,8 @@ export interface OperationRow {
   remote_refs: string[];
   /** Two or more remote records seen (responses, lookups or the resolution). */
   duplicate: boolean;
+  /** The operation fold (core/fold.ts) that `state` is read from; null before any event. */
+  fold: OperationFold | null;
 }
 
 export interface OperationsQuery {
@@ -239,6 +242,7 @@ export function foldListing(
             delivered: 0,
             remote_refs: [],
             duplicate: false,
+            fold: null,
           };
       if (!stored && e.session_id !== null) session(e.session_id, e).operations += 1;
       rows.set(id, r);
@@ -252,7 +256,8 @@ export function foldListing(
       }
       if (row.remote_refs.length > 1) row.duplicate = true;
     };
-    row.state = nextState(row.state, e);
+    row.fold = foldEvent(row.fold, e);
+    row.state = stateOf(row.fold);
     row.last_seq = e.seq;
     row.last_at = e.at;
     switch (e.kind) {
@@ -304,8 +309,10 @@ export function foldListing(
 
 export interface MemoryListing extends OperationListing {
   apply(events: readonly StoredEvent[]): void;
-  /** The stored state of an operation (for `foldStates`). */
+  /** The stored state of an operation. */
   state(operationId: string): State | undefined;
+  /** The stored fold of an operation (for `foldStates`). */
+  fold(operationId: string): OperationFold | null | undefined;
 }
 
 export function memoryListing(): MemoryListing {
@@ -335,6 +342,7 @@ export function memoryListing(): MemoryListing {
       }
     },
     state: (id) => rows.get(id)?.state ?? undefined,
+    fold: (id) => rows.get(id)?.fold,
     operations(q) {
       let pool = [...rows.values()];
       const search = q.search?.trim();

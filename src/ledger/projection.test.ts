@@ -1,4 +1,5 @@
 import fc from 'fast-check';
+import { foldAll, foldFromState, stateOf as stateOfFold } from '../core/fold.js';
 import { describe, expect, it } from 'vitest';
 import {
   valuesOf,
@@ -31,6 +32,10 @@ const superseded = (op: string): NewEvent => ({
 });
 
 describe('nextState', () => {
+  // nextState over a bare state folds from the most cautious fold of that state (core/fold.ts):
+  // an `unknown` state may hide an earlier attempt, so a later "not applied" cannot lower it.
+  const history = (...events: NewEvent[]): string | null =>
+    stateOfFold(foldAll(events.map((e) => e)));
   it('follows the state rules', () => {
     expect(nextState(null, opened('op'))).toBe('open');
     expect(nextState('open', started('op', 'a'))).toBe('unknown');
@@ -40,18 +45,25 @@ describe('nextState', () => {
     expect(
       nextState('unknown', finished('op', 'a', 'outcome_unknown', 'reconcile_first', 'unknown')),
     ).toBe('unknown');
+    const one = (f: NewEvent): string | null => history(opened('op'), started('op', 'a'), f);
+    expect(one(finished('op', 'a', 'confirmed_rejection', 'never', 'none'))).toBe('failed');
+    expect(one(finished('op', 'a', 'outcome_unknown', 'escalate', 'none'))).toBe('failed');
+    expect(one(finished('op', 'a', 'local_failure', 'allowed', 'none'))).toBe('open');
+    expect(one(finished('op', 'a', 'rate_limited', 'after_delay', 'none'))).toBe('open');
+    // A bare `unknown` may hide an earlier attempt: a later refusal does not lower it.
     expect(nextState('unknown', finished('op', 'a', 'confirmed_rejection', 'never', 'none'))).toBe(
-      'failed',
+      'unknown',
     );
-    expect(nextState('unknown', finished('op', 'a', 'outcome_unknown', 'escalate', 'none'))).toBe(
-      'failed',
-    );
-    expect(nextState('unknown', finished('op', 'a', 'local_failure', 'allowed', 'none'))).toBe(
-      'open',
-    );
-    expect(nextState('unknown', finished('op', 'a', 'rate_limited', 'after_delay', 'none'))).toBe(
-      'open',
-    );
+    // An earlier attempt whose reply was lost stays unknown whatever the retry is told.
+    expect(
+      history(
+        opened('op'),
+        started('op', 'a'),
+        finished('op', 'a', 'outcome_unknown', 'allowed', 'unknown'),
+        started('op', 'b'),
+        finished('op', 'b', 'rate_limited', 'after_delay', 'none'),
+      ),
+    ).toBe('unknown');
     expect(
       nextState('unknown', finished('op', 'a', 'duplicate_effect', 'escalate', 'applied')),
     ).toBe('duplicate_effect_confirmed');
@@ -61,6 +73,8 @@ describe('nextState', () => {
     // A possibly-applied write stays unresolved until reconciled, even when superseded.
     expect(nextState('unknown', superseded('op'))).toBe('unknown');
     expect(nextState(null, observed('op', 'failed'))).toBe('failed');
+    // A lookup that proved absence after the attempt ended settles it.
+    expect(nextState('unknown', observed('op', 'failed'))).toBe('failed');
     expect(
       nextState('open', {
         ...observed('op', 'open'),
@@ -78,7 +92,10 @@ describe('nextState', () => {
         fc.constantFrom(null, ...valuesOf(OperationState)),
         (category, retry, before) => {
           const s = nextState(before, finished('op', 'a', category, retry, 'unknown'));
-          expect(s).toBe('unknown');
+          // Known applied stays applied (knowledge is monotone); otherwise never failed.
+          expect(s).toBe(
+            before === 'succeeded' || before === 'duplicate_effect_confirmed' ? before : 'unknown',
+          );
         },
       ),
       { seed: 7, numRuns: 300 },
@@ -94,13 +111,15 @@ describe('foldStates and operationTags', () => {
       started('op_1', 'a'),
       observed('op_3', 'open'),
     ]);
-    expect(foldStates(events, () => undefined)).toEqual([
-      { operation_id: 'op_1', state: 'unknown' },
-      { operation_id: 'op_2', state: 'open' },
-      { operation_id: 'op_3', state: 'open' },
+    expect(
+      foldStates(events, () => undefined).map((c) => ({ id: c.operation_id, state: c.state })),
+    ).toEqual([
+      { id: 'op_1', state: 'unknown' },
+      { id: 'op_2', state: 'open' },
+      { id: 'op_3', state: 'open' },
     ]);
     // op_2 already stored as open: re-opening changes nothing and is not rewritten.
-    expect(foldStates(stored([opened('op_2')]), () => 'open')).toEqual([]);
+    expect(foldStates(stored([opened('op_2')]), () => foldFromState('open'))).toEqual([]);
   });
 
   it('tags operation events by session, correlation id and idempotency key', () => {

@@ -1,13 +1,13 @@
 // Projections: current state derived from immutable events (DESIGN.md §2). Pure functions only —
 // the stores maintain their `unresolved_operations` table (and the listing's `ledger_operations`)
-// with exactly `nextState` (through `foldStates`), so the indexed answer of `unresolved()` and a
-// full re-projection can never disagree.
+// with exactly the operation fold (core/fold.ts, through `foldStates`), so the indexed answer of
+// `unresolved()` and a full re-projection can never disagree.
 import {
-  Category,
   OperationState,
   RemoteEffect,
-  Retry,
   type ActionClass,
+  type Category,
+  type Retry,
   type RetryDecision,
 } from '../core/vocabulary.js';
 import type {
@@ -19,7 +19,8 @@ import type {
   ResponseSummary,
   StoredEvent,
 } from './events.js';
-import { LICENSING_DECISIONS, TERMINAL_STATES } from '../core/rules.js';
+import { LICENSING_DECISIONS } from '../core/rules.js';
+import { effectOf, foldEvent, foldFromState, stateOf, type OperationFold } from '../core/fold.js';
 
 /** States that need reconciliation, a retry or a person: what `unresolved()` lists. */
 export const UNRESOLVED_STATES: ReadonlySet<OperationState> = new Set([
@@ -28,42 +29,13 @@ export const UNRESOLVED_STATES: ReadonlySet<OperationState> = new Set([
 ]);
 
 /**
- * The state of an operation after `event`, given its state before (`null`: no event yet).
- * Events that do not speak about an operation's outcome leave the state as it was.
+ * The state of an operation after `event`, given its state before (`null`: no event yet), from the
+ * operation fold (core/fold.ts) — the only copy of what an operation's events establish. Callers
+ * that keep the fold itself use `foldEvent`; this one reconstructs the most cautious fold from a
+ * bare state (telemetry's running state).
  */
 export function nextState(current: OperationState | null, event: NewEvent): OperationState | null {
-  switch (event.kind) {
-    case 'operation_opened':
-      return OperationState.open;
-    case 'attempt_started':
-      // Written before any byte leaves: from here on the effect may have happened.
-      return OperationState.unknown;
-    case 'attempt_finished':
-      return stateAfterAttempt(event.data);
-    case 'observation_recorded':
-      return event.data.state_after;
-    case 'operation_resolved':
-      return event.data.state;
-    case 'operation_superseded':
-      // A superseded operation whose last attempt may have applied still needs reconciliation:
-      // cancelling it would drop a possibly-applied write from `unresolved()`.
-      if (current === null || current === OperationState.unknown || TERMINAL_STATES.has(current)) {
-        return current;
-      }
-      return OperationState.cancelled;
-    default:
-      return current;
-  }
-}
-
-function stateAfterAttempt(d: EventPayloads['attempt_finished']): OperationState {
-  // Never `failed` when the truth is `unknown`.
-  if (d.remote_effect === RemoteEffect.unknown) return OperationState.unknown;
-  if (d.category === Category.succeeded) return OperationState.succeeded;
-  if (d.category === Category.duplicate_effect) return OperationState.duplicate_effect_confirmed;
-  if (d.remote_effect === RemoteEffect.applied) return OperationState.succeeded;
-  if (d.retry === Retry.never || d.retry === Retry.escalate) return OperationState.failed;
-  return OperationState.open;
+  return stateOf(foldEvent(foldFromState(current), event));
 }
 
 /**
@@ -85,29 +57,38 @@ export function operationTags(e: NewEvent): string[] {
 export interface StateChange {
   operation_id: string;
   state: OperationState;
+  fold: OperationFold;
 }
 
 /**
- * Folds a batch of stored events into the final state of each operation whose state changed.
- * `lookup` gives the state stored before the batch; stores that index only unresolved operations
- * may answer `undefined` for settled ones — for every rule of `nextState` "settled" and "none"
- * lead to the same unresolved set.
+ * Folds a batch of stored events into the final state (and fold) of each operation whose state
+ * changed. `lookup` gives the fold stored before the batch (`undefined`: the operation has no row
+ * yet, or a store that keeps only unresolved states does not know it — `foldFromState` of the
+ * stored state is the cautious answer then).
  */
 export function foldStates(
   events: readonly NewEvent[],
-  lookup: (operationId: string) => OperationState | undefined,
+  lookup: (operationId: string) => OperationFold | null | undefined,
 ): StateChange[] {
-  const out = new Map<string, StateChange>();
+  const out = new Map<string, { before: OperationState | null; fold: OperationFold | null }>();
   for (const e of events) {
     const id = e.operation_id;
     if (id === null) continue;
-    const seen = out.get(id);
-    const before = seen ? seen.state : (lookup(id) ?? null);
-    const after = nextState(before, e);
-    if (after === null || (after === before && !seen)) continue;
-    out.set(id, { operation_id: id, state: after });
+    let seen = out.get(id);
+    if (!seen) {
+      const stored = lookup(id) ?? null;
+      seen = { before: stateOf(stored), fold: stored };
+      out.set(id, seen);
+    }
+    seen.fold = foldEvent(seen.fold, e);
   }
-  return [...out.values()];
+  const changes: StateChange[] = [];
+  for (const [id, s] of out) {
+    const state = stateOf(s.fold);
+    if (state === null || s.fold === null || state === s.before) continue;
+    changes.push({ operation_id: id, state, fold: s.fold });
+  }
+  return changes;
 }
 
 export interface AttemptView {
@@ -167,6 +148,10 @@ export interface OperationView {
   superseded_by: string | null;
   correlation_id: string | null;
   state: OperationState | null;
+  /** What the operation's events establish about its remote effect (core/fold.ts). */
+  remote_effect: RemoteEffect;
+  /** The fold itself (attempts in flight or unproven), for callers that explain it. */
+  fold: OperationFold | null;
   opened_at: number | null;
   attempts: AttemptView[];
   observations: ObservationView[];
@@ -198,6 +183,8 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
     superseded_by: null,
     correlation_id: null,
     state: null,
+    remote_effect: RemoteEffect.none,
+    fold: null,
     opened_at: null,
     attempts: [],
     observations: [],
@@ -210,12 +197,14 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
   };
   for (const e of events) {
     if (e.operation_id !== id) continue;
-    v.state = nextState(v.state, e);
+    v.fold = foldEvent(v.fold, e);
     v.last_seq = e.seq;
     v.session_id ??= e.session_id;
     v.correlation_id ??= e.correlation_id;
     applyEvent(v, e);
   }
+  v.state = stateOf(v.fold);
+  v.remote_effect = effectOf(v.fold);
   return v;
 }
 

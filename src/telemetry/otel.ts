@@ -10,7 +10,7 @@ import type * as OtelApi from '@opentelemetry/api';
 import type { Attributes, Counter, Span } from '@opentelemetry/api';
 import type { OperationState } from '../core/vocabulary.js';
 import type { StoredEvent } from '../ledger/events.js';
-import { nextState } from '../ledger/projection.js';
+import { foldEvent, stateOf, type OperationFold } from '../core/fold.js';
 import type { CallTrace, Telemetry } from './port.js';
 
 /** The parts of `@opentelemetry/api` used here (pass the module itself). */
@@ -57,6 +57,8 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
       const parent = api.trace.setSpan(api.context.active(), span);
       const attempts = new Map<string, Span>();
       let open: Span | null = null;
+      // The operation fold (core/fold.ts) over the events this call recorded.
+      let fold: OperationFold | null = null;
       let state: OperationState | null = null;
       let toolName = tool;
       let identified = false;
@@ -84,7 +86,8 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
         record(events) {
           for (const e of events) {
             if (e.operation_id === null) continue;
-            state = nextState(state, e);
+            fold = foldEvent(fold, e);
+            state = stateOf(fold);
             recordOne(e);
           }
         },

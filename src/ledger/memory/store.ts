@@ -87,7 +87,7 @@ export function openMemoryLedger(): LedgerStore {
             tags.set(tag, set);
           }
         }
-        for (const c of foldStates(events, (id) => unresolved.get(id))) {
+        for (const c of foldStates(events, (id) => listing.fold(id))) {
           if (UNRESOLVED_STATES.has(c.state)) unresolved.set(c.operation_id, c.state);
           else unresolved.delete(c.operation_id);
         }

@@ -22,7 +22,8 @@ export const POSTGRES_LISTING_SCHEMA = `
     attempts integer NOT NULL,
     delivered integer NOT NULL,
     remote_refs text NOT NULL,
-    duplicate smallint NOT NULL
+    duplicate smallint NOT NULL,
+    fold text
   );
   CREATE INDEX ledger_operations_triage ON ledger_operations (priority, opened_at, first_seq);
   CREATE INDEX ledger_operations_state ON ledger_operations (state, priority, opened_at, first_seq);

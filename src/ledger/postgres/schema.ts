@@ -65,6 +65,12 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     version: 4,
     sql: SERVER_APPEND_SQL,
   },
+  {
+    // The operation fold (core/fold.ts) beside each listing row (rows written before keep a null
+    // fold, read back as the cautious fold of their state).
+    version: 5,
+    sql: 'ALTER TABLE ledger_operations ADD COLUMN IF NOT EXISTS fold text',
+  },
 ];
 
 export const POSTGRES_SCHEMA_VERSION = POSTGRES_MIGRATIONS.at(-1)!.version;

@@ -595,7 +595,7 @@ function derivedWrites(
       `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
     );
   }
-  const changes = foldStates(records, (id) => known.get(id)?.state ?? undefined);
+  const changes = foldStates(records, (id) => known.get(id)?.fold);
   const open = changes.filter((c) => UNRESOLVED_STATES.has(c.state));
   const settled = changes.filter((c) => !UNRESOLVED_STATES.has(c.state));
   if (open.length > 0) {

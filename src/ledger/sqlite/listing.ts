@@ -7,6 +7,7 @@ import type { StoredEvent } from '../events.js';
 import { foldListing, type OperationRow } from '../listing.js';
 import { ROW_COLUMNS, rowFromSql, rowValues, type SqlRow } from '../listing-sql.js';
 import { parseRecord } from '../record.js';
+import { encodeFold, foldAll } from '../../core/fold.js';
 
 /** The listing as schema 2 created it (schema 5 replaced its indexes). */
 export const SQLITE_LISTING_SCHEMA = `
@@ -25,7 +26,8 @@ export const SQLITE_LISTING_SCHEMA = `
     attempts INTEGER NOT NULL,
     delivered INTEGER NOT NULL,
     remote_refs TEXT NOT NULL,
-    duplicate INTEGER NOT NULL
+    duplicate INTEGER NOT NULL,
+    fold TEXT
   );
   CREATE INDEX ledger_operations_triage ON ledger_operations (priority, opened_at);
   CREATE INDEX ledger_operations_state ON ledger_operations (state, priority, opened_at);
@@ -92,20 +94,20 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
     // when an operation's first event was not its `operation_opened`.
     full: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
-         remote_refs = ?, duplicate = ?, state = ?, priority = ?, opened_at = ?, action = ?,
+         remote_refs = ?, duplicate = ?, fold = ?, state = ?, priority = ?, opened_at = ?, action = ?,
          action_class = ? WHERE operation_id = ?`,
     ),
     state: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
-         remote_refs = ?, duplicate = ?, state = ?, priority = ? WHERE operation_id = ?`,
+         remote_refs = ?, duplicate = ?, fold = ?, state = ?, priority = ? WHERE operation_id = ?`,
     ),
     stateOnly: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
-         remote_refs = ?, duplicate = ?, state = ? WHERE operation_id = ?`,
+         remote_refs = ?, duplicate = ?, fold = ?, state = ? WHERE operation_id = ?`,
     ),
     cold: db.prepare(
       `UPDATE ledger_operations SET last_seq = ?, last_at = ?, attempts = ?, delivered = ?,
-         remote_refs = ?, duplicate = ? WHERE operation_id = ?`,
+         remote_refs = ?, duplicate = ?, fold = ? WHERE operation_id = ?`,
     ),
     count: db.prepare(
       `INSERT INTO ledger_op_counts (action, action_class, session_id, state, n) VALUES (?, ?, ?, ?, ?)
@@ -145,7 +147,7 @@ export function sqliteListingWriter(db: BetterSqlite3.Database): SqliteListingWr
           continue;
         }
         const cold = [r.last_seq, r.last_at, r.attempts, r.delivered];
-        const refs = [JSON.stringify(r.remote_refs), r.duplicate ? 1 : 0];
+        const refs = [JSON.stringify(r.remote_refs), r.duplicate ? 1 : 0, encodeFold(r.fold)];
         if (
           old.opened_at !== r.opened_at ||
           old.action !== r.action ||
@@ -197,5 +199,29 @@ export function backfillSqliteListing(db: BetterSqlite3.Database): void {
     if (chunk.length === 0) return;
     writer.apply(chunk);
     from = chunk.at(-1)!.seq;
+  }
+}
+
+/**
+ * Schema 6: the listing keeps each operation's fold (core/fold.ts). A ledger created before has
+ * the column added, and its unresolved operations get their fold from their events (settled rows
+ * keep a null fold, read back as the cautious fold of their state).
+ */
+export function addSqliteFoldColumn(db: BetterSqlite3.Database): void {
+  const columns = db.prepare('PRAGMA table_info(ledger_operations)').all() as { name: string }[];
+  if (!columns.some((c) => c.name === 'fold'))
+    db.exec('ALTER TABLE ledger_operations ADD COLUMN fold TEXT');
+  const open = db
+    .prepare(
+      "SELECT operation_id FROM ledger_operations WHERE state IN ('open', 'unknown') AND fold IS NULL",
+    )
+    .all() as { operation_id: string }[];
+  const events = db.prepare('SELECT bytes FROM ledger_events WHERE operation_id = ? ORDER BY seq');
+  const update = db.prepare('UPDATE ledger_operations SET fold = ? WHERE operation_id = ?');
+  for (const { operation_id } of open) {
+    const fold = foldAll(
+      (events.all(operation_id) as { bytes: Buffer }[]).map((r) => parseRecord(r.bytes)),
+    );
+    update.run(encodeFold(fold), operation_id);
   }
 }

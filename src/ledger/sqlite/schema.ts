@@ -8,6 +8,7 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import { LedgerError } from '../ledger-error.js';
 import {
+  addSqliteFoldColumn,
   backfillSqliteListing,
   SQLITE_LISTING_INDEXES_5,
   SQLITE_LISTING_SCHEMA,
@@ -98,6 +99,13 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       DROP INDEX IF EXISTS ledger_operations_unresolved;
       ${SQLITE_LISTING_INDEXES_5}
     `,
+  },
+  {
+    // The operation fold (core/fold.ts) beside each listing row, so that every store folds an
+    // operation's knowledge from all its attempts, not from its last state alone.
+    version: 6,
+    sql: '',
+    backfill: addSqliteFoldColumn,
   },
 ];
 

@@ -340,7 +340,7 @@ describe('sqlite ledger file', () => {
       await again.close();
     }
     const check = new Database(path, { readonly: true });
-    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(5);
+    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(6);
     expect(
       check
         .prepare(
