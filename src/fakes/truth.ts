@@ -68,6 +68,8 @@ export type TruthDetails = Omit<TruthEvent, 'call_id' | 'seq' | 'at' | 'event' |
 
 export class TruthLog {
   private events: TruthEvent[] = [];
+  /** The same events by request id: a long campaign asks about one id thousands of times. */
+  private byCall = new Map<string, TruthEvent[]>();
   private seq = 0;
   private fd: number | undefined;
 
@@ -96,20 +98,22 @@ export class TruthLog {
       ...details,
     };
     this.events.push(entry);
+    const mine = this.byCall.get(callId);
+    if (mine) mine.push(entry);
+    else this.byCall.set(callId, [entry]);
     // Appended synchronously so the file order is the event order even if the process dies next.
     if (this.fd !== undefined) writeSync(this.fd, `${JSON.stringify(entry)}\n`);
     return entry;
   }
 
   query(callId?: string): TruthEvent[] {
-    return callId === undefined
-      ? [...this.events]
-      : this.events.filter((e) => e.call_id === callId);
+    return callId === undefined ? [...this.events] : [...(this.byCall.get(callId) ?? [])];
   }
 
   /** Clears memory; the file (an audit trail across resets) is left as written. */
   clear(): void {
     this.events = [];
+    this.byCall.clear();
   }
 
   close(): void {
