@@ -54,7 +54,8 @@ function plan(
 async function lone(): Promise<GatewayProcess> {
   const opened = await openLedger(url);
   if (!opened.ok) throw new Error(opened.failure.message);
-  return startGateway(world, { ledger: opened.value, ownsLedger: true });
+  // As `candor serve` composes a gateway outside a fleet: the same owner across restarts.
+  return startGateway(world, { ledger: opened.value, ownsLedger: true, owner: 'gateway:lone' });
 }
 
 async function call(gw: GatewayProcess, tool: string, args: Record<string, unknown>) {

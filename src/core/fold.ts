@@ -52,7 +52,7 @@ export type FoldEvent =
     }
   | {
       kind: 'observation_recorded';
-      data: { state_after: OperationState; matches: number; source?: string };
+      data: { state_after: OperationState; matches: number; source?: string; verdict?: string };
     }
   | { kind: 'operation_resolved'; data: { state: OperationState } }
   | { kind: 'operation_superseded' }
@@ -109,7 +109,10 @@ export function foldEvent(f: OperationFold | null, e: FoldEvent): OperationFold 
       if (d.state_after === 'succeeded') return { ...base, applied: true };
       if (d.state_after === 'duplicate_effect_confirmed' || d.matches > 1)
         return { ...base, applied: true, duplicate: true };
-      if (d.state_after === 'unknown') return base;
+      // Only a lookup that found nothing proves absence: a match that did not settle it (or a
+      // verdict other than absent) proves nothing either way.
+      if (d.state_after === 'unknown' || d.matches > 0) return base;
+      if (d.verdict !== undefined && d.verdict !== 'absent') return base;
       // Absence proven by a lookup bound to this operation: every attempt that ended before it
       // did not apply. Attempts still in flight may land afterwards and keep the effect unknown.
       if (base.applied) return base;

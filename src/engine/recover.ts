@@ -88,8 +88,10 @@ async function recoverOne(
 ): Promise<RecoveryItem | null> {
   const loaded = await ctx.load(id);
   if (!loaded) return null;
-  // A sweep never touches this runtime's own operations: a call may be driving them right now.
-  if (othersOnly && loaded.owner === ctx.owner) return null;
+  // A sweep never touches the operations this runtime opened: a call may be driving them right
+  // now. Those it took over by a sweep or recovery (no call of its own drives them) are looked at
+  // again on every pass until settled: a takeover whose lookup failed is retried, one pass apart.
+  if (othersOnly && loaded.owner === ctx.owner && !takenOverUnattended(ctx, loaded)) return null;
   // Settled by another gateway since the list was read: nothing to do.
   if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
   const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;
@@ -326,4 +328,12 @@ function unconfigured(view: OperationView, sent: boolean): Envelope {
     data: null,
     diagnostics_ref: null,
   };
+}
+
+/** This runtime took the operation over by a sweep or a recovery, and no call of its own since. */
+function takenOverUnattended(ctx: EngineContext, view: OperationView): boolean {
+  const last = view.owner_changes.at(-1);
+  return (
+    last !== undefined && last.to === ctx.owner && (last.by === 'sweep' || last.by === 'recovery')
+  );
 }

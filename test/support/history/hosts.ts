@@ -1,15 +1,19 @@
 // Where a history's gateway runs. A lone gateway (SQLite): one process per agent session, as a
 // stdio `candor serve` is, serving that agent's operations one after another; a restart stops it
 // (cleanly or as a crash) and starts a new process on the same ledger file, with a new ledger
-// handle and whatever owner identity `createRuntime` gives a new process. Several agent sessions
-// share the ledger file.
+// handle and the same owner identity, as `candor serve` composes one from its configuration
+// (config/compose.ts `stableOwner`: a gateway outside a fleet is the same owner across restarts).
+// Several agent sessions share the ledger file, each as its own configured gateway.
 import { openLedger } from '../../../src/ledger/open.js';
 import type { LedgerStore } from '../../../src/ledger/store.js';
 import type { Host } from './agent.js';
 import { startGateway, type FaultedWorld, type GatewayProcess } from './world.js';
 
+let hosts = 0;
+
 export class SoloHost implements Host {
   private gw: Promise<GatewayProcess> | null = null;
+  private readonly owner = `gateway:history:${++hosts}`;
 
   constructor(
     private readonly world: FaultedWorld,
@@ -24,7 +28,7 @@ export class SoloHost implements Host {
   private async open(): Promise<GatewayProcess> {
     const opened = await openLedger(this.url);
     if (!opened.ok) throw new Error(`cannot open ${this.url}: ${opened.failure.message}`);
-    return startGateway(this.world, { ledger: opened.value, ownsLedger: true });
+    return startGateway(this.world, { ledger: opened.value, ownsLedger: true, owner: this.owner });
   }
 
   async restart(clean: boolean): Promise<void> {
