@@ -107,12 +107,13 @@ describe.skipIf(skip !== undefined)('SSH: issue 30 on a real sshd', { timeout: 2
       ['[REDACTED]', 'secret_placeholder'],
     ] as const) {
       const again = await rt.run(revoke, { job: 'revoke', token }, { operationId: cut.id });
+      // The refusal states the operation (its cut attempt may have applied) and its own code.
       expect(again).toMatchObject({
         ok: false,
-        category: 'invalid_input',
-        retry: 'never',
-        operation_id: null,
-        data: { refused_operation_id: cut.id, reason },
+        category: 'outcome_unknown',
+        remote_effect: 'unknown',
+        operation_id: cut.id,
+        data: { refused_operation_id: cut.id, reason, refusal: { code: 'request_changed' } },
       });
       // Refused before anything was sent: no check ran, the command ran once, nothing settled.
       expect(lines(checks)).toBe(checksBefore);

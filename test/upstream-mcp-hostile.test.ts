@@ -216,7 +216,10 @@ describe('the duplicate guard lives in the ledger', () => {
       remote_effect: 'unknown',
       // duplicate_repeat_says_the_operations_directive: escalate, as the operation said.
       retry: 'escalate',
-      data: { refusal: 'duplicate_unresolved', held_operation_id: first.env.operation_id },
+      data: {
+        refusal: { code: 'duplicate_unresolved' },
+        held_operation_id: first.env.operation_id,
+      },
     });
     expect(again.env.message).toMatch(/^Not forwarded: an identical call/);
     expect(again.line).toContain('this call was not forwarded: duplicate_unresolved');
@@ -235,7 +238,7 @@ describe('the duplicate guard lives in the ledger', () => {
       operation_id: first.env.operation_id,
       remote_effect: 'unknown',
       retry: first.env.retry,
-      data: { refusal: 'duplicate_unresolved' },
+      data: { refusal: { code: 'duplicate_unresolved' } },
     });
     expect(lines(s.calls)).toHaveLength(1);
     expect(lines(s.truth)).toHaveLength(1);
@@ -256,7 +259,7 @@ describe('the duplicate guard lives in the ledger', () => {
       ok: false,
       operation_id: done.env.operation_id,
       remote_effect: 'unknown',
-      data: { refusal: 'duplicate_in_flight' },
+      data: { refusal: { code: 'duplicate_in_flight' } },
     });
     expect(held.line).not.toContain('NOT DONE');
   });

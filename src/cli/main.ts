@@ -25,7 +25,7 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary:
       "MCP gateway: configured HTTP actions, SSH actions (ssh.actions) and the tools of upstream MCP servers (upstreams:) as tools (stdio by default; --http serves 127.0.0.1; browser origins: mcp.http.allowed_origins); fleet: in candor.yaml shares a PostgreSQL ledger with other gateways (ownership leases, takeover of lapsed owners, fencing of stalled ones; a clean stop releases the lease and wakes the others' sweeps)",
     details:
-      'At start, one line per env: credential whose variable is unset (--strict: exit 3 instead of serving).',
+      'At start: one line per unset env: credential variable (--strict: exit 3, not serving).',
     load: () => import('./commands/serve.js'),
   },
   ops: {
@@ -83,14 +83,15 @@ const COMMANDS: Record<string, CommandEntry> = {
     summary:
       'retry-safety report for the tools of upstream MCP servers (upstreams: in candor.yaml); calls them for real, so point it at a disposable environment; exit 1 when a tool duplicates on retry or the upstream is not fresh',
     details: [
-      'Every tool is reported. Read tools are checked as reads: called once with tools.NAME.probe.arguments',
-      "(found, or failed with the upstream's words). Per write tool with a mapped lookup (tools.NAME.lookup) and",
-      'probe arguments: look first (an effect already there: not fresh), call once, check the lookup sees exactly',
-      'one effect, repeat the identical call as a client whose answer was lost would, and count again. Verdicts:',
-      'retry-safe, duplicates on retry, not determinable, not fresh (with the reason), read.',
-      "Every call the probe makes is an operation in the ledger (the configuration's, or --ledger), and the",
-      'report lists the effects it left (operation ids and the references seen). A write tool the ledger',
-      'already holds operations of is refused as not fresh unless --allow-rerun.',
+      'Every tool is reported. Read tools are checked as reads: called once with',
+      "tools.NAME.probe.arguments (found, or failed with the upstream's words). Per write tool with a",
+      'mapped lookup (tools.NAME.lookup) and probe arguments: look first (an effect already there:',
+      'not fresh), call once, check the lookup sees exactly one effect, repeat the identical call as',
+      'a client whose answer was lost would, and count again. Verdicts: retry-safe, duplicates on',
+      'retry, not determinable, not fresh (with the reason), read. Every call the probe makes is an',
+      "operation in the ledger (the configuration's, or --ledger), and the report lists the effects",
+      'it left (operation ids and the references seen). A write tool the ledger already holds',
+      'operations of is refused as not fresh unless --allow-rerun.',
       '  --config FILE    candor.yaml with an upstreams: section (required)',
       "  --ledger URL     where the probe records its calls (default: the configuration's ledger)",
       '  --tool NAME      only this tool (its upstream name or its exported name)',

@@ -17,6 +17,8 @@ export async function notOpenApiDocument(file: string): Promise<string | null> {
     // YAML 1.2 reads JSON too.
     doc = parse(text, { maxAliasCount: 1000 });
   } catch {
+    // A document that says it is OpenAPI but does not parse: the loader names the place.
+    if (/^\s*["']?(openapi|swagger)["']?\s*:/m.test(text)) return null;
     return `${file} is not an OpenAPI document: it is neither JSON nor YAML (give an OpenAPI 3.0 or 3.1 document)`;
   }
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc))

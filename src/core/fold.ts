@@ -109,10 +109,13 @@ export function foldEvent(f: OperationFold | null, e: FoldEvent): OperationFold 
       if (d.state_after === 'succeeded') return { ...base, applied: true };
       if (d.state_after === 'duplicate_effect_confirmed' || d.matches > 1)
         return { ...base, applied: true, duplicate: true };
-      // Only a lookup that found nothing proves absence: a match that did not settle it (or a
-      // verdict other than absent) proves nothing either way.
-      if (d.state_after === 'unknown' || d.matches > 0) return base;
+      // Absence is proven by a lookup whose verdict is `absent` (a found-but-unbound, ambiguous or
+      // failed lookup proves nothing either way), or, for evidence recorded without a verdict, by
+      // its settled `state_after` — a lookup only when it matched nothing (a marker observation
+      // counts the marker it read, and says what it showed in `state_after`).
+      if (d.state_after === 'unknown') return base;
       if (d.verdict !== undefined && d.verdict !== 'absent') return base;
+      if (d.verdict === undefined && d.source === 'lookup' && d.matches > 0) return base;
       // Absence proven by a lookup bound to this operation: every attempt that ended before it
       // did not apply. Attempts still in flight may land afterwards and keep the effect unknown.
       if (base.applied) return base;

@@ -19,7 +19,11 @@ const envelopeArb = fc
     retry_after_ms: fc.option(fc.nat(60_000), { nil: undefined }),
     data: fc.oneof(
       fc.constant(null),
-      fc.record({ refusal: fc.constantFrom('duplicate_in_flight', 'duplicate_unresolved') }),
+      fc.record({
+        refusal: fc.record({
+          code: fc.constantFrom('duplicate_in_flight', 'duplicate_unresolved'),
+        }),
+      }),
       fc.record({ approval_id: fc.constant('apr_1') }),
       fc.record({ upstream_error: fc.string() }),
     ),
@@ -49,7 +53,7 @@ describe(`headline (seed ${seed})`, () => {
       operation_id: 'op_1',
       retry: 'escalate',
       remote_effect: 'unknown',
-      data: { refusal: 'duplicate_in_flight' },
+      data: { refusal: { code: 'duplicate_in_flight' } },
     });
     expect(line).toBe(
       'OUTCOME UNKNOWN — outcome_unknown: stop; do not repeat this call — a person must check and decide (operation op_1) (this call was not forwarded: duplicate_in_flight)',

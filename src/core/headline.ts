@@ -53,10 +53,28 @@ export const HEADLINE_NEXT: Readonly<Record<Retry, (e: Parts) => string>> = {
 const id = (e: Parts): string => e.operation_id ?? '';
 
 export function headline(e: Parts): string {
-  if (e.ok) return `DONE — ${e.operation} succeeded.`;
+  const refused = refusalCode(e);
+  if (e.ok) {
+    if (refused === 'request_changed')
+      return `DONE EARLIER, THIS CALL REFUSED — operation ${id(e)} already succeeded with another request; a changed request is a new operation: call without operation_id.`;
+    return `DONE — ${e.operation} succeeded.`;
+  }
   if (e.retry === 'after_approval' && e.remote_effect === 'none')
     return `NOT DONE — ${HEADLINE_NEXT.after_approval(e)}`;
   const line = `${HEADLINE_LEAD[e.remote_effect](e)}: ${HEADLINE_NEXT[e.retry](e)}`;
+  const code = refused;
+  if (code === null) return line;
+  return code.startsWith('duplicate_')
+    ? `${line} (this call was not forwarded: ${code})`
+    : `${line} (refused: ${code})`;
+}
+
+/** `data.refusal` is `{ code, detail }` (engine refusals, the duplicate guard, SSH wrapper). */
+function refusalCode(e: Parts): string | null {
   const refusal = (e.data as { refusal?: unknown } | null | undefined)?.refusal;
-  return typeof refusal === 'string' ? `${line} (this call was not forwarded: ${refusal})` : line;
+  const code =
+    typeof refusal === 'object' && refusal !== null
+      ? (refusal as { code?: unknown }).code
+      : refusal;
+  return typeof code === 'string' ? code : null;
 }

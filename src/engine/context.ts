@@ -251,8 +251,9 @@ export function createEngineContext(options: EngineOptions): EngineContext {
           }
         : data;
       const env: Envelope = {
-        // A refused call did not do what it asked, except asking again for what is already done.
-        ok: c.category === 'succeeded' && (!refusal || refusal.code === 'already_settled'),
+        // ok is true exactly when the category is succeeded (the envelope's contract); a refused
+        // call on a succeeded operation says so in data.refusal, the message and the headline.
+        ok: c.category === 'succeeded',
         category: c.category,
         operation: action.name,
         operation_id: view.operation_id,

@@ -142,7 +142,7 @@ export async function drive<I, O>(
   if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
     return operationEnvelope(ctx, action, view, {
       code: 'already_settled',
-      sentence: `Nothing was sent for this call: operation ${view.operation_id} is already settled.`,
+      sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
     });
   }
   if (view.attempts.length > 0) {

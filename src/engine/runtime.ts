@@ -136,7 +136,7 @@ export function createEngine(options: EngineOptions): Runtime {
         if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
           return operationEnvelope(ctx, action, view, {
             code: 'already_settled',
-            sentence: `Nothing was sent for this call: operation ${view.operation_id} is already settled.`,
+            sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
           });
         }
         if (view.owner !== owner && opts.worker === undefined) {

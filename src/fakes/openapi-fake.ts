@@ -305,9 +305,14 @@ function sample(schema: JsonSchema | undefined): unknown {
   }
 }
 
+/** Creation-time fields a service stamps with its own clock (a sample's fixed date would not). */
+const STAMPED = ['created_at', 'createdAt', 'created', 'creation_time', 'inserted_at'];
+
 function objectSample(schema: JsonSchema | undefined): Rec {
   const s = sample(schema);
-  return isObj(s) ? s : {};
+  if (!isObj(s)) return {};
+  for (const f of STAMPED) if (typeof s[f] === 'string') s[f] = new Date().toISOString();
+  return s;
 }
 
 function reply(op: ApiOperation, body: unknown): ApiOutcome {

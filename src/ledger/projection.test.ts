@@ -72,9 +72,11 @@ describe('nextState', () => {
     expect(nextState('succeeded', superseded('op'))).toBe('succeeded');
     // A possibly-applied write stays unresolved until reconciled, even when superseded.
     expect(nextState('unknown', superseded('op'))).toBe('unknown');
-    expect(nextState(null, observed('op', 'failed'))).toBe('failed');
+    expect(nextState(null, observed('op', 'failed', 0))).toBe('failed');
     // A lookup that proved absence after the attempt ended settles it.
-    expect(nextState('unknown', observed('op', 'failed'))).toBe('failed');
+    expect(nextState('unknown', observed('op', 'failed', 0))).toBe('failed');
+    // A lookup that matched something but did not settle it proves no absence.
+    expect(nextState('unknown', observed('op', 'failed', 1))).toBe('unknown');
     expect(
       nextState('open', {
         ...observed('op', 'open'),

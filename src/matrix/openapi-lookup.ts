@@ -103,7 +103,10 @@ export function lookupFor(model: ApiModel, op: ApiOperation): LookupPlan | strin
     const where = `the body field "${param}"`;
     const recordField = param;
     if (idInput !== undefined && Object.hasOwn(record, recordField)) {
-      const created = createdAtOf(byId.success.schema);
+      // A creation time the caller sends in the body is the caller's word, not the service's clock:
+      // it cannot tell an older record from this operation's.
+      const stamped = createdAtOf(byId.success.schema);
+      const created = stamped !== undefined && !Object.hasOwn(body, stamped) ? stamped : undefined;
       return {
         kind: 'one',
         read: byId,

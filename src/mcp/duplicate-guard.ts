@@ -102,7 +102,10 @@ export function duplicateGuard(runtime: Runtime, ledger: LedgerStore): Duplicate
         ? `Not forwarded: an identical call (${prior.operationId}) is still in flight; ${next}.`
         : `Not forwarded: an identical call (${prior.operationId}) has an outcome that is not settled (${found?.view.state ?? 'unknown'}); ${next}.`,
       data: {
-        refusal,
+        refusal: {
+          code: refusal,
+          detail: `an identical call is ${prior.inFlight ? 'in flight' : 'not settled'}: ${next}`,
+        },
         held_operation_id: prior.operationId,
         state: found?.view.state ?? null,
       },

@@ -243,7 +243,15 @@ describe('tools/call', () => {
       service: 'web',
       operation_id: first.env.operation_id,
     });
-    expect(changed.env).toMatchObject({ category: 'invalid_input', retry: 'never' });
+    // Refused and not sent: the envelope states the operation (its first attempt may have
+    // applied), with the refusal's code (issue 29).
+    expect(changed.env).toMatchObject({
+      ok: false,
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      operation_id: first.env.operation_id,
+      data: { refusal: { code: 'request_changed' }, reason: 'other_input' },
+    });
     expect(changed.env.message).toContain('changed');
   });
 

@@ -55,7 +55,7 @@ describe('continuing an operation is only ever the same request', () => {
     ]);
   });
 
-  it('a settled operation called again with changed input does not return the stored success', async () => {
+  it('a settled operation called again with changed input states the settled operation with a request_changed refusal and sends nothing', async () => {
     const s = setup(fake, ['approved']);
     const done = await s.run(
       'create_deployment',
@@ -68,9 +68,9 @@ describe('continuing an operation is only ever the same request', () => {
       { service: 'billing', version: '2.0.0' },
       { op: done.operation_id! },
     );
-    // Not the stored success as this call's answer: ok is false, the operation's state is stated.
+    // The operation's state is stated (it succeeded) with the refusal: this call was not sent.
     expect(again).toMatchObject({
-      ok: false,
+      ok: true,
       category: 'succeeded',
       remote_effect: 'applied',
       retry: 'never',
@@ -105,7 +105,7 @@ describe('continuing an operation is only ever the same request', () => {
       { op: pay.operation_id! },
     );
     expect(note).toMatchObject({
-      ok: false,
+      ok: true,
       category: 'succeeded',
       retry: 'never',
       data: { refusal: { code: 'request_changed' } },
