@@ -3,7 +3,6 @@
 // `yes`/`no` answer one by id (or a unique prefix of at least 8 characters). `lock`/`unlock` flip
 // the lock file used when no vault is configured (with a vault, use `candor vault lock|unlock`).
 // Exit: 0 done, 1 no such pending request / already answered / expired, 2 usage.
-import { existsSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import {
   approvalQueue,
@@ -12,8 +11,7 @@ import {
   lockFile,
   type ApprovalCard,
 } from '../../approvals/index.js';
-import { loadConfig } from '../../config/load.js';
-import { formatIssue } from '../../config/locate.js';
+import { configFrom } from '../config-ledger.js';
 import { defaultApprovalsDir } from '../../config/paths.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
@@ -170,15 +168,7 @@ function whoami(): string {
  * approvals.dir, or .candor/approvals beside it; without a configuration ./.candor/approvals.
  */
 async function approvalsDirFrom(flags: Record<string, string | boolean>): Promise<string> {
-  const explicit = typeof flags.config === 'string';
-  const file = explicit ? (flags.config as string) : 'candor.yaml';
-  if (!explicit && !existsSync(file)) return DEFAULT_APPROVALS_DIR;
-  const loaded = await loadConfig(file);
-  if (!loaded.ok)
-    throw new CliUsageError(
-      loaded.failure.code === 'unreadable'
-        ? loaded.failure.message
-        : loaded.failure.issues.map(formatIssue).join('\n'),
-    );
-  return loaded.value.config.approvals?.dir ?? defaultApprovalsDir(loaded.value.dir!);
+  const loaded = await configFrom(flags);
+  if (!loaded) return DEFAULT_APPROVALS_DIR;
+  return loaded.config.approvals?.dir ?? defaultApprovalsDir(loaded.dir!);
 }
