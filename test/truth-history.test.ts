@@ -7,8 +7,7 @@
 //
 // Each claim family is its own test, so a failure names the claim that is false; its message lists
 // every failure class with the shortest history that shows it, step by step, and its seed.
-//   CANDOR_HISTORIES=N (default 1500: about 45 s of CPU; 2000, the bar, costs about 63 s —
-//   set it in CI) · CANDOR_HISTORY_SEED=S replays one history and prints it ·
+//   CANDOR_HISTORIES=N (default 2000, the bar) · CANDOR_HISTORY_SEED=S replays one history and prints it ·
 //   CANDOR_HISTORY_BASE=B first seed · CANDOR_HISTORY_REPORT=FILE also writes the report there.
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -29,7 +28,7 @@ import { Claim } from './support/history/oracle.js';
 import { planHistory } from './support/history/plan.js';
 import { FaultedWorld } from './support/history/world.js';
 
-const settings = settingsFromEnv(1500, Number(process.env['CANDOR_HISTORY_CONCURRENCY'] ?? 12));
+const settings = settingsFromEnv(2000, Number(process.env['CANDOR_HISTORY_CONCURRENCY'] ?? 12));
 let fake: FakeService;
 let dir: string;
 let reader: LedgerStore;

@@ -102,7 +102,9 @@ export function checkTranscript(
         (r.category === 'malformed_response' && r.remote_effect !== 'none')
       ) {
         const licensed =
-          (continuing && r.retry === 'allowed') ||
+          // `after_delay` on an unknown outcome: the same operation again, once the delay passed,
+          // under the destination's honoured key (the directive is only given under one).
+          (continuing && (r.retry === 'allowed' || r.retry === 'after_delay')) ||
           (continuing && prior.cleared === 'retry_licensed');
         if (prior.cleared === 'settled') {
           v(

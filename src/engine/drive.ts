@@ -232,7 +232,14 @@ export async function drive<I, O>(
       retry = next;
       continue;
     }
-    // Settled as failed or cancelled only while nothing may have applied.
+    // Settled as failed or cancelled only while nothing may have applied; an operation an earlier
+    // attempt is known to have applied is settled as done, whatever this attempt met.
+    if (facts.effect === 'applied' && c.remote_effect !== 'applied' && after.resolution === null) {
+      const refs = after.attempts.flatMap((a) =>
+        a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
+      );
+      await resolve(after, 'succeeded', 'succeeded', 'attempt', refs);
+    }
     if (facts.effect === 'none') {
       if (c.category === 'gate_locked' || c.category === 'approval_denied')
         await resolve(view, 'cancelled', c.category, 'attempt', []);
@@ -307,6 +314,16 @@ export async function licensedAttempt(
       diagnosticsRef: result.diagnosticsRef,
     });
   const after = (await ctx.load(view.operation_id)) ?? view;
+  if (
+    after.remote_effect === 'applied' &&
+    c.remote_effect !== 'applied' &&
+    after.resolution === null
+  ) {
+    const refs = after.attempts.flatMap((x) =>
+      x.finish?.response?.remote_ref ? [x.finish.response.remote_ref] : [],
+    );
+    await resolve(after, 'succeeded', 'succeeded', by, refs);
+  }
   if (after.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
   return attemptEnvelope(ctx, a, after, c, {

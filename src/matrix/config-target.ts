@@ -78,6 +78,7 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
       };
     } else if (!('none' in c)) {
       fake.arm({ ...(c as object), call_id: cor } as FaultSpec);
+      for (const later of row.then) fake.arm({ ...later, call_id: cor } as FaultSpec);
     }
     let firstClaimAt = 0;
     const now = (): number => performance.timeOrigin + performance.now();

@@ -338,6 +338,7 @@ export async function httpTarget(
     };
   } else if (!('none' in c)) {
     fake.arm({ ...(c as object), call_id: armOn } as FaultSpec);
+    for (const later of row.then) fake.arm({ ...later, call_id: armOn } as FaultSpec);
   }
   // The fake's clock is performance-based: truth up to the first claim is what that claim is about.
   let firstClaimAt = 0;
@@ -359,6 +360,7 @@ export async function httpTarget(
       return final === env ? first : combineVerdicts(first, oracle(truth, final));
     },
     truthTimeline: () => truthTimeline(fake.groundTruth(cor)),
+    received: () => fake.groundTruth(cor).filter((t) => t.event === 'received').length,
     dispose: () => Promise.resolve(),
   };
 }

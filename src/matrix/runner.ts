@@ -99,8 +99,9 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
       (a) => [a.name, a],
     ),
   );
-  const newRuntime = (lookup: LookupFunction | undefined): Runtime =>
+  const newRuntime = (lookup: LookupFunction | undefined, owner?: string): Runtime =>
     createRuntime({
+      ...(owner !== undefined ? { owner } : {}),
       ledger,
       credentials: staticCredentials(
         options.credentials ?? {
@@ -127,9 +128,18 @@ export async function runMatrix(matrix: Matrix, options: MatrixRunOptions): Prom
       // keep-alive race must find its doomed socket in a pool no other row uses: such a row gets a
       // runtime of its own (connection pools belong to a runtime), closed when the row is done.
       const base = options.lookup ?? dnsLookup;
-      const own = newRuntime((host, opts, cb) => base(host, opts, cb));
+      const rowLookup: LookupFunction = (host, opts, cb) => base(host, opts, cb);
+      let own = newRuntime(rowLookup);
+      // A restarted gateway: the same ledger and the same owner, nothing else kept.
+      const restart = async (): Promise<Runtime> => {
+        const owner = own.owner;
+        await own.endSession('gateway restarted');
+        await own.close();
+        own = newRuntime(rowLookup, owner);
+        return own;
+      };
       try {
-        return await runRow(row, cor, own, actions, options);
+        return await runRow(row, cor, own, actions, options, restart);
       } finally {
         await own.endSession('matrix row finished');
         await own.close();
@@ -196,6 +206,7 @@ async function runRow(
   runtime: Runtime,
   actions: Map<string, EngineAction>,
   options: MatrixRunOptions,
+  restart?: () => Promise<Runtime>,
 ): Promise<RowResult> {
   const { fake, ledger, canary } = options;
   const result = unranRow(row, cor);
@@ -269,15 +280,57 @@ async function runRow(
       );
     }
     result.final = final;
+
+    // The agent calls the operation again by its id (after a restart of the gateway, if asked).
+    let again: { env: Envelope; sent: boolean } | null = null;
+    if (row.again && env.operation_id) {
+      if (!target.received) throw new Error('`again` needs a row against the fake service');
+      let rt = runtime;
+      if (row.again.restart) {
+        if (!restart) throw new Error('`again.restart` needs a runtime of the row’s own');
+        rt = await restart();
+      }
+      const before = target.received();
+      const againEnv = await call(row.operation, opArgs, () =>
+        rt.run(action, input, { correlationId: cor, operationId: env.operation_id! }),
+      );
+      again = { env: againEnv, sent: target.received() > before };
+    }
+
     const violations = checkTranscript(recorder.steps());
     const finalOk =
       e.final === undefined ||
       (final.category === e.final.category &&
         (e.final.retry === undefined || final.retry === e.final.retry));
+    const againOk =
+      e.again === undefined ||
+      (again !== null &&
+        again.env.category === e.again.category &&
+        (e.again.retry === undefined || again.env.retry === e.again.retry) &&
+        (e.again.remote_effect === undefined ||
+          again.env.remote_effect === e.again.remote_effect) &&
+        again.sent === e.again.sent);
     result.assertions.agent_next_action = {
-      ok: next === e.next_action && violations.length === 0 && finalOk,
-      expected: { next_action: e.next_action, final: e.final ?? null },
-      actual: { next_action: next, final: { category: final.category, retry: final.retry } },
+      ok: next === e.next_action && violations.length === 0 && finalOk && againOk,
+      expected: {
+        next_action: e.next_action,
+        final: e.final ?? null,
+        ...(e.again ? { again: e.again } : {}),
+      },
+      actual: {
+        next_action: next,
+        final: { category: final.category, retry: final.retry },
+        ...(again
+          ? {
+              again: {
+                category: again.env.category,
+                retry: again.env.retry,
+                remote_effect: again.env.remote_effect,
+                sent: again.sent,
+              },
+            }
+          : {}),
+      },
       ...(violations.length ? { detail: violations.map((v) => v.explanation).join('; ') } : {}),
     };
 
@@ -296,8 +349,13 @@ async function runRow(
     const events = await ledger.query({ correlation_id: cor });
     result.assertions.event_trail = trailCheck(events, cor, env, final);
 
-    // Oracle: the ground truth against the tool's claim.
+    // Oracle: the ground truth against the tool's claim (and against the answer to the call again).
     result.oracle = target.oracle(env, final);
+    if (again) {
+      const onAgain = target.oracle(env, again.env);
+      if (onAgain.verdict === 'unsafe' && result.oracle.verdict !== 'unsafe')
+        result.oracle = { ...onAgain, detail: `on the call again: ${onAgain.detail}` };
+    }
     // By time; ledger entries within one millisecond keep their ledger order (sequence).
     result.timeline = [...ledgerTimeline(events), ...target.truthTimeline()].sort(
       (a, b) => a.at - b.at || (a.seq ?? 0) - (b.seq ?? 0),
@@ -307,6 +365,7 @@ async function runRow(
     const haystack = [
       JSON.stringify(env),
       JSON.stringify(final),
+      JSON.stringify(again?.env ?? null),
       recorder.toJsonl(),
       JSON.stringify(events),
       JSON.stringify(result.timeline),

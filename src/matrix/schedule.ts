@@ -22,7 +22,8 @@ type Mode = 'shared' | 'exclusive';
 export function needsOwnRuntime(row: MatrixRow): boolean {
   const c = row.condition as Record<string, unknown>;
   if ('ssh' in c) return usesOtherHost(c.ssh as SshCondition);
-  return row.warmup === true || 'before_bytes' in c;
+  // A restart closes the row's runtime and opens another with the same owner.
+  return row.warmup === true || 'before_bytes' in c || row.again?.restart === true;
 }
 
 /** The shared things a row touches and how. */

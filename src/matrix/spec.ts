@@ -80,54 +80,100 @@ const sshRemoteSchema = z.strictObject({
 
 const remoteSchema = z.union([httpRemoteSchema, sshRemoteSchema]);
 
-export const rowSchema = z.strictObject({
-  id: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'lowercase letters, digits, . _ -'),
-  title: z.string().optional(),
-  operation: z.string().describe('a reference action name'),
-  input: z.record(z.string(), z.unknown()).default({}),
-  /**
-   * A resource created in the fake before the row runs; `{{setup.id}}` in input refers to it, and
-   * `{{correlation_id}}` in its fields is the row's.
-   */
-  setup: z
-    .strictObject({
-      kind: z.string(),
-      fields: z.record(z.string(), z.unknown()).default({}),
-      /**
-       * Rows on a user's own actions (`--config`): the action that creates the record, run through
-       * the service without a fault, and its input; `{{setup.id}}` is its remote reference.
-       */
-      action: z.string().optional(),
-      input: z.record(z.string(), z.unknown()).optional(),
-      /** Also create N extra records carrying the row's client_ref (for duplicate rows). */
-      same_client_ref: z.number().int().nonnegative().default(0),
-    })
-    .optional(),
-  /** Run the operation once before arming the condition (keep-alive races need a warm socket). */
-  warmup: z.boolean().default(false),
-  condition: conditionSchema,
-  remote_effect_known: z
-    .boolean()
-    .describe('can the caller know the remote effect from this evidence?'),
-  expect: z.strictObject({
-    category: z.enum(valuesOf(Category)),
-    retry: z.enum(valuesOf(Retry)),
-    remote_effect: z.enum(valuesOf(RemoteEffect)),
-    next_action: nextAction,
-    /** The envelope after the scripted agent's follow-up (reconcile, wait and retry). */
-    final: z
+/** A fault for the fake service's later requests of a row (see `then`). */
+const laterFaultSchema = z
+  .looseObject({ phase: z.string() })
+  .describe('a fault for the fake service; see src/fakes/faults.ts');
+
+/** What the agent is told when it calls the operation again (`again`), and whether anything was sent. */
+const againExpectSchema = z.strictObject({
+  category: z.enum(valuesOf(Category)),
+  retry: z.enum(valuesOf(Retry)).optional(),
+  remote_effect: z.enum(valuesOf(RemoteEffect)).optional(),
+  /** Whether that call sent anything to the service (the fake's ground truth). */
+  sent: z.boolean(),
+});
+
+export const rowSchema = z
+  .strictObject({
+    id: z.string().regex(/^[a-z0-9][a-z0-9._-]*$/, 'lowercase letters, digits, . _ -'),
+    title: z.string().optional(),
+    operation: z.string().describe('a reference action name'),
+    input: z.record(z.string(), z.unknown()).default({}),
+    /**
+     * A resource created in the fake before the row runs; `{{setup.id}}` in input refers to it, and
+     * `{{correlation_id}}` in its fields is the row's.
+     */
+    setup: z
       .strictObject({
-        category: z.enum(valuesOf(Category)),
-        retry: z.enum(valuesOf(Retry)).optional(),
+        kind: z.string(),
+        fields: z.record(z.string(), z.unknown()).default({}),
+        /**
+         * Rows on a user's own actions (`--config`): the action that creates the record, run through
+         * the service without a fault, and its input; `{{setup.id}}` is its remote reference.
+         */
+        action: z.string().optional(),
+        input: z.record(z.string(), z.unknown()).optional(),
+        /** Also create N extra records carrying the row's client_ref (for duplicate rows). */
+        same_client_ref: z.number().int().nonnegative().default(0),
       })
       .optional(),
-    attempts: z.number().int().positive().optional(),
-    remote: remoteSchema,
-    /** Why the remote state stays unknown to the caller (required when it does). */
-    unknown_reason: z.string().optional(),
-    secret_in_result: z.literal(false).default(false),
-  }),
-});
+    /** Run the operation once before arming the condition (keep-alive races need a warm socket). */
+    warmup: z.boolean().default(false),
+    condition: conditionSchema,
+    /**
+     * Faults for the row's later requests, in order: each one is armed behind the one before on the
+     * row's call id, so the first request meets `condition`, the next matching one `then[0]`, and so
+     * on (a lost reply followed by a 429 on the keyed retry). Give each a `match` (e.g. `method:
+     * POST`) when a lookup of the same call must not meet it.
+     */
+    then: z.array(laterFaultSchema).default([]),
+    /**
+     * After the agent's follow-up, the agent calls the operation again by its operation_id, as an
+     * agent does when it re-runs a step; with `restart: true` the gateway is first closed and opened
+     * again on the same ledger with the same owner (a restarted `candor serve`). `expect.again` says
+     * what that call must answer.
+     */
+    again: z.strictObject({ restart: z.boolean().default(false) }).optional(),
+    remote_effect_known: z
+      .boolean()
+      .describe('can the caller know the remote effect from this evidence?'),
+    expect: z.strictObject({
+      category: z.enum(valuesOf(Category)),
+      retry: z.enum(valuesOf(Retry)),
+      remote_effect: z.enum(valuesOf(RemoteEffect)),
+      next_action: nextAction,
+      /** The envelope after the scripted agent's follow-up (reconcile, wait and retry). */
+      final: z
+        .strictObject({
+          category: z.enum(valuesOf(Category)),
+          retry: z.enum(valuesOf(Retry)).optional(),
+        })
+        .optional(),
+      attempts: z.number().int().positive().optional(),
+      /** Required with `again`: the answer to the agent's call of the operation by its id. */
+      again: againExpectSchema.optional(),
+      remote: remoteSchema,
+      /** Why the remote state stays unknown to the caller (required when it does). */
+      unknown_reason: z.string().optional(),
+      secret_in_result: z.literal(false).default(false),
+    }),
+  })
+  .superRefine((row, ctx) => {
+    if ((row.again === undefined) !== (row.expect.again === undefined))
+      ctx.addIssue({
+        code: 'custom',
+        path: row.again === undefined ? ['expect', 'again'] : ['again'],
+        message:
+          '`again` and `expect.again` go together: a row that calls again says what it expects',
+      });
+    if (row.then.length > 0 && !('phase' in row.condition))
+      ctx.addIssue({
+        code: 'custom',
+        path: ['then'],
+        message: '`then` follows a fault for the fake service in `condition`',
+      });
+  });
 export type MatrixRow = z.output<typeof rowSchema>;
 
 export const matrixSchema = z.strictObject({
@@ -184,6 +230,8 @@ export interface RowTarget {
   /** The oracle on the first claim and on the envelope after the follow-up. */
   oracle(env: Envelope, final: Envelope): { verdict: OracleVerdict; detail: string };
   truthTimeline(): TimelineEntry[];
+  /** Requests of this row the service has received so far (rows that call `again`). */
+  received?(): number;
   dispose(): Promise<void>;
 }
 
