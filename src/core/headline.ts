@@ -57,6 +57,8 @@ export function headline(e: Parts): string {
   if (e.ok) {
     if (refused === 'request_changed')
       return `DONE EARLIER, THIS CALL REFUSED — operation ${id(e)} already succeeded with another request; a changed request is a new operation: call without operation_id.`;
+    if (refused !== null && refused !== 'already_settled' && !refused.startsWith('duplicate_'))
+      return `DONE EARLIER, THIS CALL REFUSED — operation ${id(e)} already succeeded; this call sent nothing (refused: ${refused}).`;
     return `DONE — ${e.operation} succeeded.`;
   }
   if (e.retry === 'after_approval' && e.remote_effect === 'none')

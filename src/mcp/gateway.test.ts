@@ -68,7 +68,7 @@ async function call(
   const effect = (r.structuredContent as { remote_effect?: string }).remote_effect;
   expect(first).toMatch(
     !r.isError
-      ? /^DONE — /
+      ? /^DONE( — | EARLIER, THIS CALL REFUSED — )/
       : effect === 'none'
         ? /^NOT DONE/
         : /^(OUTCOME UNKNOWN|DONE, BUT|DONE MORE)/,
@@ -210,20 +210,33 @@ describe('tools/call', () => {
     expect(bad.text).not.toContain('invalid_type'); // no raw zod dump
     const badId = await call('create_record', { title: 'x', operation_id: 'nope' });
     expect(badId.env).toMatchObject({ category: 'invalid_input', data: { field: 'operation_id' } });
+    // An operation id this ledger does not hold: nothing sent, and never "not applied" — an earlier
+    // call under that id (another ledger, a reset one) may have applied its effect.
     const unknown = await call('operation_status', {
       operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
     });
     expect(unknown.env).toMatchObject({
-      category: 'invalid_input',
-      data: { field: 'operation_id' },
+      category: 'outcome_unknown',
+      retry: 'escalate',
+      remote_effect: 'unknown',
+      data: { refusal: { code: 'unknown_operation' } },
     });
-    expect(unknown.env.message).toContain('no operation');
+    expect(unknown.env.message).toContain('holds no operation op_01ZZZZZZZZZZZZZZZZZZZZZZZZ');
     const retryUnknown = await call('create_record', {
       title: 'x',
       operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
     });
-    expect(retryUnknown.env.category).toBe('invalid_input');
-    expect(retryUnknown.env.message).toContain('no operation');
+    expect(retryUnknown.env).toMatchObject({
+      category: 'outcome_unknown',
+      retry: 'escalate',
+      remote_effect: 'unknown',
+      operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
+    });
+    expect(retryUnknown.text).toContain('refused: unknown_operation');
+    const reconcileUnknown = await call('reconcile_operation', {
+      operation_id: 'op_01ZZZZZZZZZZZZZZZZZZZZZZZZ',
+    });
+    expect(reconcileUnknown.env).toMatchObject({ remote_effect: 'unknown', retry: 'escalate' });
     const extra = await call('list_unresolved_operations', { extra: 1 });
     expect(extra.env.category).toBe('invalid_input');
     expect(fake.resources.all('records')).toEqual([]);
@@ -253,6 +266,46 @@ describe('tools/call', () => {
       data: { refusal: { code: 'request_changed' }, reason: 'other_input' },
     });
     expect(changed.env.message).toContain('changed');
+  });
+
+  it('arguments that break the schema on an existing operation describe the operation, never "not applied"', async () => {
+    // A lost reply: the fake committed the deployment, the operation is unknown.
+    fake.arm({
+      match: { method: 'POST', path: '/v1/deployments' },
+      phase: 'after_commit',
+      action: 'rst',
+      times: 'always',
+    });
+    const lost = await call('create_deployment', { service: 'api' });
+    expect(lost.env.remote_effect).toBe('unknown');
+    const sent = fake.groundTruth().filter((t) => t.event === 'received').length;
+    const bad = await call('create_deployment', {
+      service: 7,
+      operation_id: lost.env.operation_id,
+    });
+    expect(bad.env).toMatchObject({
+      ok: false,
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      operation_id: lost.env.operation_id,
+      data: { refusal: { code: 'invalid_input' }, field: 'service' },
+    });
+    expect(bad.env.retry).not.toBe('never');
+    expect(bad.env.message).toMatch(/^This call was refused and sent nothing/);
+    // A succeeded operation: the refused call says done earlier, and sends nothing either.
+    fake.disarm();
+    const done = await call('create_record', { title: 'kept' });
+    expect(done.env.category).toBe('succeeded');
+    const again = await call('create_record', { title: 7, operation_id: done.env.operation_id });
+    expect(again.env).toMatchObject({
+      ok: true,
+      category: 'succeeded',
+      remote_effect: 'applied',
+      data: { refusal: { code: 'invalid_input' } },
+    });
+    expect(again.text).toContain('DONE EARLIER, THIS CALL REFUSED');
+    expect(fake.groundTruth().filter((t) => t.event === 'received').length).toBe(sent + 1);
+    expect(fake.resources.all('records')).toHaveLength(1);
   });
 
   it('after outcome_unknown, reconcile_operation finds the record instead of creating another', async () => {

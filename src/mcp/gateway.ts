@@ -135,6 +135,31 @@ function invalidInputEnvelope(tool: string, error: InvalidInput): Envelope {
   };
 }
 
+/**
+ * An operation id this gateway's ledger does not hold (another gateway's ledger, a ledger moved or
+ * reset, or a mistyped id): this call sent nothing, and nothing here can say whether an earlier call
+ * under that id applied its effect — never "not applied".
+ */
+function unknownOperationEnvelope(tool: string, operationId: string): Envelope {
+  return {
+    ok: false,
+    category: 'outcome_unknown',
+    operation: tool,
+    operation_id: operationId,
+    retry: 'escalate',
+    remote_effect: 'unknown',
+    correlation_id: null,
+    message: `This gateway's ledger holds no operation ${operationId}, so this call sent nothing; whether an earlier call under that id applied its effect cannot be known here (is it another gateway's ledger, or was the ledger moved or reset?): a person must check before anything is called again.`,
+    data: {
+      refusal: {
+        code: 'unknown_operation',
+        detail: `no operation ${operationId} in this gateway's ledger`,
+      },
+    },
+    diagnostics_ref: null,
+  };
+}
+
 /** A form-capable client: `elicitation: {}` (2025-06-18 form default) or `elicitation.form`. */
 function offersForm(server: Server): boolean {
   const e = server.getClientCapabilities()?.elicitation as Record<string, unknown> | undefined;
@@ -180,8 +205,31 @@ export function createGateway(options: GatewayOptions): Gateway {
 
   async function status(operationId: string): Promise<Envelope> {
     const found = await runtime.status(operationId);
-    if (!found) throw new InvalidInput('operation_id', `no operation ${operationId} in the ledger`);
+    if (!found) return unknownOperationEnvelope(BUILTIN.operation_status, operationId);
     return { ...found.envelope, data: statusData(found.view) };
+  }
+
+  /**
+   * A refused call that names an operation describes the operation (its state, remote effect and
+   * next step), with the reason as a refusal code: arguments that break the schema say nothing about
+   * what earlier calls of that operation did.
+   */
+  async function refusedCall(
+    tool: string,
+    operationId: string,
+    code: string,
+    detail: string,
+    extra: Record<string, unknown> = {},
+  ): Promise<Envelope> {
+    const found = await runtime.status(operationId);
+    if (!found) return unknownOperationEnvelope(tool, operationId);
+    const e = found.envelope;
+    const data = e.data && typeof e.data === 'object' ? (e.data as Record<string, unknown>) : {};
+    return {
+      ...e,
+      message: `This call was refused and sent nothing (${detail}). ${e.message}`,
+      data: { ...data, ...extra, refusal: { code, detail } },
+    };
   }
 
   async function listUnresolved(): Promise<Envelope> {
@@ -285,14 +333,28 @@ export function createGateway(options: GatewayOptions): Gateway {
       envelope = await work;
     } catch (error) {
       if (error instanceof ProtocolError) throw error;
-      if (error instanceof InvalidInput) return resultOf(invalidInputEnvelope(name, error));
+      if (error instanceof InvalidInput) {
+        envelope =
+          error.operationId === null
+            ? invalidInputEnvelope(name, error)
+            : await refusedCall(
+                name,
+                error.operationId,
+                'invalid_input',
+                `the arguments are invalid: ${error.field}: ${error.problem}`,
+                { field: error.field, problem: error.problem },
+              );
+        return resultOf(envelope);
+      }
       if (error instanceof UsageError) {
-        // Misuse the runtime refuses (unknown or foreign operation id, a changed request): the
-        // call is refused before any byte, as an envelope the agent can act on.
+        // Misuse the runtime refuses (an unknown operation id, a placeholder for a secret): the
+        // call is refused before any byte, as an envelope the agent can act on — about the
+        // operation when it names one.
         const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
-        return resultOf(
-          invalidInputEnvelope(name, new InvalidInput('operation_id', error.message, id)),
-        );
+        if (id !== null && error.code === 'unknown_operation')
+          return resultOf(unknownOperationEnvelope(name, id));
+        if (id !== null) return resultOf(await refusedCall(name, id, error.code, error.message));
+        return resultOf(invalidInputEnvelope(name, new InvalidInput('(arguments)', error.message)));
       }
       if (isLedgerFault(error)) {
         // One line for the operator, no stack and no driver class name.

@@ -197,17 +197,18 @@ for (const transport of ['stdio', 'http'] as const) {
           const refused = await conn.call('create_record', { title: 7 });
           expect(refused.refusedByClient).toMatch(/did not match expected schema/);
           expect(fake.groundTruth().length).toBe(before);
-          // An argument only the gateway can judge: its invalid_input envelope reaches the output.
+          // An argument only the gateway can judge — an operation id its ledger does not hold —
+          // reaches the output as the gateway's refusal: nothing sent, and never "not applied".
           const r = await conn.call('operation_status', { operation_id: 'op_00unknown00' });
           expect(r.isError).toBe(true);
-          expect(firstLine(r.text)).toBe(
-            'NOT DONE — invalid input: fix the arguments, nothing was sent',
-          );
+          expect(firstLine(r.text)).toMatch(/^OUTCOME UNKNOWN — .*\(refused: unknown_operation\)$/);
           expect(r.structured).toMatchObject({
-            category: 'invalid_input',
-            retry: 'never',
-            data: { field: 'operation_id', problem: 'no operation op_00unknown00 in the ledger' },
+            category: 'outcome_unknown',
+            retry: 'escalate',
+            remote_effect: 'unknown',
+            data: { refusal: { code: 'unknown_operation' } },
           });
+          expect(fake.groundTruth().length).toBe(before);
           return;
         }
         const r = await conn.call('create_record', { title: 7 });
