@@ -8,10 +8,10 @@
 #   scripts/test-node.sh current 22 24 # `current`: the node on PATH, in this tree
 #   scripts/test-node.sh --short-campaigns current 22 24   # what .ci/run does (see below)
 #
-# --short-campaigns: the versions other than `current` run every test file, but the four seeded
-# campaigns with fewer rounds (CANDOR_HISTORIES=300 instead of 1,500 and 1,000 random histories,
-# CANDOR_SSH_KILL_TRIALS=10 instead of 50 SSH kills, CANDOR_CAMPAIGN_TRIALS=5 instead of 20 crash
-# and recover trials). `current` always runs them at full strength. Why that is enough: a campaign
+# --short-campaigns: the versions other than `current` run every test file, but the seeded
+# campaigns with fewer rounds (CANDOR_HISTORIES=300 random histories per store instead of the
+# thousands by default, CANDOR_SSH_KILL_TRIALS=10 SSH kills instead of 50, CANDOR_CAMPAIGN_TRIALS=5
+# crash and recover trials instead of 20). `current` always runs them at full strength. Why that is enough: a campaign
 # repeats the same engine code over more seeds to find rare interleavings, and that code is the same
 # JavaScript on every Node.js; what differs between versions (sockets, child processes, fetch,
 # streams, crypto, the native SQLite module) is met by every test file, the campaigns included,
