@@ -13,7 +13,9 @@ export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Setup hooks start servers (initdb, sshd, Chromium) and transpile trees: a guard for hangs,
+    // generous because with more files at once than cores a loaded machine slows setup most.
+    hookTimeout: 120_000,
     pool: 'forks',
     maxWorkers: workers,
     globalSetup: ['test/global-setup.ts'],
