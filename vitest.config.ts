@@ -1,11 +1,23 @@
+import { availableParallelism } from 'node:os';
 import { defineConfig } from 'vitest/config';
+
+// Test files run in separate processes (pool: 'forks'). Many of them spend much of their time
+// waiting on sockets, child processes, sshd, PostgreSQL and Chromium rather than computing (the
+// reference matrix file uses about a quarter of one core), so twice as many files run at once as
+// there are cores (four on the 2-core CI machine), filling those waits without changing what any
+// test does. Capped so that a large machine does not start dozens of servers.
+// `npx vitest run --maxWorkers=N` overrides it for one run.
+const workers = Math.min(8, Math.max(2, 2 * availableParallelism()));
 
 export default defineConfig({
   test: {
     include: ['src/**/*.test.ts', 'test/**/*.test.ts'],
     testTimeout: 30_000,
-    hookTimeout: 60_000,
+    // Setup hooks start servers (initdb, sshd, Chromium) and transpile trees: a guard for hangs,
+    // generous because with more files at once than cores a loaded machine slows setup most.
+    hookTimeout: 120_000,
     pool: 'forks',
+    maxWorkers: workers,
     globalSetup: ['test/global-setup.ts'],
   },
 });

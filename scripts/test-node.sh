@@ -5,7 +5,18 @@
 #   scripts/test-node.sh 22            # or: npm run test:node -- 22
 #   scripts/test-node.sh 22 24
 #   scripts/test-node.sh 24.22.3       # an exact release
-#   scripts/test-node.sh current 22 24 # `current`: the node on PATH, in this tree (what .ci/run does)
+#   scripts/test-node.sh current 22 24 # `current`: the node on PATH, in this tree
+#   scripts/test-node.sh --short-campaigns current 22 24   # what .ci/run does (see below)
+#
+# --short-campaigns: the versions other than `current` run every test file, but the seeded
+# campaigns with fewer rounds (CANDOR_HISTORIES=300 random histories per store instead of the
+# thousands by default, CANDOR_SSH_KILL_TRIALS=10 SSH kills instead of 50, CANDOR_CAMPAIGN_TRIALS=5
+# crash and recover trials instead of 20). `current` always runs them at full strength. Why that is enough: a campaign
+# repeats the same engine code over more seeds to find rare interleavings, and that code is the same
+# JavaScript on every Node.js; what differs between versions (sockets, child processes, fetch,
+# streams, crypto, the native SQLite module) is met by every test file, the campaigns included,
+# within their first rounds. It keeps .ci/run (three versions on 2 cores) within 30 minutes.
+# Variables already set in the environment win over these.
 #
 # A version other than `current` runs in its own copy of the working tree (tracked and untracked,
 # not ignored, files: uncommitted changes are tested too) with its own node_modules, under a
@@ -19,9 +30,14 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 
 usage() {
-  echo "usage: scripts/test-node.sh VERSION... (a Node.js major such as 22, an exact release such as 24.22.3, or current)" >&2
+  echo "usage: scripts/test-node.sh [--short-campaigns] VERSION... (a Node.js major such as 22, an exact release such as 24.22.3, or current)" >&2
   exit 2
 }
+short_campaigns=0
+if [ "${1:-}" = --short-campaigns ]; then
+  short_campaigns=1
+  shift
+fi
 [ $# -gt 0 ] || usage
 for v in "$@"; do
   [[ "$v" == current || "$v" =~ ^[0-9]+(\.[0-9]+){0,2}$ ]] || usage
@@ -149,6 +165,12 @@ for v in "$@"; do
         # prebuild-install would otherwise fetch a prebuilt better-sqlite3 from GitHub where it
         # can; compiling it against this build is the point (npm warns it does not know the key).
         export npm_config_build_from_source=true
+        if [ "$short_campaigns" = 1 ]; then
+          export CANDOR_HISTORIES="${CANDOR_HISTORIES:-300}"
+          export CANDOR_SSH_KILL_TRIALS="${CANDOR_SSH_KILL_TRIALS:-10}"
+          export CANDOR_CAMPAIGN_TRIALS="${CANDOR_CAMPAIGN_TRIALS:-5}"
+          echo "test-node: short campaigns on this version: CANDOR_HISTORIES=$CANDOR_HISTORIES CANDOR_SSH_KILL_TRIALS=$CANDOR_SSH_KILL_TRIALS CANDOR_CAMPAIGN_TRIALS=$CANDOR_CAMPAIGN_TRIALS"
+        fi
         echo "node $(node --version), npm $(npm --version) on $(command -v node)"
         readme_test
       ) 2>&1 | tee "$log" || status=$?
