@@ -2,24 +2,25 @@
 // `candor client-config` and a real MCP client started exactly as the snippet says, from a folder
 // of the client's choosing.
 //
-// The install: `npm pack` (dist/ as built by test/global-setup.ts; `prepack` builds it for a real
-// pack) is unpacked into a temporary global prefix the way `npm i -g --prefix P` lays it out
-// (P/lib/node_modules/candor, P/bin/candor -> its bin), its dependencies taken from this checkout.
-// A real `npm i -g` compiles better-sqlite3 when no prebuilt binary can be downloaded (20+ minutes
-// on a loaded 2-core machine), so it runs only with CANDOR_TEST_NPM_INSTALL=1.
+// The install is real: `npm pack` (dist/ as built by test/global-setup.ts; `prepack` builds it for a
+// real pack), then `npm i -g --prefix P ./candor-*.tgz` into a temporary prefix. npm resolves the
+// dependencies from its cache (`--prefer-offline`, filled by this checkout's `npm ci`). The one
+// native module Candor needs, better-sqlite3, fetches a prebuilt binary from GitHub at install and
+// compiles SQLite from source when it cannot (10+ minutes on a loaded 2-core machine); here it is
+// given the binary this checkout already has, through prebuild-install's documented
+// `better_sqlite3_local_prebuilds` setting (docs/install.md says how a user does the same).
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import {
-  chmodSync,
   existsSync,
   mkdirSync,
   readFileSync,
   readdirSync,
   realpathSync,
-  renameSync,
   rmSync,
-  symlinkSync,
   writeFileSync,
 } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -51,6 +52,26 @@ function candor(args: string[], cwd: string, extra: Record<string, string> = {})
   return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
+/** better-sqlite3's binary of this checkout, named as prebuild-install looks for it. */
+function localPrebuild(): string {
+  const pkg = join(ROOT, 'node_modules', 'better-sqlite3');
+  const { version } = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as {
+    version: string;
+  };
+  const dir = join(tmp, 'prebuilds');
+  mkdirSync(dir, { recursive: true });
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  const r = spawnSync('tar', [
+    '-czf',
+    join(dir, name),
+    '-C',
+    pkg,
+    'build/Release/better_sqlite3.node',
+  ]);
+  if (r.status !== 0) throw new Error(`tar failed: ${String(r.stderr)}`);
+  return dir;
+}
+
 function install(): string {
   const packed = spawnSync(
     'npm',
@@ -59,23 +80,17 @@ function install(): string {
   );
   if (packed.status !== 0) throw new Error(`npm pack failed: ${packed.stderr}`);
   const tgz = join(tmp, (JSON.parse(packed.stdout) as Array<{ filename: string }>)[0]!.filename);
-  if (process.env.CANDOR_TEST_NPM_INSTALL === '1') {
-    const r = spawnSync('npm', ['i', '-g', '--prefix', prefix, '--prefer-offline', tgz], {
+  const r = spawnSync(
+    'npm',
+    ['i', '-g', '--prefix', prefix, '--prefer-offline', '--no-audit', '--no-fund', tgz],
+    {
+      cwd: tmp,
       encoding: 'utf8',
-      stdio: 'inherit',
-    });
-    if (r.status !== 0) throw new Error('npm i -g failed');
-    return tgz;
-  }
-  const lib = join(prefix, 'lib', 'node_modules');
-  mkdirSync(lib, { recursive: true });
-  mkdirSync(binDir, { recursive: true });
-  const untar = spawnSync('tar', ['-xzf', tgz, '-C', lib], { encoding: 'utf8' });
-  if (untar.status !== 0) throw new Error(`tar failed: ${untar.stderr}`);
-  renameSync(join(lib, 'package'), join(lib, 'candor'));
-  symlinkSync(realpathSync(join(ROOT, 'node_modules')), join(lib, 'candor', 'node_modules'));
-  chmodSync(join(lib, 'candor', 'bin', 'candor.js'), 0o755);
-  symlinkSync('../lib/node_modules/candor/bin/candor.js', join(binDir, 'candor'));
+      env: { ...process.env, npm_config_better_sqlite3_local_prebuilds: localPrebuild() },
+      timeout: 600_000,
+    },
+  );
+  if (r.status !== 0) throw new Error(`npm i -g failed (${r.status}): ${r.stderr}`);
   return tgz;
 }
 
@@ -121,6 +136,12 @@ async function connect(command: string, args: string[], cwd: string, extra = {})
   return { client, stderr: () => stderr, close: () => client.close() };
 }
 
+/** How many events the fake service has recorded (requests received, effects committed). */
+async function fakeEvents(): Promise<number> {
+  const r = await fetch('http://127.0.0.1:8787/_candor/truth');
+  return (await r.text()).split('\n').filter((l) => l.trim() !== '').length;
+}
+
 const envelope = (r: unknown): Record<string, unknown> =>
   (r as { structuredContent: Record<string, unknown> }).structuredContent;
 
@@ -129,7 +150,7 @@ beforeAll(async () => {
   mkdirSync(elsewhere, { recursive: true });
   install();
   await startFake();
-}, 180_000);
+}, 600_000);
 
 afterAll(() => {
   fake?.kill('SIGTERM');
@@ -139,6 +160,11 @@ afterAll(() => {
 describe('from the tarball to an MCP client', () => {
   it('the tarball ships dist/ and no sources, and candor on the PATH answers --version', () => {
     const pkg = join(prefix, 'lib', 'node_modules', 'candor');
+    expect(realpathSync(join(binDir, 'candor'))).toBe(join(pkg, 'bin', 'candor.js'));
+    // The given prebuilt binary was used: nothing was compiled.
+    const sqlite = join(pkg, 'node_modules', 'better-sqlite3', 'build');
+    expect(existsSync(join(sqlite, 'Release', 'better_sqlite3.node'))).toBe(true);
+    expect(existsSync(join(sqlite, 'Release', 'obj.target'))).toBe(false);
     expect(existsSync(join(pkg, 'dist', 'cli', 'main.js'))).toBe(true);
     expect(existsSync(join(pkg, 'src'))).toBe(false);
     const manifest = JSON.parse(readFileSync(join(pkg, 'package.json'), 'utf8')) as {
@@ -237,25 +263,54 @@ describe('from the tarball to an MCP client', () => {
         .replace('# credentials:\n#   records-token:', 'credentials:\n  records-token:')
         .replace('    # credential: records-token', '    credential: records-token'),
     );
-    // Before the value is stored, serve refuses at start, naming the entry and its place.
-    const refused = candor(['serve', '--config', 'candor.yaml'], app);
+    // Before the value is stored: --strict refuses at start, naming the entry and its place.
+    const refused = candor(['serve', '--config', 'candor.yaml', '--strict'], app);
     expect(refused.code).toBe(2);
     expect(refused.err).toMatch(
       /candor\.yaml:\d+:\d+: credentials\.records-token\.ref: the vault holds no credential named "records-token"/,
     );
-
-    const set = candor(
-      ['vault', 'set', 'records-token', '--config', 'candor.yaml', '--value-env', 'TOKEN'],
-      app,
-      {
-        TOKEN: 'first-hour-token-123',
-      },
-    );
-    expect(set.err).toBe('');
-    expect(set).toMatchObject({
-      code: 0,
-      out: 'stored records-token (bearer) for http://127.0.0.1:8787/v1/records\n',
+    // Without --strict it serves after naming it, with the command that stores it; the call that
+    // needs it is not sent and says why.
+    const before = await fakeEvents();
+    const named = await connect('candor', ['serve', '--config', file], elsewhere);
+    let hint: string;
+    try {
+      const created = envelope(
+        await named.client.callTool({ name: 'create_record', arguments: { title: 'no token' } }),
+      );
+      expect(created).toMatchObject({
+        ok: false,
+        category: 'local_failure',
+        remote_effect: 'none',
+        data: {
+          refusal: {
+            code: 'credential_unavailable',
+            detail: 'No credential named "records-token".',
+          },
+        },
+      });
+      const line = named
+        .stderr()
+        .split('\n')
+        .find((l) => l.includes('records-token'));
+      expect(line).toMatch(
+        /^.*candor\.yaml:\d+:\d+: credentials\.records-token\.ref: the vault holds no credential named "records-token": calls that need it fail as local_failure until it is stored \(candor vault set records-token --config .*candor\.yaml\)$/,
+      );
+      hint = /\((candor vault set [^)]*)\)$/.exec(line!)![1]!;
+    } finally {
+      await named.close();
+    }
+    expect(await fakeEvents()).toBe(before);
+    // The printed command, as printed (its value from the environment instead of the prompt).
+    const stored = spawnSync('sh', ['-c', `${hint} --value-env TOKEN`], {
+      cwd: elsewhere,
+      env: env({ TOKEN: 'first-hour-token-123' }),
+      encoding: 'utf8',
     });
+    expect(stored.stderr).toBe('');
+    expect(stored.stdout).toBe(
+      'stored records-token (bearer) for http://127.0.0.1:8787/v1/records\n',
+    );
     const listed = candor(['vault', 'list', '--config', 'candor.yaml', '--json'], app);
     expect(listed.code).toBe(0);
     expect(JSON.stringify(JSON.parse(listed.out))).not.toContain('first-hour-token-123');
@@ -316,6 +371,138 @@ actions:
       expect(set.stderr()).not.toContain('FIRST_HOUR_TOKEN');
     } finally {
       await set.close();
+    }
+  });
+
+  it('a credential value too short to redact is refused at call time saying why; nothing is sent', async () => {
+    let received = 0;
+    const server = createServer((_req, res) => {
+      received++;
+      res.end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const file = join(tmp, 'short.yaml');
+    writeFileSync(file, yaml.replace('http://127.0.0.1:9', `http://127.0.0.1:${port}`));
+    const gw = await connect('candor', ['serve', '--config', file], elsewhere, {
+      FIRST_HOUR_TOKEN: 'abc',
+    });
+    try {
+      const r = envelope(await gw.client.callTool({ name: 'read_item', arguments: {} }));
+      expect(r).toMatchObject({
+        ok: false,
+        category: 'local_failure',
+        remote_effect: 'none',
+        data: {
+          refusal: {
+            code: 'credential_unavailable',
+            detail:
+              'FIRST_HOUR_TOKEN is set but does not hold a usable bearer value: The value must have at least 4 characters (shorter ones cannot be redacted).',
+          },
+        },
+      });
+      expect(JSON.stringify(r)).not.toContain('bound to this destination');
+    } finally {
+      await gw.close();
+      server.close();
+    }
+    expect(received).toBe(0);
+  });
+});
+
+describe("the demo's hints run as printed", () => {
+  const sh = (line: string, cwd: string) => {
+    const r = spawnSync('sh', ['-c', line], {
+      cwd,
+      env: env(),
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    return { code: r.status, out: r.stdout, err: r.stderr };
+  };
+  const unescape = (s: string): string =>
+    s
+      .replace(/&lt;/g, '<')
+      .replace(/&gt;/g, '>')
+      .replace(/&quot;/g, '"')
+      .replace(/&#39;/g, "'")
+      .replace(/&amp;/g, '&');
+
+  it('every command the demo and the web view print runs, with the installed candor', async () => {
+    const dir = join(tmp, 'demo');
+    mkdirSync(dir);
+    const demo = candor(['demo', '--quiet'], dir);
+    expect(demo.err).toBe('');
+    expect(demo.code).toBe(0);
+    expect(readdirSync(join(dir, '.candor')).filter((f) => !f.includes('-'))).toEqual([
+      'demo.db',
+      'demo.yaml',
+    ]);
+    const printed = demo.out
+      .split('\n')
+      .filter((l) => l.startsWith('  candor '))
+      .map((l) => l.trim());
+    expect(printed.map((l) => l.split(' ').slice(0, 2).join(' '))).toEqual([
+      'candor ops',
+      'candor ops',
+      'candor ui',
+    ]);
+    const unresolved = /ops show (op_\w+)/.exec(printed[1]!)![1]!;
+    for (const line of printed.slice(0, 2)) {
+      const r = sh(line, dir);
+      expect({ line, err: r.err, code: r.code }).toEqual({ line, err: '', code: 0 });
+    }
+    expect(sh(printed[0]!, dir).out).toContain(unresolved);
+
+    // The web view started as printed; the commands its operation page prints run too.
+    const ui = spawn('sh', ['-c', `exec ${printed[2]!}`], {
+      cwd: dir,
+      env: env(),
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    try {
+      const url = await new Promise<string>((resolve, reject) => {
+        let out = '';
+        ui.stdout.on('data', (d: Buffer) => {
+          out += d.toString();
+          const m = /open (http:\/\/\S+)/.exec(out);
+          if (m) resolve(m[1]!);
+        });
+        ui.on('exit', (code) => reject(new Error(`ui exited ${code}: ${out}`)));
+      });
+      const base = new URL(url);
+      const entry = await fetch(`${base.origin}/op/${unresolved}${base.search}`, {
+        redirect: 'manual',
+      });
+      const cookie = entry.headers.get('set-cookie')!.split(';')[0]!;
+      const page = await (
+        await fetch(`${base.origin}/op/${unresolved}`, { headers: { cookie } })
+      ).text();
+      const commands = [...page.matchAll(/<pre class="cmd" data-command>([^<]*)<\/pre>/g)].map(
+        (m) => unescape(m[1]!),
+      );
+      expect(commands).toEqual([
+        'candor recover --config .candor/demo.yaml',
+        `candor ops show ${unresolved} --config .candor/demo.yaml`,
+      ]);
+      const audit = await (await fetch(`${base.origin}/audit`, { headers: { cookie } })).text();
+      const verify = /<pre class="cmd">(candor audit verify [^<]*)<\/pre>/.exec(audit);
+      if (verify) commands.push(unescape(verify[1]!));
+      for (const line of commands.slice(1)) {
+        const r = sh(line, dir);
+        expect({ line, err: r.err, code: r.code }).toEqual({ line, err: '', code: 0 });
+      }
+      // recover works through every unresolved operation and, with nothing it can reach (the
+      // demo's fake service is gone), leaves each to a person, saying why: exit 1, no usage error.
+      const recovered = sh(commands[0]!, dir);
+      expect(recovered.err).toBe('');
+      expect(recovered.code).toBe(1);
+      expect(recovered.out).toContain(unresolved);
+      expect(recovered.out).toMatch(
+        /unresolved operation\(s\) worked through: 0 settled, \d+ need a person/,
+      );
+    } finally {
+      ui.kill('SIGINT');
     }
   });
 });

@@ -4,6 +4,7 @@
 // to the working directory when it lies below it. A hint must work when pasted.
 import { existsSync, realpathSync } from 'node:fs';
 import { delimiter, isAbsolute, join, relative, sep } from 'node:path';
+import { shellWord } from '../core/shell.js';
 
 export interface InvocationContext {
   /** The script Node was started with (process.argv[1]). */
@@ -21,10 +22,7 @@ const real = (p: string): string | null => {
   }
 };
 
-/** A word for a POSIX shell: quoted only when it needs to be. */
-export function shellWord(word: string): string {
-  return /^[A-Za-z0-9_./:@%+=,-]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
-}
+export { shellWord };
 
 export function cliCommandFor(ctx: InvocationContext): string {
   const script = ctx.script === undefined ? null : real(ctx.script);

@@ -15,9 +15,10 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   demo: {
-    usage: 'candor demo [--reset | --ledger URL] [--quiet] [--concurrency N | --serial]',
+    usage:
+      'candor demo [--reset | --ledger URL] [--quiet] [--concurrency N | --serial] [--json REPORT]',
     summary:
-      'main job: run the reference failure matrix through the real engine against the fake service (its own ledger sqlite:./.candor/demo.db; --reset starts it fresh)',
+      'main job: run the reference failure matrix through the real engine against the fake service (its own ledger .candor/demo.db, named by .candor/demo.yaml for --config; --reset starts it fresh)',
     load: () => import('./commands/demo.js'),
   },
   serve: {

@@ -62,12 +62,15 @@ describe('configCredentials', () => {
     ] as const) {
       expect(await creds.resolve(ref, target)).toEqual({
         ok: false,
-        failure: { code: 'binding_mismatch' },
+        failure: {
+          code: 'binding_mismatch',
+          detail: 'env:API_TOKEN is not bound to this destination.',
+        },
       });
     }
     expect(await creds.resolve('env:HOME', { origin, path: '/v1/records' })).toEqual({
       ok: false,
-      failure: { code: 'unknown_ref' },
+      failure: { code: 'unknown_ref', detail: 'env:HOME is not a declared credential.' },
     });
     expect(await creds.resolve(NO_CREDENTIAL, { origin, path: '/' })).toEqual({
       ok: true,
@@ -77,7 +80,7 @@ describe('configCredentials', () => {
     const unset = configCredentials(config(), { env: {} });
     expect(await unset.resolve('env:API_TOKEN', { origin, path: '/v1/records' })).toEqual({
       ok: false,
-      failure: { code: 'unavailable' },
+      failure: { code: 'unavailable', detail: 'API_TOKEN is not set.' },
     });
   });
 

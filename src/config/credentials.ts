@@ -52,8 +52,8 @@ export function envDeclarations(config: GatewayConfig): Record<string, EnvCreden
 export function missingVaultRefs(
   config: GatewayConfig,
   names: ReadonlySet<string>,
-): Array<{ path: string[]; problem: string }> {
-  const out: Array<{ path: string[]; problem: string }> = [];
+): Array<{ path: string[]; problem: string; missing: true }> {
+  const out: Array<{ path: string[]; problem: string; missing: true }> = [];
   for (const [name, c] of Object.entries(config.credentials)) {
     if (!c.ref.startsWith('vault:')) continue;
     const wanted = c.ref.slice('vault:'.length);
@@ -61,6 +61,7 @@ export function missingVaultRefs(
       out.push({
         path: ['credentials', name, 'ref'],
         problem: `the vault holds no credential named "${wanted}" (candor vault list shows what it holds)`,
+        missing: true,
       });
   }
   return out;
@@ -99,7 +100,11 @@ export function configCredentials(
         // Appended, never resolved: `//host/x` must not name another host (see http/transport).
         url: `${new URL(target.origin).origin}${target.path}`,
       });
-      if (!r.ok) return { ok: false, failure: { code: PORT_CODE[r.failure.code] } };
+      if (!r.ok)
+        return {
+          ok: false,
+          failure: { code: PORT_CODE[r.failure.code], detail: credentialDetail(ref, r.failure) },
+        };
       if (r.value.kind !== 'http_header')
         return { ok: false, failure: { code: 'binding_mismatch' } };
       const value = r.value.header_value;
@@ -112,4 +117,23 @@ export function configCredentials(
       };
     },
   };
+}
+
+/**
+ * Why a credential was not released, for the agent: the resolver's sentence (it names the
+ * reference or variable and the reason, e.g. a value too short to redact, never the value), except
+ * where it could name local files.
+ */
+function credentialDetail(
+  ref: string,
+  failure: { code: ResolveFailureCode; message: string },
+): string {
+  switch (failure.code) {
+    case 'vault_unavailable':
+      return `${ref}: the vault could not be read.`;
+    case 'locked':
+      return `${ref}: the vault is locked; no credential is released.`;
+    default:
+      return failure.message;
+  }
 }

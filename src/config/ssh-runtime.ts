@@ -65,11 +65,11 @@ export function configSsh(
 export function sshVaultProblems(
   config: GatewayConfig,
   credentials: readonly CredentialInfo[],
-): Array<{ path: Array<string | number>; problem: string }> {
+): Array<{ path: Array<string | number>; problem: string; missing?: true }> {
   const ssh = config.ssh;
   if (!ssh) return [];
   const byName = new Map(credentials.map((c) => [c.name, c]));
-  const out: Array<{ path: Array<string | number>; problem: string }> = [];
+  const out: Array<{ path: Array<string | number>; problem: string; missing?: true }> = [];
   const check = (
     path: Array<string | number>,
     ref: string,
@@ -81,6 +81,7 @@ export function sshVaultProblems(
       out.push({
         path,
         problem: `the vault holds no credential named "${nameOf(ref)}" (candor vault list shows what it holds)`,
+        missing: true,
       });
     else if (c.type !== type)
       out.push({ path, problem: `vault entry "${c.name}" is ${c.type}; this needs ${type}` });

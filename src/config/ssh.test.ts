@@ -207,6 +207,7 @@ describe('candor.yaml SSH actions', () => {
         path: ['ssh', 'actions', 0, 'secret_env', 'API_TOKEN'],
         problem:
           'the vault holds no credential named "deploy-token" (candor vault list shows what it holds)',
+        missing: true,
       },
     ]);
   });

@@ -2,6 +2,9 @@
 // (`serve`, `recover`): every secret it yields goes to the redactor, and every `vault:` reference
 // of the configuration (credentials, SSH keys and secrets) must name an entry of the right type and
 // binding, or the command stops at start with FILE:LINE:COL instead of failing per call later.
+// `serve` may ask for missing entries to be reported instead (`missing: 'report'`): the gateway
+// then starts, and only the calls that need an absent entry fail (local_failure, nothing sent);
+// an entry of the wrong type or binding stays fatal (storing it again is a deliberate act).
 import type { Redactor } from '../engine/ports.js';
 import { openVault, type Vault } from '../vault/index.js';
 import { missingVaultRefs } from './credentials.js';
@@ -16,14 +19,26 @@ export type VaultOpenFailure =
   | { code: 'config'; message: string; issues: ConfigIssue[] };
 
 export type VaultOpenResult =
-  { ok: true; vault: Vault | undefined } | { ok: false; failure: VaultOpenFailure };
+  | {
+      ok: true;
+      vault: Vault | undefined;
+      /** With `missing: 'report'`: entries the configuration names and the vault lacks. */
+      missing: ConfigIssue[];
+    }
+  | { ok: false; failure: VaultOpenFailure };
+
+export interface VaultOpenOptions {
+  /** What an entry the vault does not hold is: fatal (default) or reported and started anyway. */
+  missing?: 'fatal' | 'report';
+}
 
 export async function openConfiguredVault(
   loaded: LoadedConfig,
   redactor: Pick<Redactor, 'addSecret'>,
+  options: VaultOpenOptions = {},
 ): Promise<VaultOpenResult> {
   const { config } = loaded;
-  if (!config.vault) return { ok: true, vault: undefined };
+  if (!config.vault) return { ok: true, vault: undefined, missing: [] };
   const v = await openVault(
     { kind: 'key_file', path: config.vault.key_file },
     {
@@ -43,13 +58,16 @@ export async function openConfiguredVault(
     ...missingVaultRefs(config, new Set(listing.value.credentials.map((c) => c.name))),
     ...sshVaultProblems(config, listing.value.credentials),
   ];
-  if (problems.length === 0) return { ok: true, vault };
-  vault.close();
-  const issues = problems.map((m) =>
+  const locate = (m: { path: Array<string | number>; problem: string }): ConfigIssue =>
     loaded.locate
       ? loaded.locate(m.path, m.problem)
-      : { file: loaded.file, line: 1, col: 1, field: m.path.join('.'), problem: m.problem },
-  );
+      : { file: loaded.file, line: 1, col: 1, field: m.path.join('.'), problem: m.problem };
+  const report = options.missing === 'report';
+  const fatal = problems.filter((m) => !(report && m.missing === true));
+  if (fatal.length === 0)
+    return { ok: true, vault, missing: problems.filter((m) => m.missing === true).map(locate) };
+  vault.close();
+  const issues = fatal.map(locate);
   return {
     ok: false,
     failure: { code: 'config', message: issues.map(formatIssue).join('\n'), issues },

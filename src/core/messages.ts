@@ -16,6 +16,8 @@ export interface MessageContext {
   earlier?: { kind: EarlierAttempt; attempt_category: Category };
   /** The code of a refusal by the remote SSH wrapper (it ran nothing), e.g. `marker_unsafe`. */
   refusal?: string;
+  /** Why the credential was not released (names the reference, never a value). */
+  credential_detail?: string;
 }
 
 /** Why the SSH wrapper refused, by its refusal code (src/ssh/wrapper.ts); it ran nothing. */
@@ -39,7 +41,9 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
   succeeded: (c) => `Done: ${c.subject} was applied.`,
   local_failure: (c) =>
     c.rule === 'not_sent_credential_unavailable'
-      ? `Nothing was sent: the credential is unavailable (missing, not bound to this destination, or unreadable), so ${c.subject} was not applied; a person must fix it.`
+      ? c.credential_detail !== undefined
+        ? `Nothing was sent: the credential was not released (${c.credential_detail.replace(/\.$/, '')}), so ${c.subject} was not applied; a person must fix it.`
+        : `Nothing was sent: the credential is unavailable (missing, not bound to this destination, or unreadable), so ${c.subject} was not applied; a person must fix it.`
       : `Nothing was sent: the connection could not be made, so ${c.subject} was not applied.`,
   authentication_failed: (c) =>
     `The destination rejected the credential; ${c.subject} was not applied and needs authorised credential recovery, not another token.`,

@@ -205,6 +205,8 @@ async function dispatchAndClassify<I, O>(
     const request = await withCredentials(ctx, action, prepared, attemptId);
     if ('blocked' in request) {
       out.evidence = request.blocked;
+      // Why the credential was not released (e.g. a value too short to redact), for the agent.
+      if (request.refusal) out.failureData = { refusal: request.refusal };
     } else {
       dispatchBegan = true;
       const d = await dispatch(ctx, request, run.signal);
@@ -265,7 +267,7 @@ async function withCredentials(
   action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
   prepared: PreparedAttempt,
   attemptId: string,
-): Promise<Prepared | { blocked: Evidence }> {
+): Promise<Prepared | { blocked: Evidence; refusal?: { code: string; detail: string } }> {
   const request = prepared.request;
   // MCP: the upstream's secrets are in its child environment or connection, never a request.
   if (request.kind === 'mcp') return merged(request, { id: attemptId });
@@ -297,6 +299,9 @@ async function withCredentials(
               local_error: 'credential_unavailable',
               error_code: cred.failure.code,
             },
+      ...(cred.failure.detail !== undefined && cred.failure.code !== 'locked'
+        ? { refusal: { code: 'credential_unavailable', detail: cred.failure.detail } }
+        : {}),
     };
   }
   for (const s of cred.secrets) ctx.redactor.addSecret(s);

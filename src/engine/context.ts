@@ -239,6 +239,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
         remote_effect: c.remote_effect,
         ...(c.rule !== undefined ? { rule: c.rule } : {}),
         ...refusalOf(c.category, data),
+        ...credentialDetailOf(c.category, data),
         ...(earlier ? { earlier } : {}),
         ...(variant === 'retry_declined' && c.remote_effect !== 'none'
           ? { retry_declined: { remote_effect: c.remote_effect } }
@@ -282,6 +283,17 @@ function refusalOf(category: string, data: unknown): { refusal?: string } {
   const r = (data as { refusal?: unknown }).refusal;
   const code = typeof r === 'object' && r !== null ? (r as { code?: unknown }).code : undefined;
   return typeof code === 'string' ? { refusal: code } : {};
+}
+
+/** Why a credential was not released (`data.refusal.detail` of a not-sent local_failure). */
+function credentialDetailOf(category: string, data: unknown): { credential_detail?: string } {
+  if (category !== 'local_failure' || typeof data !== 'object' || data === null) return {};
+  const r = (data as { refusal?: unknown }).refusal;
+  if (typeof r !== 'object' || r === null) return {};
+  const { code, detail } = r as { code?: unknown; detail?: unknown };
+  return code === 'credential_unavailable' && typeof detail === 'string'
+    ? { credential_detail: detail }
+    : {};
 }
 
 /** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */

@@ -12,7 +12,14 @@ export type CredentialResult =
   | { ok: true; headers: Record<string, string>; secrets: string[]; failure?: never }
   | {
       ok: false;
-      failure: { code: 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable' };
+      failure: {
+        code: 'locked' | 'unknown_ref' | 'binding_mismatch' | 'unavailable';
+        /**
+         * Why, in a sentence the agent may read (it names the reference or variable, never a
+         * value): shown as `data.refusal.detail` of the local_failure.
+         */
+        detail?: string;
+      };
       headers?: never;
     };
 

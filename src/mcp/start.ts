@@ -31,6 +31,11 @@ export interface StartOptions {
   version?: string;
   env?: Readonly<Record<string, string | undefined>>;
   log?: (line: string) => void;
+  /**
+   * Given: vault entries the configuration names and the vault lacks are handed here and the
+   * gateway starts (calls needing them fail as local_failure, nothing sent); absent: fatal.
+   */
+  onMissingVaultEntries?: (issues: ConfigIssue[]) => void;
 }
 
 export interface ComposeGatewayOptions extends Omit<ComposeOptions, 'clientApprover' | 'agent'> {
@@ -99,11 +104,14 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   if (!opened.ok)
     return { ok: false, failure: { code: 'ledger', message: `ledger: ${opened.failure.message}` } };
   const ledger = opened.value;
-  const vaultOpened = await openConfiguredVault(options.loaded, redactor);
+  const vaultOpened = await openConfiguredVault(options.loaded, redactor, {
+    missing: options.onMissingVaultEntries ? 'report' : 'fatal',
+  });
   if (!vaultOpened.ok) {
     await ledger.close();
     return { ok: false, failure: vaultOpened.failure };
   }
+  if (vaultOpened.missing.length > 0) options.onMissingVaultEntries?.(vaultOpened.missing);
   const vault = vaultOpened.vault;
   const started = await startUpstreams(config, {
     ...(vault ? { vault } : {}),

@@ -9,6 +9,7 @@ import { networkInterfaces } from 'node:os';
 import { serve, type ServerType } from '@hono/node-server';
 import { Hono } from 'hono';
 import { streamSSE, type SSEStreamingApi } from 'hono/streaming';
+import { hintsFor, type CommandHints } from './hints.js';
 import { verifyStore } from '../ledger/chain/export.js';
 import type { VerifyReport } from '../ledger/chain/verify.js';
 import { projectOperation } from '../ledger/projection.js';
@@ -29,6 +30,11 @@ export interface UiOptions {
   store: LedgerStore;
   /** The ledger URL as shown to people (no password), used in the commands the pages print. */
   ledger: string;
+  /**
+   * How the person who started the view runs Candor and selected this ledger, for the commands the
+   * pages print (web/hints.ts); absent: bare `candor` and `--ledger URL`.
+   */
+  commands?: CommandHints;
   /** The access token; a random one when omitted. */
   token?: string;
   matrix?: MatrixLoad | null;
@@ -146,6 +152,7 @@ function cookieValue(header: string | undefined, name: string): string | undefin
 
 export async function createUi(options: UiOptions): Promise<UiApp> {
   const { store, ledger } = options;
+  const hints = hintsFor(ledger, options.commands);
   const token = options.token ?? randomBytes(24).toString('base64url');
   const hosts = new Set(options.hosts ?? []);
   const index = await LiveTail.start(store);
@@ -222,7 +229,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       return c.redirect(ownPath(url), 303);
     }
     if (!sameToken(cookieValue(c.req.header('cookie'), TOKEN_COOKIE), token)) {
-      return c.text('401: this view needs the access token printed by `candor ui`\n', 401);
+      return c.text(`401: this view needs the access token printed by \`${hints.cli} ui\`\n`, 401);
     }
     return next();
   });
@@ -262,7 +269,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
           <p><a href="/">← Operations</a></p>`,
         404,
       );
-    return render(c, 'operations', `Operation ${id}`, operationBody(view, events, ledger));
+    return render(c, 'operations', `Operation ${id}`, operationBody(view, events, hints));
   });
   app.get('/sessions', async (c) =>
     render(
@@ -313,10 +320,13 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       'audit',
       'Audit',
       cached
-        ? auditBody(cached.report, cached.checkpoints, ledger, {
-            verified_at_seq: cached.seq,
-            current_seq: index.lastSeq,
-          })
+        ? auditBody(
+            cached.report,
+            cached.checkpoints,
+            ledger,
+            { verified_at_seq: cached.seq, current_seq: index.lastSeq },
+            hints.cli,
+          )
         : auditPending(index.lastSeq),
     );
   });
@@ -338,7 +348,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
       c,
       'matrix',
       'Matrix report',
-      matrixBody(matrix, filter, (id) => known.has(id)),
+      matrixBody(matrix, filter, (id) => known.has(id), hints.cli),
     );
   });
   app.get('/events', (c) =>

@@ -75,7 +75,7 @@ describe('vault references', () => {
   const key = join(dir, 'vault.key');
   const env = { ...process.env, TOKEN_VALUE: 'typo-canary-7d21' };
 
-  it('serve refuses a vault: reference the vault does not hold, with FILE:LINE:COL (exit 2)', async () => {
+  it('serve --strict refuses a vault: reference the vault does not hold, with FILE:LINE:COL (exit 2)', async () => {
     expect(
       (await runCli(['vault', 'init', '--vault', vault, '--key-file', key], { env })).code,
     ).toBe(0);
@@ -116,7 +116,8 @@ actions:
     request: { method: GET, path: /items }
 `,
     );
-    const r = await runCli(['serve', '--config', config], { env });
+    // --strict: a missing entry is fatal at start (without it, serve names it and starts).
+    const r = await runCli(['serve', '--config', config, '--strict'], { env });
     expect(r.code).toBe(2);
     expect(r.err).toBe(
       `${config}:4:15: credentials.api.ref: the vault holds no credential named "api_tokn" (candor vault list shows what it holds)\n`,

@@ -62,7 +62,14 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', { timeout: 120_000 
     const matrix = parseMatrixReport(readFileSync(reportFile, 'utf8'), reportFile);
     // A second connection appends later, like another gateway process would.
     writer = openSqliteLedger(db);
-    ui = await startUi({ store, ledger: `sqlite:${db}`, matrix, pollMs: 200 });
+    // As `candor ui --config candor.yaml` starts it: the pages' commands name that file.
+    ui = await startUi({
+      store,
+      ledger: `sqlite:${db}`,
+      matrix,
+      pollMs: 200,
+      commands: { cli: 'candor', config: 'candor.yaml', ledger: null },
+    });
     context = await chromium.launchPersistentContext(join(dir, 'profile'), {
       executablePath: CHROMIUM,
       headless: true,
@@ -254,7 +261,9 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', { timeout: 120_000 
     expect(await page.locator('[data-timeline-text]').textContent()).toContain(
       '(answer lost here)',
     );
-    expect(await page.locator('[data-command]').first().textContent()).toMatch(/^candor recover /);
+    expect(await page.locator('[data-command]').first().textContent()).toBe(
+      'candor recover --config candor.yaml',
+    );
     await shot('operation-unknown');
     await checkAccessibility('operation-unknown');
   });

@@ -1,13 +1,16 @@
 // candor serve --config FILE [--http PORT] [--ledger URL]: the MCP gateway (stdio by default).
 // In stdio mode stdout carries only MCP messages; everything for people goes to stderr.
-// At start it names every `env:` credential whose variable is unset, one line each (the calls that
-// need it would each be a local_failure); `--strict` makes that fatal (exit 3). A `vault:` reference
-// the vault cannot satisfy is always fatal (exit 2, FILE:LINE:COL).
-import { formatIssue } from '../../config/locate.js';
+// At start it names every `env:` credential whose variable is unset and every `vault:` entry the
+// vault does not hold, one FILE:LINE:COL line each, and serves anyway (the calls that need one fail
+// as local_failure, nothing sent, and say which). `--strict` makes them fatal: an unset variable
+// exits 3 before anything opens, a missing vault entry exits 2. A vault entry of the wrong type or
+// binding is always fatal (exit 2).
+import { formatIssue, type ConfigIssue } from '../../config/locate.js';
 import { loadConfig, type LoadedConfig } from '../../config/load.js';
 import { envNeeds } from '../../config/vault-needs.js';
 import { startGateway } from '../../mcp/start.js';
 import { Exit, parseFlags, CliUsageError } from '../io.js';
+import { cliCommand, shellWord } from '../invocation.js';
 import { version } from '../version.js';
 
 export async function run(
@@ -44,8 +47,17 @@ export async function run(
     io.err(`candor serve: --strict: ${unset.length} credential(s) unavailable; not starting\n`);
     return Exit.environment;
   }
+  const cli = cliCommand();
   const started = await startGateway({
     loaded: loaded.value,
+    ...(flags.strict === true
+      ? {}
+      : {
+          onMissingVaultEntries: (issues) => {
+            for (const issue of issues)
+              io.err(`${formatIssue(missingEntryIssue(issue, cli, loaded.value.file))}\n`);
+          },
+        }),
     ...(typeof flags['ledger'] === 'string' ? { ledgerUrl: flags['ledger'] } : {}),
     ...(httpPort !== undefined ? { httpPort } : {}),
     version: version(),
@@ -88,4 +100,14 @@ export function unsetVariables(
     );
   }
   return out;
+}
+
+/** A missing vault entry as serve names it: what fails until it is stored, and how to store it. */
+function missingEntryIssue(issue: ConfigIssue, cli: string, file: string): ConfigIssue {
+  const name = /named "([^"]+)"/.exec(issue.problem)?.[1];
+  if (name === undefined) return issue;
+  return {
+    ...issue,
+    problem: `the vault holds no credential named "${name}": calls that need it fail as local_failure until it is stored (${cli} vault set ${shellWord(name)} --config ${shellWord(file)})`,
+  };
 }

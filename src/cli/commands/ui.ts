@@ -3,7 +3,9 @@
 // interrupted (Ctrl-C).
 import { readFile } from 'node:fs/promises';
 import { openLedger } from '../../ledger/open.js';
-import { ledgerUrlFrom } from '../config-ledger.js';
+import { DEFAULT_LEDGER_URL } from '../../ledger/open.js';
+import { configFrom } from '../config-ledger.js';
+import { cliCommand } from '../invocation.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
 import { startUi } from '../../web/server.js';
 import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
@@ -32,7 +34,12 @@ export async function run(
   if (!Number.isInteger(port) || port < 0 || port > 65_535)
     throw new CliUsageError(`--port must be a port number (0-65535), got ${String(flags.port)}`);
   const host = typeof flags.host === 'string' ? flags.host : '127.0.0.1';
-  const url = await ledgerUrlFrom(flags);
+  // The configuration (given, or ./candor.yaml unless only --ledger is given): the pages' recover
+  // hints need the actions it declares.
+  const onlyLedger = typeof flags.ledger === 'string' && typeof flags.config !== 'string';
+  const config = onlyLedger ? null : await configFrom(flags);
+  const url =
+    typeof flags.ledger === 'string' ? flags.ledger : (config?.config.ledger ?? DEFAULT_LEDGER_URL);
   let matrix = null;
   if (typeof flags.matrix === 'string') {
     let text: string;
@@ -53,7 +60,19 @@ export async function run(
   const store = opened.value;
   let started;
   try {
-    started = await startUi({ store, ledger: shown(url), matrix, host, port });
+    started = await startUi({
+      store,
+      ledger: shown(url),
+      matrix,
+      host,
+      port,
+      commands: {
+        cli: cliCommand(),
+        config:
+          config === null ? null : typeof flags.config === 'string' ? flags.config : 'candor.yaml',
+        ledger: typeof flags.ledger === 'string' ? shown(flags.ledger) : null,
+      },
+    });
   } catch (err) {
     await store.close();
     const code = (err as NodeJS.ErrnoException).code;

@@ -1,6 +1,7 @@
 // Page 4: what `candor audit verify LEDGER` says (INTACT, or the code and the first bad seq), the
 // checkpoints stored in the ledger and the witness cosignatures on them. No key is needed: the
 // signatures are checked only when a log key is given to `audit verify`.
+import { shellWord } from '../../core/shell.js';
 import { unanchoredReason, type VerifyReport } from '../../ledger/chain/verify.js';
 import { clip, html, iso, type Html } from '../html.js';
 import type { CheckpointSummary } from '../live.js';
@@ -29,6 +30,8 @@ export function auditBody(
     verified_at_seq: r.size,
     current_seq: r.size,
   },
+  /** The command that runs Candor for the person reading (see web/hints.ts). */
+  cli = 'candor',
 ): Html {
   // A green INTACT only where it is a proof: records that merely agree with each other, with nothing
   // anchoring them, are shown as UNANCHORED (amber) with the reason, never beside a pass.
@@ -90,7 +93,7 @@ export function auditBody(
         </dd>
       </dl>
       <p>The same check on the command line:</p>
-      <pre class="cmd">candor audit verify ${ledger}</pre>
+      <pre class="cmd">${cli} audit verify ${shellWord(ledger)}</pre>
       <p class="muted">
         Records after the newest witnessed checkpoint can vanish without a trace; a witness
         cosignature pins everything up to its size.

@@ -56,13 +56,15 @@ export function matrixBody(
   loaded: MatrixLoad | null,
   filter: MatrixFilter,
   known: (operationId: string) => boolean,
+  cli = 'candor',
 ): Html {
   if (loaded === null) {
+    // The demo's own run (its ledger and candor.yaml in .candor/), then the view with its report.
     return html`<h1>Matrix report</h1>
-      <p>No report loaded. Start the view with one:</p>
+      <p>No report loaded. Start the view with one, e.g. the demo's:</p>
       <pre class="cmd">
-candor matrix run examples/matrix/reference.yaml --json report.json --ledger sqlite:./.candor/ledger.db
-candor ui --ledger sqlite:./.candor/ledger.db --matrix report.json</pre>`;
+${cli} demo --json report.json
+${cli} ui --config .candor/demo.yaml --matrix report.json</pre>`;
   }
   if (!loaded.ok)
     return html`<h1>Matrix report</h1>

@@ -7,6 +7,7 @@ import { deliveryVerdict, type AttemptView, type OperationView } from '../../led
 import { isSealedPayload } from '../../ledger/seal.js';
 import { createRedactor } from '../../core/redact.js';
 import { clip, dash, ext, html, iso, seg, type Html } from '../html.js';
+import type { Hints } from '../hints.js';
 import { stateBadge } from '../layout.js';
 import { attemptPhasesSvg, lostPhase, timelineSvg, timelineText } from './timeline.js';
 
@@ -73,27 +74,28 @@ export function verdictOf(v: OperationView): Verdict {
   };
 }
 
-/** The command that would move this operation forward, and why. */
-export function settleCommand(
-  v: OperationView,
-  ledger: string,
-): { why: string; commands: string[] } {
-  const show = `candor ops show ${v.operation_id} --ledger ${ledger}`;
+/** The command that would move this operation forward, and why (commands as `hints` types them). */
+export function settleCommand(v: OperationView, hints: Hints): { why: string; commands: string[] } {
+  const show = `${hints.cli} ops show ${v.operation_id} ${hints.select}`;
   const pending = v.approvals.filter((a) => a.decision === null);
   if (pending.length > 0) {
     return {
       why: 'a person has been asked and has not answered',
       commands: pending.flatMap((a) => [
-        `candor approve show ${a.approval_id}`,
-        `candor approve yes ${a.approval_id}`,
+        `${hints.cli} approve show ${a.approval_id} ${hints.select}`,
+        `${hints.cli} approve yes ${a.approval_id} ${hints.select}`,
       ]),
     };
   }
   if (v.state === 'unknown' || v.state === 'open') {
-    return {
-      why: 'unresolved: recovery reconciles it from remote evidence, retries only under an honoured key, or marks it for a person',
-      commands: [`candor recover --config candor.yaml --ledger ${ledger}`, show],
-    };
+    const why =
+      'unresolved: recovery reconciles it from remote evidence, retries only under an honoured key, or marks it for a person';
+    return hints.recover !== null
+      ? { why, commands: [hints.recover, show] }
+      : {
+          why: `${why}; recovery needs the candor.yaml that declares this action: ${hints.cli} recover --config <that file> ${hints.select}`,
+          commands: [show],
+        };
   }
   if (v.state === 'duplicate_effect_confirmed') {
     return {
@@ -175,10 +177,10 @@ function attemptCard(
 export function operationBody(
   v: OperationView,
   events: readonly StoredEvent[],
-  ledger: string,
+  hints: Hints,
 ): Html {
   const verdict = verdictOf(v);
-  const settle = settleCommand(v, ledger);
+  const settle = settleCommand(v, hints);
   const d = v.destination;
   // Where a value shown cut can be read whole: this operation's events as JSON text.
   const whole = `/op/${seg(v.operation_id)}/events.json`;
