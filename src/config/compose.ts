@@ -57,6 +57,8 @@ export interface ComposeOptions {
   upstreams?: StartedUpstreams;
   /** Tracing (the `telemetry:` section, started by the caller). */
   telemetry?: Telemetry;
+  /** Puts a check in front of the gate (the gateway's per-caller access rules). */
+  wrapGate?: (gate: Gate) => Gate;
 }
 
 export interface Composed {
@@ -95,7 +97,7 @@ export function composeRuntime(options: ComposeOptions): Composed {
     credentials,
     redactor,
     agent: options.agent ?? 'candor',
-    ...(gate ? { gate } : {}),
+    ...(gate ? { gate: options.wrapGate ? options.wrapGate(gate) : gate } : {}),
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
     ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),

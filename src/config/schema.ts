@@ -6,6 +6,7 @@ import { upstreamsSchema } from './upstream-schema.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
 import { sshConfigSchema } from './ssh-schema.js';
+import { gatewayAuthSchema, isLoopbackHost } from './gateway-auth-schema.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -275,6 +276,31 @@ export const configSchema = z.strictObject({
               }),
             )
             .default([]),
+          /** Address the HTTP gateway listens on (default 127.0.0.1: this machine only). */
+          host: z.string().min(1).default('127.0.0.1'),
+          /**
+           * The URL clients reach the MCP endpoint at (behind a proxy, the public one): the OAuth
+           * resource URI (RFC 8707) tokens must name; default the address it listens at.
+           */
+          public_url: z
+            .url({ protocol: /^https?$/ })
+            .refine(
+              (u) => !u.includes('#') && !u.includes('?'),
+              'a resource URI has no query or fragment',
+            )
+            .optional(),
+          /** Inbound authentication: Candor as an OAuth 2.1 resource server (docs/team-gateway.md). */
+          auth: gatewayAuthSchema.optional(),
+          /** Listen beyond loopback with no authentication at all: anyone who reaches it may call every tool. */
+          allow_unauthenticated: z.boolean().default(false),
+        })
+        .superRefine((h, ctx) => {
+          if (!isLoopbackHost(h.host) && !h.auth && !h.allow_unauthenticated)
+            ctx.addIssue({
+              code: 'custom',
+              path: ['host'],
+              message: `listening on ${h.host} (beyond this machine) needs auth (issuer or static_tokens), or allow_unauthenticated: true to accept anyone who can reach it`,
+            });
         })
         .optional(),
     })
