@@ -21,6 +21,16 @@ import { serveHttp, type HttpGateway } from '../src/mcp/http.js';
 import { composeGateway } from '../src/mcp/start.js';
 import { createResourceServer } from '../src/auth/resource-server.js';
 import type { Gateway } from '../src/mcp/gateway.js';
+import * as api from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { openTelemetry } from '../src/telemetry/otel.js';
+import { formatOperation } from '../src/cli/commands/ops.js';
+import { projectOperation } from '../src/ledger/projection.js';
+import { createUi, TOKEN_COOKIE } from '../src/web/server.js';
 import { TEST_TOKEN, TEST_TOKEN_VAR, testConfigYaml } from './fixtures/mcp/config.js';
 import { startTestIssuer, type TestClient, type TestIssuer } from './support/oidc.js';
 
@@ -49,6 +59,7 @@ let ledger: LedgerStore;
 let gateway: Gateway;
 let http: HttpGateway;
 const logs: string[] = [];
+const spans = new InMemorySpanExporter();
 
 function authYaml(issuerUrl: string): string {
   const hash = createHash('sha256').update(STATIC_TOKEN).digest('hex');
@@ -80,6 +91,9 @@ beforeAll(async () => {
     loaded: loaded.value,
     ledger,
     env: { [TEST_TOKEN_VAR]: TEST_TOKEN },
+    telemetry: openTelemetry(api, {
+      tracerProvider: new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }),
+    }),
   }).gateway;
   const auth = loaded.value.config.mcp!.http!.auth!;
   http = await serveHttp(gateway, 0, {
@@ -259,6 +273,37 @@ describe('MCP SDK clients with their OAuth support', () => {
     expect(token).toBeTruthy();
     expect(JSON.stringify(await ledger.read())).not.toContain(token!);
     expect(fake.groundTruthJsonl()).not.toContain(token!);
+
+    // The identity where investigators look: ops show, the web view, the span.
+    const opId = opened.at(-1)!.operation_id!;
+    const view = projectOperation(await ledger.query({ operation_id: opId }))!;
+    expect(formatOperation(view)).toContain(
+      `caller       agent-a (token; client agent-a; issuer ${issuer.issuer}; scopes mcp:tools records:write)`,
+    );
+    const ui = await createUi({
+      store: ledger,
+      ledger: 'memory:',
+      hosts: ['ui.test:1'],
+      token: 't',
+    });
+    const page = await ui.app.request(`/op/${opId}`, {
+      headers: { host: 'ui.test:1', cookie: `${TOKEN_COOKIE}=t` },
+    });
+    expect(page.status).toBe(200);
+    expect(await page.text()).toMatch(
+      /<dt>caller<\/dt>\s*<dd class="caller">agent-a \(token; client agent-a;/,
+    );
+    const span = spans
+      .getFinishedSpans()
+      .find(
+        (s) => s.name.startsWith('execute_tool') && s.attributes['candor.operation.id'] === opId,
+      );
+    expect(span?.attributes).toMatchObject({
+      'enduser.id': 'agent-a',
+      'candor.caller.client_id': 'agent-a',
+      'enduser.scope': 'mcp:tools records:write',
+    });
+    expect(JSON.stringify(spans.getFinishedSpans().map((s) => s.attributes))).not.toContain(token!);
   });
 
   it('v2: the same with the v2 client and its provider (expected issuer pinned)', async () => {
