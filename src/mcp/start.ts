@@ -202,6 +202,26 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   };
 
   if (options.httpPort !== undefined) {
+    // A static token kept in an unset variable would lock its holder out without a word: say so now.
+    const env = options.env ?? process.env;
+    const unset = (config.mcp?.http?.auth?.static_tokens ?? []).filter(
+      (t) => t.ref !== undefined && !env[t.ref.slice('env:'.length)],
+    );
+    if (unset.length > 0) {
+      await close();
+      return {
+        ok: false,
+        failure: {
+          code: 'config',
+          message: unset
+            .map(
+              (t) =>
+                `${options.loaded.file}: mcp.http.auth.static_tokens: the token of ${t.name} is in ${t.ref}, which is not set`,
+            )
+            .join('\n'),
+        },
+      };
+    }
     try {
       const httpConfig = config.mcp?.http;
       const auth = httpConfig?.auth;
