@@ -257,6 +257,21 @@ export const configSchema = z.strictObject({
       wait_ms: z.number().int().nonnegative().optional(),
       /** Queue directory of the console approver (default ./.candor/approvals). */
       dir: z.string().min(1).optional(),
+      /** POSTs each pending approval, signed (src/approvals/webhook.ts), to a team channel or pager. */
+      webhook: z
+        .strictObject({
+          url: z.url({ protocol: /^https?$/ }),
+          /** env:VAR holding the HMAC-SHA-256 secret the receiver verifies with. */
+          secret: z
+            .string()
+            .regex(/^env:[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'the secret is env:VAR (never the value)'),
+          /** A Slack-compatible body (`text`) beside the card fields. */
+          slack: z.boolean().default(false),
+          attempts: z.number().int().min(1).max(10).default(4),
+          timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
+          max_answer_bytes: z.number().int().min(256).max(1_048_576).default(65_536),
+        })
+        .optional(),
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
