@@ -22,6 +22,7 @@ import {
 } from '../approvals/index.js';
 import { createRedactor, type Redactor } from '../core/redact.js';
 import type { Gate } from '../engine/ports.js';
+import { createWebhookNotifier, notifyingApprover } from '../approvals/webhook.js';
 import { createCheckpointer, type WitnessOptions } from '../ledger/chain/checkpointer.js';
 import { traceEvents } from '../engine/trace.js';
 import { parseSignerKey, parseVerifierKey, SigType } from '../ledger/chain/note.js';
@@ -57,6 +58,8 @@ export interface ComposeOptions {
   upstreams?: StartedUpstreams;
   /** Tracing (the `telemetry:` section, started by the caller). */
   telemetry?: Telemetry;
+  /** Puts a check in front of the gate (the gateway's per-caller access rules). */
+  wrapGate?: (gate: Gate) => Gate;
 }
 
 export interface Composed {
@@ -95,7 +98,7 @@ export function composeRuntime(options: ComposeOptions): Composed {
     credentials,
     redactor,
     agent: options.agent ?? 'candor',
-    ...(gate ? { gate } : {}),
+    ...(gate ? { gate: options.wrapGate ? options.wrapGate(gate) : gate } : {}),
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
     ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),
@@ -198,9 +201,28 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
             client.available() ? client.approver.ask(card, ask) : fallback.ask(card, ask),
         }
       : fallback;
+  const hook = spec.webhook;
+  let notified = approver;
+  if (hook) {
+    const secret = (options.env ?? process.env)[hook.secret.slice('env:'.length)];
+    if (!secret)
+      throw new Error(`approvals.webhook.secret: ${hook.secret} is not set (the signing secret)`);
+    notified = notifyingApprover(
+      approver,
+      createWebhookNotifier({
+        url: hook.url,
+        secret,
+        slack: hook.slack,
+        attempts: hook.attempts,
+        timeout_ms: hook.timeout_ms,
+        max_answer_bytes: hook.max_answer_bytes,
+        ...(options.log ? { log: options.log } : {}),
+      }),
+    );
+  }
   return createApprovalGate({
     ledger: options.ledger,
-    approver,
+    approver: notified,
     policy: policy.value,
     lock,
     ...(spec.wait_ms !== undefined ? { wait_ms: spec.wait_ms } : {}),

@@ -6,6 +6,7 @@ import { upstreamsSchema } from './upstream-schema.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
 import { sshConfigSchema } from './ssh-schema.js';
+import { gatewayAuthSchema, isLoopbackHost } from './gateway-auth-schema.js';
 
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const HEADER_TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
@@ -256,6 +257,21 @@ export const configSchema = z.strictObject({
       wait_ms: z.number().int().nonnegative().optional(),
       /** Queue directory of the console approver (default ./.candor/approvals). */
       dir: z.string().min(1).optional(),
+      /** POSTs each pending approval, signed (src/approvals/webhook.ts), to a team channel or pager. */
+      webhook: z
+        .strictObject({
+          url: z.url({ protocol: /^https?$/ }),
+          /** env:VAR holding the HMAC-SHA-256 secret the receiver verifies with. */
+          secret: z
+            .string()
+            .regex(/^env:[A-Za-z_][A-Za-z0-9_]{0,127}$/, 'the secret is env:VAR (never the value)'),
+          /** A Slack-compatible body (`text`) beside the card fields. */
+          slack: z.boolean().default(false),
+          attempts: z.number().int().min(1).max(10).default(4),
+          timeout_ms: z.number().int().min(100).max(60_000).default(5_000),
+          max_answer_bytes: z.number().int().min(256).max(1_048_576).default(65_536),
+        })
+        .optional(),
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
@@ -275,6 +291,31 @@ export const configSchema = z.strictObject({
               }),
             )
             .default([]),
+          /** Address the HTTP gateway listens on (default 127.0.0.1: this machine only). */
+          host: z.string().min(1).default('127.0.0.1'),
+          /**
+           * The URL clients reach the MCP endpoint at (behind a proxy, the public one): the OAuth
+           * resource URI (RFC 8707) tokens must name; default the address it listens at.
+           */
+          public_url: z
+            .url({ protocol: /^https?$/ })
+            .refine(
+              (u) => !u.includes('#') && !u.includes('?'),
+              'a resource URI has no query or fragment',
+            )
+            .optional(),
+          /** Inbound authentication: Candor as an OAuth 2.1 resource server (docs/team-gateway.md). */
+          auth: gatewayAuthSchema.optional(),
+          /** Listen beyond loopback with no authentication at all: anyone who reaches it may call every tool. */
+          allow_unauthenticated: z.boolean().default(false),
+        })
+        .superRefine((h, ctx) => {
+          if (!isLoopbackHost(h.host) && !h.auth && !h.allow_unauthenticated)
+            ctx.addIssue({
+              code: 'custom',
+              path: ['host'],
+              message: `listening on ${h.host} (beyond this machine) needs auth (issuer or static_tokens), or allow_unauthenticated: true to accept anyone who can reach it`,
+            });
         })
         .optional(),
     })

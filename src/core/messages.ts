@@ -82,6 +82,15 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
 const RULE_TEMPLATES: Readonly<
   Record<string, { category: Category; text: (c: MessageContext) => string }>
 > = {
+  caller_not_permitted: {
+    category: 'authorization_denied',
+    text: (c) =>
+      c.remote_effect === 'applied'
+        ? `This gateway does not grant the caller ${c.subject}; nothing more was sent, and an earlier attempt did apply it.`
+        : c.remote_effect === 'unknown'
+          ? `This gateway does not grant the caller ${c.subject}; nothing more was sent, and whether an earlier attempt applied it is unknown.`
+          : `This gateway does not grant the caller ${c.subject}; nothing was sent.`,
+  },
   mcp_read_result: {
     category: 'succeeded',
     text: (c) => `Found: ${c.subject} answered; its answer is in data.`,

@@ -4,6 +4,7 @@
 import { hostname } from 'node:os';
 import type { classify, Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
+import type { Caller } from '../core/caller.js';
 import { canonicalJson } from '../core/canonical.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { merged } from '../core/merge.js';
@@ -94,6 +95,8 @@ export interface RunOptions {
   /** A delegated worker making exactly one attempt for the owner. */
   worker?: string;
   supersedes?: string;
+  /** Who asked (src/core/caller.ts): recorded on operation_opened; the policy principal. */
+  caller?: Caller;
 }
 
 export type AnyAction = EngineAction<never, never> | EngineAction;

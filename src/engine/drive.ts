@@ -101,6 +101,25 @@ export async function gateRefusal<I, O>(
       diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
     });
   }
+  if (decision.decision === 'unauthorized') {
+    // Not this caller's to run: refused before any byte; an earlier attempt (another caller's
+    // continuation) keeps whatever effect it had, and the envelope says the operation's truth.
+    const outcome = {
+      category: 'authorization_denied' as const,
+      retry: 'never' as const,
+      remote_effect: view.remote_effect,
+      retry_after_ms: null,
+      rule: 'caller_not_permitted',
+    };
+    if (!last) await resolve(view, 'cancelled', 'authorization_denied', 'operator', []);
+    return envelopeOf({
+      action,
+      view,
+      outcome,
+      data: { refusal: { code: 'caller_not_permitted', detail: decision.reason } },
+      diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
+    });
+  }
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {

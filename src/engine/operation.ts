@@ -108,6 +108,7 @@ export async function prepareOpening<I>(
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
+        ...(opts.caller ? { caller: callerRecord(opts.caller) } : {}),
       },
     },
   ];
@@ -138,6 +139,17 @@ export async function openOperation<I>(
   const opening = await prepareOpening(ctx, sessionId, action, input, opts);
   await ctx.append(opening.events);
   return opening.view;
+}
+
+/** The caller as recorded: the contract's fields only, whatever else the object carries. */
+function callerRecord(c: NonNullable<RunOptions['caller']>): NonNullable<RunOptions['caller']> {
+  return {
+    kind: c.kind,
+    subject: c.subject,
+    client_id: c.client_id,
+    issuer: c.issuer,
+    scopes: [...c.scopes],
+  };
 }
 
 /** A record as projected before it is written (no sequence number or hash yet). */

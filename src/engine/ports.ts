@@ -109,6 +109,8 @@ export type GateDecision =
   | { decision: 'approved' }
   | { decision: 'denied' }
   | { decision: 'gate_locked' }
+  /** The caller is not granted this action (the gateway's access rules): nothing is sent. */
+  | { decision: 'unauthorized'; reason: string }
   | { decision: 'pending'; approval_id: string };
 
 /** Approvals and the lock: consulted before every attempt; no connection on a denial. */

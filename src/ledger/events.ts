@@ -12,6 +12,7 @@ import type {
   RetryReason,
 } from '../core/vocabulary.js';
 import type { SealedPayload } from './seal.js';
+import type { Caller } from '../core/caller.js';
 
 /** Diagnostics as the ledger holds them: redacted plain fields, or sealed to the auditor key. */
 export type RecordedDiagnostics = Record<string, unknown> | SealedPayload;
@@ -79,6 +80,8 @@ export interface EventPayloads {
      * an honoured idempotency key without minting a new operation. Sealed when an auditor key is set.
      */
     params: unknown;
+    /** Who asked for it (absent in records written before callers were recorded). */
+    caller?: Caller;
   };
   attempt_started: {
     attempt_id: string;

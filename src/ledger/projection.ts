@@ -10,6 +10,7 @@ import {
   type Retry,
   type RetryDecision,
 } from '../core/vocabulary.js';
+import type { Caller } from '../core/caller.js';
 import type {
   Destination,
   EventPayloads,
@@ -153,6 +154,8 @@ export interface OperationView {
   /** The fold itself (attempts in flight or unproven), for callers that explain it. */
   fold: OperationFold | null;
   opened_at: number | null;
+  /** Who asked for it (operation_opened; absent in records written before callers were recorded). */
+  caller?: Caller;
   attempts: AttemptView[];
   observations: ObservationView[];
   approvals: ApprovalView[];
@@ -219,6 +222,7 @@ function applyEvent(v: OperationView, e: StoredEvent): void {
       v.idempotency_key = e.data.idempotency_key;
       v.supersedes_operation_id = e.data.supersedes_operation_id;
       v.opened_at = e.at;
+      if (e.data.caller) v.caller = e.data.caller;
       if (e.session_id !== null) v.session_id = e.session_id;
       return;
     case 'attempt_started': {

@@ -32,11 +32,15 @@ import type { LedgerStore } from '../ledger/store.js';
 import { duplicateGuard } from './duplicate-guard.js';
 import { actionTool, BUILTIN, builtinTools, noArgsSchema, operationArgsSchema } from './tools.js';
 import { OPERATION_ID_PATTERN } from '../core/ids.js';
+import { localCaller, type Caller } from '../core/caller.js';
+import { currentPrincipal } from '../auth/context.js';
 
 /** How the client of the call in progress can be asked for an approval. */
 export interface CallContext {
   /** Set when the client offered form elicitation on a 2025-era connection. */
   elicit: ((params: ElicitRequestFormParams, signal: AbortSignal) => Promise<ElicitResult>) | null;
+  /** Who asked: the authenticated HTTP caller, else the gateway's local operator. */
+  caller?: Caller;
 }
 
 /** The context of the tools/call being served (read by the approver through `currentCall()`). */
@@ -56,6 +60,8 @@ export interface GatewayOptions {
   log?: (line: string) => void;
   /** Redacts text before it is logged. */
   redact?: (text: string) => string;
+  /** The caller of calls no request authenticated (default: the local operating-system user). */
+  localCaller?: Caller;
 }
 
 export interface Gateway {
@@ -185,6 +191,7 @@ export function createGateway(options: GatewayOptions): Gateway {
   const tools: Tool[] = [...options.actions.map(actionTool), ...builtinTools()];
   const inflight = new Set<Promise<unknown>>();
   const guard = duplicateGuard(runtime, ledger);
+  const defaultCaller = options.localCaller ?? localCaller();
 
   const parseArgs = <T>(
     schema: {
@@ -270,6 +277,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     action: ConfiguredAction,
     args: Record<string, unknown>,
     signal: AbortSignal | undefined,
+    caller: Caller | undefined,
   ): Promise<Envelope> {
     const { operation_id: opId, ...input } = args;
     if (opId !== undefined && (typeof opId !== 'string' || !OPERATION_ID_PATTERN.test(opId)))
@@ -288,6 +296,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       runtime.run(action.definition, input, {
         ...(signal ? { signal } : {}),
         ...(operationId !== undefined ? { operationId } : {}),
+        ...(caller ? { caller } : {}),
       });
     // A continuation is the same operation's request: the guard is for new calls only.
     if (typeof opId === 'string') return run(opId);
@@ -303,6 +312,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     name: string,
     args: Record<string, unknown>,
     signal: AbortSignal | undefined,
+    caller: Caller | undefined,
   ): Promise<Envelope> {
     switch (name) {
       case BUILTIN.operation_status:
@@ -317,7 +327,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     }
     const action = actions.get(name);
     if (!action) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool "${name}"`);
-    return runAction(action, args, signal);
+    return runAction(action, args, signal, caller);
   }
 
   async function callTool(
@@ -326,7 +336,7 @@ export function createGateway(options: GatewayOptions): Gateway {
     signal?: AbortSignal,
     call: CallContext = { elicit: null },
   ): Promise<CallToolResult> {
-    const work = callStore.run(call, () => dispatch(name, args, signal));
+    const work = callStore.run(call, () => dispatch(name, args, signal, call.caller));
     inflight.add(work);
     let envelope: Envelope;
     try {
@@ -399,6 +409,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       server.setRequestHandler('tools/call', (request, ctx: ServerContext) => {
         const legacy = (server.getNegotiatedProtocolVersion() ?? MODERN_ERA) < MODERN_ERA;
         const call: CallContext = {
+          caller: currentPrincipal()?.caller ?? defaultCaller,
           elicit:
             legacy && offersForm(server)
               ? (params, signal) => ctx.mcpReq.elicitInput(params, { signal })

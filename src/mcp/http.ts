@@ -10,16 +10,25 @@
 // JSON-RPC error and one log line; unparseable JSON → a parse error and one log line; a JSON-RPC
 // batch where the protocol version forbids it (2025-06-18 and later, and any batch opening a
 // session) → 400. A 2025-era request other than `initialize` without a session is refused.
+// With inbound authentication (src/auth/resource-server.ts), every MCP request is authenticated
+// first (401/403 with the RFC 6750 challenge pointing at the RFC 9728 metadata, served here), runs
+// as its principal (src/auth/context.ts), and a 2025-era session belongs to the principal that
+// opened it: another principal presenting its Mcp-Session-Id is told the session does not exist.
+// The Authorization header is consumed here and never reaches a destination.
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NodeStreamableHTTPServerTransport, toWebRequest } from '@modelcontextprotocol/node';
 import { createMcpHandler, isLegacyRequest, type Server } from '@modelcontextprotocol/server';
 import type { Gateway } from './gateway.js';
+import { runAs } from '../auth/context.js';
+import type { Principal, ResourceServer } from '../auth/resource-server.js';
 
 export interface HttpGateway {
-  /** `http://127.0.0.1:PORT/mcp` */
+  /** `http://127.0.0.1:PORT/mcp`, or the configured public URL. */
   readonly url: string;
+  /** The OAuth resource URI (RFC 8707) tokens must name: the URL. */
+  readonly resource: string;
   readonly port: number;
   /** Open 2025-era sessions. */
   sessions(): number;
@@ -32,6 +41,12 @@ export interface HttpOptions {
   allowedOrigins?: readonly string[];
   /** Largest request body accepted, in bytes (default 4 MiB). */
   maxBodyBytes?: number;
+  /** Address to listen on (default 127.0.0.1). */
+  host?: string;
+  /** The URL clients use (behind a proxy); default `http://HOST:PORT/mcp`. */
+  publicUrl?: string;
+  /** Inbound authentication, built once the resource URI is known. */
+  auth?: (resource: string) => ResourceServer;
 }
 
 export const MCP_PATH = '/mcp';
@@ -43,7 +58,13 @@ const NO_BATCH_FROM = '2025-06-18';
 interface Session {
   transport: NodeStreamableHTTPServerTransport;
   server: Server;
+  /** Who opened it (null without authentication); nobody else may use it. */
+  owner: string | null;
 }
+
+/** A principal's identity for session binding: issuer and subject. */
+const principalKey = (p: Principal | null): string | null =>
+  p ? `${p.caller.issuer ?? 'static'} ${p.caller.subject}` : null;
 
 function rpcError(res: ServerResponse, status: number, code: number, message: string): void {
   if (res.headersSent) return;
@@ -107,7 +128,9 @@ export async function serveHttp(
   const extraOrigins = options.allowedOrigins ?? [];
   const maxBody = options.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
   const sessions = new Map<string, Session>();
-  let allowedHosts: string[] = [];
+  let allowedHosts: string[] | null = [];
+  let guard: ResourceServer | null = null;
+  let metadataPaths: string[] = [];
   const modern = createMcpHandler(() => gateway.createServer(), {
     legacy: 'reject',
     maxRequestBodySize: maxBody,
@@ -115,12 +138,23 @@ export async function serveHttp(
   });
 
   const handle = async (req: IncomingMessage, res: ServerResponse): Promise<void> => {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
+    if (guard && metadataPaths.includes(path)) {
+      // Public by design (RFC 9728): how to obtain a token for this resource.
+      res
+        .writeHead(req.method === 'GET' ? 200 : 405, {
+          'content-type': 'application/json',
+          'access-control-allow-origin': '*',
+          'cache-control': 'max-age=300',
+        })
+        .end(req.method === 'GET' ? JSON.stringify(guard.metadata()) : '');
+      return;
+    }
     if (path !== MCP_PATH) {
       res.writeHead(404, { 'content-type': 'application/json' }).end('{"error":"not_found"}');
       return;
     }
-    if (!allowedHosts.includes(req.headers.host ?? '')) {
+    if (allowedHosts && !allowedHosts.includes(req.headers.host ?? '')) {
       rpcError(res, 403, -32000, 'Forbidden: the Host header is not this gateway');
       return;
     }
@@ -130,14 +164,43 @@ export async function serveHttp(
       rpcError(res, 403, -32000, 'Forbidden: origin not allowed');
       return;
     }
+    let principal: Principal | null = null;
+    if (guard) {
+      const checked = await guard.authenticate(req.headers.authorization);
+      if (!checked.ok) {
+        const f = checked.failure;
+        log(`candor serve: HTTP: refused a request (${f.status}: ${f.description})`);
+        if (!res.headersSent)
+          res
+            .writeHead(f.status, {
+              'content-type': 'application/json',
+              'www-authenticate': guard.challenge(f),
+            })
+            .end(
+              JSON.stringify({
+                jsonrpc: '2.0',
+                error: { code: -32001, message: `Unauthorized: ${f.description}` },
+                id: null,
+              }),
+            );
+        return;
+      }
+      principal = checked.value;
+    }
     const sid = req.headers['mcp-session-id'];
-    const session = typeof sid === 'string' ? sessions.get(sid) : undefined;
+    const found = typeof sid === 'string' ? sessions.get(sid) : undefined;
+    // Another principal's session does not exist for this one: nothing is done, nothing revealed.
+    const session = found && found.owner === principalKey(principal) ? found : undefined;
+    if (found && !session)
+      log(
+        `candor serve: HTTP: refused ${principal?.caller.subject ?? 'a caller'} the session of another principal`,
+      );
     if (typeof sid === 'string' && !session) {
       rpcError(res, 404, -32001, 'Session not found');
       return;
     }
     if (req.method !== 'POST') {
-      if (session) await session.transport.handleRequest(req, res);
+      if (session) await runAs(principal, () => session.transport.handleRequest(req, res));
       else rpcError(res, 405, -32000, 'Method not allowed.');
       return;
     }
@@ -161,12 +224,12 @@ export async function serveHttp(
         rpcError(res, 400, -32600, `Invalid Request: protocol ${version} has no JSON-RPC batches`);
         return;
       }
-      await session.transport.handleRequest(req, res, body);
+      await runAs(principal, () => session.transport.handleRequest(req, res, body));
       return;
     }
     const web = await toWebRequest(req as Parameters<typeof toWebRequest>[0], body);
     if (!(await isLegacyRequest(web, body))) {
-      await sendResponse(res, await modern.fetch(web));
+      await sendResponse(res, await runAs(principal, () => modern.fetch(web)));
       return;
     }
     if (Array.isArray(body)) {
@@ -178,16 +241,17 @@ export async function serveHttp(
       return;
     }
     const server = gateway.createServer();
+    const owner = principalKey(principal);
     const transport: NodeStreamableHTTPServerTransport = new NodeStreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
-      onsessioninitialized: (id) => void sessions.set(id, { transport, server }),
+      onsessioninitialized: (id) => void sessions.set(id, { transport, server, owner }),
       onsessionclosed: (id) => void sessions.delete(id),
     });
     transport.onclose = () => {
       if (transport.sessionId) sessions.delete(transport.sessionId);
     };
     await server.connect(transport);
-    await transport.handleRequest(req, res, body);
+    await runAs(principal, () => transport.handleRequest(req, res, body));
   };
 
   const http = createServer((req, res) => {
@@ -198,17 +262,42 @@ export async function serveHttp(
       rpcError(res, 500, -32603, 'Internal error');
     });
   });
+  const host = options.host ?? '127.0.0.1';
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
-    http.listen({ host: '127.0.0.1', port }, () => {
+    http.listen({ host, port }, () => {
       http.off('error', reject);
       resolve();
     });
   });
   const actual = (http.address() as AddressInfo).port;
-  allowedHosts = [`127.0.0.1:${actual}`, `localhost:${actual}`];
+  const loopback = host === '127.0.0.1' || host === 'localhost' || host === '::1';
+  const urlHost = loopback || host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host;
+  const url =
+    options.publicUrl ??
+    `http://${urlHost.includes(':') ? `[${urlHost}]` : urlHost}:${actual}${MCP_PATH}`;
+  // The Host check guards a loopback gateway against DNS rebinding; beyond loopback the gateway
+  // is reached by names this process cannot know unless public_url names it (and is
+  // authenticated, or explicitly open: see config/schema.ts).
+  if (options.publicUrl)
+    allowedHosts = [new URL(options.publicUrl).host, `127.0.0.1:${actual}`, `localhost:${actual}`];
+  else if (loopback) allowedHosts = [`127.0.0.1:${actual}`, `localhost:${actual}`];
+  else allowedHosts = null;
+  if (options.auth) {
+    guard = options.auth(url);
+    const suffixed = new URL(guard.metadataUrl).pathname;
+    // The public URL's path may differ behind a proxy: the local endpoint's form is served too.
+    metadataPaths = [
+      ...new Set([
+        suffixed,
+        `/.well-known/oauth-protected-resource${MCP_PATH}`,
+        '/.well-known/oauth-protected-resource',
+      ]),
+    ];
+  }
   return {
-    url: `http://127.0.0.1:${actual}${MCP_PATH}`,
+    url,
+    resource: url,
     port: actual,
     sessions: () => sessions.size,
     close: async () => {

@@ -21,6 +21,8 @@ import { serveHttp } from './http.js';
 import { GatewayStdioTransport } from './stdio.js';
 import { startFleetSweep } from './fleet.js';
 import { startOtlpTelemetry, type OtlpTelemetry } from '../telemetry/otlp.js';
+import { accessGate } from '../auth/access-gate.js';
+import { createResourceServer } from '../auth/resource-server.js';
 
 export interface StartOptions {
   loaded: LoadedConfig;
@@ -49,8 +51,10 @@ export function composeGateway(options: ComposeGatewayOptions): {
   /** The approval gate, when the configuration has an `approvals:` section. */
   approvals: ApprovalGate | null;
 } {
+  const access = options.loaded.config.mcp?.http?.auth?.access;
   const { runtime, redactor, approvals } = composeRuntime({
     ...options,
+    ...(access ? { wrapGate: (gate) => accessGate(gate, access) } : {}),
     agent: 'mcp-gateway',
     clientApprover: { available: () => Boolean(currentCall()?.elicit), approver: askTheClient },
   });
@@ -206,11 +210,50 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
   };
 
   if (options.httpPort !== undefined) {
+    // A static token kept in an unset variable would lock its holder out without a word: say so now.
+    const env = options.env ?? process.env;
+    const unset = (config.mcp?.http?.auth?.static_tokens ?? []).filter(
+      (t) => t.ref !== undefined && !env[t.ref.slice('env:'.length)],
+    );
+    if (unset.length > 0) {
+      await close();
+      return {
+        ok: false,
+        failure: {
+          code: 'config',
+          message: unset
+            .map(
+              (t) =>
+                `${options.loaded.file}: mcp.http.auth.static_tokens: the token of ${t.name} is in ${t.ref}, which is not set`,
+            )
+            .join('\n'),
+        },
+      };
+    }
     try {
+      const httpConfig = config.mcp?.http;
+      const auth = httpConfig?.auth;
       const http = await serveHttp(gateway, options.httpPort, {
         log,
-        allowedOrigins: config.mcp?.http?.allowed_origins ?? [],
+        allowedOrigins: httpConfig?.allowed_origins ?? [],
+        ...(httpConfig?.host ? { host: httpConfig.host } : {}),
+        ...(httpConfig?.public_url ? { publicUrl: httpConfig.public_url } : {}),
+        ...(auth
+          ? {
+              auth: (resource: string) =>
+                createResourceServer({
+                  auth,
+                  resource,
+                  ...(options.env ? { env: options.env } : {}),
+                }),
+            }
+          : {}),
       });
+      if (auth) log(`candor serve: HTTP: callers authenticate for the resource ${http.resource}`);
+      else if (httpConfig?.allow_unauthenticated && httpConfig.host !== '127.0.0.1')
+        log(
+          `candor serve: HTTP: listening on ${httpConfig.host} WITHOUT authentication (allow_unauthenticated: true)`,
+        );
       stopTransport = () => http.close();
       return { ok: true, value: { gateway, url: http.url, closed, close } };
     } catch (error) {
@@ -220,7 +263,7 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
         ok: false,
         failure: {
           code: 'listen',
-          message: `cannot listen on 127.0.0.1:${options.httpPort} (${String(code ?? error)})`,
+          message: `cannot listen on ${config.mcp?.http?.host ?? '127.0.0.1'}:${options.httpPort} (${String(code ?? error)})`,
         },
       };
     }

@@ -90,6 +90,16 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
               continue;
             }
             if (e.operation_id === null) continue;
+            if (e.kind === 'operation_opened' && e.data.caller) {
+              // Who asked (OpenTelemetry enduser.*): the token's subject, never the token.
+              const c = e.data.caller;
+              span.setAttributes({
+                'enduser.id': c.subject,
+                'candor.caller.kind': c.kind,
+                ...(c.client_id ? { 'candor.caller.client_id': c.client_id } : {}),
+                ...(c.scopes.length > 0 ? { 'enduser.scope': c.scopes.join(' ') } : {}),
+              });
+            }
             fold = foldEvent(fold, e);
             state = stateOf(fold);
             recordOne(e);

@@ -5,6 +5,7 @@
 // every attempt and observation, and a verdict line that separates "retried under a licence and
 // the target deduplicated" from "sent twice and got lucky".
 import { OperationState, valuesOf } from '../../core/vocabulary.js';
+import { callerText } from '../../core/caller-text.js';
 import { openLedger, parseLedgerUrl } from '../../ledger/open.js';
 import { ledgerUrlFrom } from '../config-ledger.js';
 import {
@@ -208,6 +209,7 @@ export function formatOperation(v: OperationView): string {
     `destination  ${d ? destinationText(d) : '-'}`,
     `idempotency  ${dash(v.idempotency_key)}`,
     `session      ${dash(v.session_id)}, correlation ${dash(v.correlation_id)}, opened ${iso(v.opened_at)}`,
+    `caller       ${v.caller ? callerText(v.caller) : '- (not recorded)'}`,
   ];
   if (v.supersedes_operation_id) lines.push(`supersedes   ${v.supersedes_operation_id}`);
   if (v.superseded_by) lines.push(`superseded   by ${v.superseded_by}`);

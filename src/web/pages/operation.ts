@@ -6,6 +6,7 @@ import type { StoredEvent } from '../../ledger/events.js';
 import { deliveryVerdict, type AttemptView, type OperationView } from '../../ledger/projection.js';
 import { isSealedPayload } from '../../ledger/seal.js';
 import { createRedactor } from '../../core/redact.js';
+import { callerText } from '../../core/caller-text.js';
 import { clip, dash, ext, html, iso, seg, type Html } from '../html.js';
 import type { Hints } from '../hints.js';
 import { stateBadge } from '../layout.js';
@@ -236,6 +237,8 @@ export function operationBody(
           <dd class="mono">${ext(v.correlation_id, whole)}</dd>
           <dt>owner</dt>
           <dd class="mono">${ext(v.owner, whole)}</dd>
+          <dt>caller</dt>
+          <dd class="caller">${v.caller ? clip(callerText(v.caller), 400) : '– (not recorded)'}</dd>
           <dt>opened</dt>
           <dd>${iso(v.opened_at)}</dd>
           ${
