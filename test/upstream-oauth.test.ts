@@ -138,6 +138,7 @@ beforeAll(async () => {
   provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') refreshGrants++;
   });
+  provider.on('server_error', (_ctx: unknown, error: Error) => console.error('AS server_error', error));
   as.on('request', provider.callback());
 
   const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
@@ -266,8 +267,10 @@ async function authorize(url: string): Promise<void> {
     const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
     if (!action) throw new Error(`no form at ${next.url} (HTTP ${res.status}): ${html.slice(0, 300)}`);
     const fields = new URLSearchParams();
-    for (const m of html.matchAll(/<input[^>]*name="([^"]+)"[^>]*?(?:value="([^"]*)")?[^>]*>/g))
-      fields.set(m[1]!, m[2] ?? '');
+    for (const [tag] of html.matchAll(/<input[^>]*>/g)) {
+      const name = /name="([^"]*)"/.exec(tag)?.[1];
+      if (name) fields.set(name, /value="([^"]*)"/.exec(tag)?.[1] ?? '');
+    }
     if (fields.has('login')) fields.set('login', 'ada');
     if (fields.has('password')) fields.set('password', 'any');
     next = {
@@ -373,7 +376,7 @@ upstreams:
 
     // Login: the URL is printed; the test plays the person in the browser.
     let driven: Promise<void> | null = null;
-    const login = await cli(['upstream', 'login', 'notes', '--config', config], dir, (line) => {
+    const login = await cli(['upstream', 'login', 'notes', '--config', config, '--timeout-s', '30'], dir, (line) => {
       if (line.startsWith('http')) driven ??= authorize(line);
     });
     await driven;
