@@ -65,7 +65,10 @@ function notesServer(): McpServer {
     },
     ({ text }) => {
       const found = notes.filter((n) => n === text);
-      return { content: [{ type: 'text', text: JSON.stringify(found) }], structuredContent: { notes: found } };
+      return {
+        content: [{ type: 'text', text: JSON.stringify(found) }],
+        structuredContent: { notes: found },
+      };
     },
   );
   s.registerTool(
@@ -138,7 +141,9 @@ beforeAll(async () => {
   provider.on('grant.success', (ctx: { oidc: { params?: { grant_type?: string } } }) => {
     if (ctx.oidc.params?.grant_type === 'refresh_token') refreshGrants++;
   });
-  provider.on('server_error', (_ctx: unknown, error: Error) => console.error('AS server_error', error));
+  provider.on('server_error', (_ctx: unknown, error: Error) =>
+    console.error('AS server_error', error),
+  );
   as.on('request', provider.callback());
 
   const jwks = createRemoteJWKSet(new URL(`${issuer}/jwks`));
@@ -174,7 +179,7 @@ beforeAll(async () => {
       let scopes: string[];
       try {
         const { payload } = await jwtVerify(token, jwks, { issuer, audience: mcpUrl });
-        scopes = String(payload['scope'] ?? '').split(' ');
+        scopes = typeof payload['scope'] === 'string' ? payload['scope'].split(' ') : [];
       } catch {
         res.writeHead(401, { 'www-authenticate': challenge('error="invalid_token"') }).end();
         return;
@@ -185,7 +190,10 @@ beforeAll(async () => {
         return;
       }
       const parsed = body
-        ? (JSON.parse(body) as { method?: string; params?: { name?: string; arguments?: { text?: string } } })
+        ? (JSON.parse(body) as {
+            method?: string;
+            params?: { name?: string; arguments?: { text?: string } };
+          })
         : undefined;
       const tool = parsed?.method === 'tools/call' ? (parsed.params?.name ?? '') : null;
       const text = parsed?.params?.arguments?.text;
@@ -265,7 +273,8 @@ async function authorize(url: string): Promise<void> {
     }
     const html = await res.text();
     const action = /<form[^>]*action="([^"]+)"/.exec(html)?.[1];
-    if (!action) throw new Error(`no form at ${next.url} (HTTP ${res.status}): ${html.slice(0, 300)}`);
+    if (!action)
+      throw new Error(`no form at ${next.url} (HTTP ${res.status}): ${html.slice(0, 300)}`);
     const fields = new URLSearchParams();
     for (const [tag] of html.matchAll(/<input[^>]*>/g)) {
       const name = /name="([^"]*)"/.exec(tag)?.[1];
@@ -323,7 +332,11 @@ async function call(
 }
 
 /** A local OTLP/HTTP receiver: every body it was sent. */
-async function otlpReceiver(): Promise<{ url: string; bodies: () => string; close: () => Promise<void> }> {
+async function otlpReceiver(): Promise<{
+  url: string;
+  bodies: () => string;
+  close: () => Promise<void>;
+}> {
   let all = '';
   const s = createServer((req, res) => {
     void readBody(req).then((b) => {
@@ -375,16 +388,26 @@ upstreams:
     expect(before.stdout).toContain('notes: not logged in: candor upstream login notes');
 
     // Login: the URL is printed; the test plays the person in the browser.
-    let driven: Promise<void> | null = null;
-    const login = await cli(['upstream', 'login', 'notes', '--config', config, '--timeout-s', '30'], dir, (line) => {
-      if (line.startsWith('http')) driven ??= authorize(line);
-    });
+    let driven: Promise<void> = Promise.resolve();
+    let started = false;
+    const login = await cli(
+      ['upstream', 'login', 'notes', '--config', config, '--timeout-s', '30'],
+      dir,
+      (line) => {
+        if (line.startsWith('http') && !started) {
+          started = true;
+          driven = authorize(line);
+        }
+      },
+    );
     await driven;
     expect(login.status, login.stderr).toBe(0);
     const authUrl = new URL(login.stdout.trim());
     expect(authUrl.searchParams.get('code_challenge_method')).toBe('S256');
     expect(authUrl.searchParams.get('resource')).toBe(mcpUrl);
-    expect(authUrl.searchParams.get('redirect_uri')).toMatch(/^http:\/\/127\.0\.0\.1:\d+\/callback$/);
+    expect(authUrl.searchParams.get('redirect_uri')).toMatch(
+      /^http:\/\/127\.0\.0\.1:\d+\/callback$/,
+    );
     expect(authUrl.searchParams.get('scope')?.split(' ')).toEqual(
       expect.arrayContaining(['notes:read', 'notes:write']),
     );
@@ -403,7 +426,11 @@ upstreams:
     expect(row!['scopes']).toEqual(expect.arrayContaining(['notes:read', 'notes:write']));
     expect(typeof row!['expires_at']).toBe('string');
 
-    const gw = await connectStdio(['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`], {}, dir);
+    const gw = await connectStdio(
+      ['--config', config, '--ledger', `sqlite:${join(dir, 'ledger.db')}`],
+      {},
+      dir,
+    );
     const envelopes: Envelope[] = [];
     const run = async (name: string, args: Record<string, unknown>) => {
       const e = await call(gw, name, args);
@@ -438,7 +465,10 @@ upstreams:
         ok: true,
         category: 'succeeded',
       });
-      expect(posts.filter((p) => p.text === 'third').map((p) => p.let_through)).toEqual([false, true]);
+      expect(posts.filter((p) => p.text === 'third').map((p) => p.let_through)).toEqual([
+        false,
+        true,
+      ]);
       expect(notes.filter((n) => n === 'third')).toHaveLength(1);
 
       // Insufficient scope: refused before the tool ran, the scope named, nothing done.
@@ -471,7 +501,16 @@ upstreams:
 
       // `candor probe mcp` on the same upstream, in its own process with the vault's tokens.
       const probe = await cli(
-        ['probe', 'mcp', '--config', config, '--ledger', `sqlite:${join(dir, 'probe.db')}`, '--tool', 'add_note'],
+        [
+          'probe',
+          'mcp',
+          '--config',
+          config,
+          '--ledger',
+          `sqlite:${join(dir, 'probe.db')}`,
+          '--tool',
+          'add_note',
+        ],
         dir,
       );
       expect(probe.stderr + probe.stdout).toContain('duplicates on retry');

@@ -159,7 +159,8 @@ export const upstreamSchema = z
       ctx.addIssue({
         code: 'custom',
         path: ['credential'],
-        message: 'an `auth: oauth` upstream gets its tokens by `candor upstream login`; drop `credential`',
+        message:
+          'an `auth: oauth` upstream gets its tokens by `candor upstream login`; drop `credential`',
       });
     if (u.oauth !== undefined && u.auth !== 'oauth')
       ctx.addIssue({

@@ -13,7 +13,12 @@ import {
   type UpstreamEndpoint,
   type UpstreamTool,
 } from '../upstream/connection.js';
-import { authorizedFetch, authFactsOf, tokenSource, type TokenSource } from '../upstream/oauth/session.js';
+import {
+  authorizedFetch,
+  authFactsOf,
+  tokenSource,
+  type TokenSource,
+} from '../upstream/oauth/session.js';
 import type { OAuthSettings } from '../upstream/oauth/port.js';
 import type { Vault } from '../vault/index.js';
 import type { ConfiguredAction } from './actions.js';

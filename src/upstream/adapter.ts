@@ -64,7 +64,10 @@ function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
     case 'store_unavailable':
       return { code: 'vault_unavailable', detail: 'The tokens cannot be read from the vault.' };
     case 'not_logged_in':
-      return { code: 'login_required', detail: `Nobody has logged in to this upstream yet: ${login}` };
+      return {
+        code: 'login_required',
+        detail: `Nobody has logged in to this upstream yet: ${login}`,
+      };
     case 'refresh_refused':
     case 'login_required':
       return {

@@ -12,13 +12,7 @@ import { canonicalJson } from '../core/canonical.js';
 import type { Clock, Random } from '../core/time.js';
 import { open, seal } from './crypto.js';
 import type { StoredOAuthClient, StoredOAuthGrant, VaultFile } from './file.js';
-import {
-  fail,
-  ok,
-  type ResolveFailure,
-  type Result,
-  type VaultFailure,
-} from './types.js';
+import { fail, ok, type ResolveFailure, type Result, type VaultFailure } from './types.js';
 
 /** A client held with one authorization server. */
 export interface OAuthClient {
@@ -67,9 +61,7 @@ export interface OAuthStoreDeps {
   random: Random;
   valuesKey: () => Uint8Array;
   readGated: () => Promise<Result<VaultFile, ResolveFailure>>;
-  mutate: <T>(
-    fn: (file: VaultFile) => Result<T, VaultFailure>,
-  ) => Promise<Result<T, VaultFailure>>;
+  mutate: <T>(fn: (file: VaultFile) => Result<T, VaultFailure>) => Promise<Result<T, VaultFailure>>;
   onSecret?: ((secret: string) => void) | undefined;
 }
 
@@ -88,7 +80,13 @@ const grantAad = (vaultId: string, key: string, g: Omit<StoredOAuthGrant, 'nonce
   });
 
 const clientAad = (vaultId: string, c: { issuer: string; client_id: string }): string =>
-  canonicalJson({ v: 1, kind: 'oauth_client', vault_id: vaultId, issuer: c.issuer, client_id: c.client_id });
+  canonicalJson({
+    v: 1,
+    kind: 'oauth_client',
+    vault_id: vaultId,
+    issuer: c.issuer,
+    client_id: c.client_id,
+  });
 
 export function infoOfGrant(key: string, g: StoredOAuthGrant): OAuthGrantInfo {
   const { nonce: _n, ciphertext: _c, tag: _t, ...info } = g;
@@ -126,7 +124,11 @@ export function oauthStore(d: OAuthStoreDeps): VaultOAuth {
       const refresh = typeof tokens.refresh_token === 'string' ? tokens.refresh_token : null;
       d.onSecret?.(tokens.access_token);
       if (refresh) d.onSecret?.(refresh);
-      return ok({ ...infoOfGrant(key, stored), access_token: tokens.access_token, refresh_token: refresh });
+      return ok({
+        ...infoOfGrant(key, stored),
+        access_token: tokens.access_token,
+        refresh_token: refresh,
+      });
     },
 
     saveGrant: (key, grant) => {

@@ -55,7 +55,13 @@ import {
   type VaultFailure,
 } from './types.js';
 import { validateCredential } from './validate.js';
-import { grantsOf, oauthStore, resealOAuth, type OAuthGrantInfo, type VaultOAuth } from './oauth.js';
+import {
+  grantsOf,
+  oauthStore,
+  resealOAuth,
+  type OAuthGrantInfo,
+  type VaultOAuth,
+} from './oauth.js';
 
 export { createKeyFile, type KeySource } from './keys.js';
 export { DEFAULT_API_KEY_HEADER, present } from './credential.js';

@@ -6,19 +6,25 @@ declare module 'oidc-provider' {
     grantTypeAllowed(type: string): boolean;
   }
   export default class Provider {
-    constructor(issuer: string, configuration: Record<string, unknown> & {
-      features?: {
-        resourceIndicators?: {
-          enabled: boolean;
-          defaultResource?: (ctx: unknown) => string;
-          useGrantedResource?: () => boolean;
-          getResourceServerInfo?: (ctx: unknown, resource: string) => Record<string, unknown>;
+    constructor(
+      issuer: string,
+      configuration: Record<string, unknown> & {
+        features?: {
+          resourceIndicators?: {
+            enabled: boolean;
+            defaultResource?: (ctx: unknown) => string;
+            useGrantedResource?: () => boolean;
+            getResourceServerInfo?: (ctx: unknown, resource: string) => Record<string, unknown>;
+          };
+          [feature: string]: unknown;
         };
-        [feature: string]: unknown;
-      };
-      issueRefreshToken?: (ctx: unknown, client: Client) => boolean;
-      findAccount?: (ctx: unknown, sub: string) => { accountId: string; claims: () => Record<string, unknown> };
-    });
+        issueRefreshToken?: (ctx: unknown, client: Client) => boolean;
+        findAccount?: (
+          ctx: unknown,
+          sub: string,
+        ) => { accountId: string; claims: () => Record<string, unknown> };
+      },
+    );
     callback(): (req: IncomingMessage, res: ServerResponse) => void;
     on(event: string, listener: (...args: never[]) => void): this;
   }

@@ -39,13 +39,22 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       `${loaded.file}: upstreams.${name}: ${upstreams[name] ? 'has no `auth: oauth`' : 'no such upstream'}${oauthNames.length ? ` (OAuth upstreams: ${oauthNames.join(', ')})` : ''}`,
     );
   if (!loaded.config.vault)
-    throw new CliUsageError(`${loaded.file}: auth: oauth keeps its tokens in the vault; configure vault:`);
-  if (sub === 'status') return status(loaded.config.vault.path, upstreams, name ? [name] : oauthNames, flags.json === true, io);
+    throw new CliUsageError(
+      `${loaded.file}: auth: oauth keeps its tokens in the vault; configure vault:`,
+    );
+  if (sub === 'status')
+    return status(
+      loaded.config.vault.path,
+      upstreams,
+      name ? [name] : oauthNames,
+      flags.json === true,
+      io,
+    );
 
   const timeout = typeof flags['timeout-s'] === 'string' ? Number(flags['timeout-s']) : 600;
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new CliUsageError('--timeout-s takes a whole number of seconds');
-  const spec = upstreams[name!]! as UpstreamConfig;
+  const spec = upstreams[name!]!;
   const redactor = createRedactor();
   const opened = await openVaultOrExit('upstream login', loaded, redactor, io);
   if (!opened.ok) return opened.exit;
@@ -61,13 +70,17 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       server_url: spec.url!,
       store: vault.oauth,
       settings: oauthSettings(spec, vault),
-      ...(typeof flags.scope === 'string' ? { extra_scopes: flags.scope.split(/[\s,]+/).filter(Boolean) } : {}),
+      ...(typeof flags.scope === 'string'
+        ? { extra_scopes: flags.scope.split(/[\s,]+/).filter(Boolean) }
+        : {}),
       say: (url) => io.out(`${url}\n`),
       pasted: lines,
       timeout_ms: timeout * 1000,
     });
     if (!r.ok) {
-      io.err(`candor upstream login ${name}: ${redactor.redactString(r.problem.message)} (${r.problem.code})\n`);
+      io.err(
+        `candor upstream login ${name}: ${redactor.redactString(r.problem.message)} (${r.problem.code})\n`,
+      );
       return Exit.check_failed;
     }
     io.err(`candor upstream login ${name}: logged in; ${describe(r.value, Date.now())}\n`);
@@ -114,7 +127,8 @@ async function status(
                 client_id: r.grant.client_id,
                 scopes: r.grant.scope.split(' ').filter(Boolean),
                 step_up_scopes: (r.grant.step_up_scope ?? '').split(' ').filter(Boolean),
-                expires_at: r.grant.expires_at === null ? null : new Date(r.grant.expires_at).toISOString(),
+                expires_at:
+                  r.grant.expires_at === null ? null : new Date(r.grant.expires_at).toISOString(),
                 refreshable: r.grant.has_refresh_token,
                 login_required: r.grant.login_required,
               }
@@ -144,6 +158,8 @@ function describe(g: OAuthGrantInfo, now: number): string {
         ? `token expires ${new Date(g.expires_at).toISOString()} (in ${Math.round((g.expires_at - now) / 1000)} s)`
         : `token expired ${new Date(g.expires_at).toISOString()}`;
   const scopes = g.scope ? `scopes: ${g.scope}` : 'scopes: (none stated)';
-  const stepUp = g.step_up_scope ? `; the upstream asked for: ${g.step_up_scope} (log in again to grant it)` : '';
+  const stepUp = g.step_up_scope
+    ? `; the upstream asked for: ${g.step_up_scope} (log in again to grant it)`
+    : '';
   return `${expiry}${g.has_refresh_token ? ', refreshable' : ', no refresh token'}; ${scopes}; issuer ${g.issuer}${stepUp}`;
 }

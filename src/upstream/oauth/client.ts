@@ -35,7 +35,7 @@ export function clientInformation(c: OAuthClient): OAuthClientInformationMixed {
     ...(c.token_endpoint_auth_method
       ? { token_endpoint_auth_method: c.token_endpoint_auth_method }
       : {}),
-  } as OAuthClientInformationMixed;
+  };
 }
 
 /** The configured client, or null when none is configured; a vault failure is a problem. */

@@ -53,7 +53,10 @@ export async function discover(
   try {
     const probe = await fetchFn(serverUrl, {
       method: 'POST',
-      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      headers: {
+        'content-type': 'application/json',
+        accept: 'application/json, text/event-stream',
+      },
       body: PROBE_BODY,
       redirect: 'manual',
     });
@@ -86,7 +89,12 @@ export async function discover(
   let resource = defaultResource.href;
   let asUrl = new URL('/', serverUrl).href;
   if (prm) {
-    if (!checkResourceAllowed({ requestedResource: defaultResource, configuredResource: prm.resource }))
+    if (
+      !checkResourceAllowed({
+        requestedResource: defaultResource,
+        configuredResource: prm.resource,
+      })
+    )
       return problem(
         'resource_mismatch',
         `the resource metadata names the resource ${prm.resource}, which does not cover ${serverUrl}`,
@@ -105,7 +113,8 @@ export async function discover(
   try {
     metadata = await discoverAuthorizationServerMetadata(asUrl, { fetchFn });
   } catch (error) {
-    const code = (error as { kind?: unknown }).kind === 'metadata' ? 'issuer_mismatch' : 'discovery_failed';
+    const code =
+      (error as { kind?: unknown }).kind === 'metadata' ? 'issuer_mismatch' : 'discovery_failed';
     return problem(
       code,
       code === 'issuer_mismatch'
@@ -128,7 +137,7 @@ export async function discover(
       registration_endpoint: `${origin}/register`,
       response_types_supported: ['code'],
       code_challenge_methods_supported: ['S256'],
-    } as AuthorizationServerMetadata;
+    };
   }
   if (!metadata.code_challenge_methods_supported?.includes('S256'))
     return problem(

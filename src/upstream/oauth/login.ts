@@ -9,7 +9,7 @@
 // before, so a new login never loses what the last one had; `offline_access` where the
 // authorization server lists it (a refresh token).
 import { randomBytes } from 'node:crypto';
-import { createServer, type Server } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import {
   computeScopeUnion,
@@ -52,7 +52,9 @@ export async function login(o: LoginOptions): Promise<OAuthResult<OAuthGrantInfo
   const before = await o.store.grant(key).catch(() => null);
   const prior = before?.ok ? before.value : null;
   const base = o.settings?.scopes?.join(' ') ?? d.challenge_scope ?? d.scopes_supported?.join(' ');
-  const offline = d.metadata.scopes_supported?.includes('offline_access') ? 'offline_access' : undefined;
+  const offline = d.metadata.scopes_supported?.includes('offline_access')
+    ? 'offline_access'
+    : undefined;
   const scope = computeScopeUnion(
     base,
     prior?.server_url === o.server_url ? prior.scope : undefined,
@@ -82,22 +84,33 @@ export async function login(o: LoginOptions): Promise<OAuthResult<OAuthGrantInfo
         ...(scope !== undefined ? { scope } : {}),
       });
     } catch (error) {
-      return problem('discovery_failed', `the authorization request cannot be built (${codeOf(error)})`);
+      return problem(
+        'discovery_failed',
+        `the authorization request cannot be built (${codeOf(error)})`,
+      );
     }
     o.say(started.authorizationUrl.href);
     const answer = await Promise.race([
       listener.callback(state),
       pastedAnswer(o.pasted, state),
-      new Promise<'timeout'>((r) => setTimeout(() => r('timeout'), o.timeout_ms ?? 600_000).unref()),
+      new Promise<'timeout'>((r) =>
+        setTimeout(() => r('timeout'), o.timeout_ms ?? 600_000).unref(),
+      ),
     ]);
     if (answer === 'timeout' || answer === null) {
       listener.reply(400, 'Candor: the login was not completed.');
-      return problem('authorization_refused', 'no authorization answer arrived (the login was not completed)');
+      return problem(
+        'authorization_refused',
+        'no authorization answer arrived (the login was not completed)',
+      );
     }
     if ('error' in answer) {
       listener.reply(400, 'Candor: the authorization server refused; see the terminal.');
       // Only the error code: its description comes from the redirect and is not to be trusted.
-      return problem('authorization_refused', `the authorization server answered ${JSON.stringify(answer.error)}`);
+      return problem(
+        'authorization_refused',
+        `the authorization server answered ${JSON.stringify(answer.error)}`,
+      );
     }
     let tokens: Awaited<ReturnType<typeof exchangeAuthorization>>;
     try {
@@ -161,7 +174,7 @@ async function loopback(): Promise<{
 }> {
   let waiting: ((c: Callback) => void) | null = null;
   let expected = '';
-  let held: import('node:http').ServerResponse | null = null;
+  let held: ServerResponse | null = null;
   const server: Server = createServer((req, res) => {
     const url = new URL(req.url ?? '/', 'http://127.0.0.1');
     if (req.method !== 'GET' || url.pathname !== '/callback') {
@@ -210,7 +223,10 @@ function callbackOf(params: URLSearchParams): Callback {
  * A bare code carries no state and no `iss`: the exchange still checks `iss` where the server
  * advertises it, so a bare code is refused there.
  */
-async function pastedAnswer(lines: AsyncIterable<string> | undefined, state: string): Promise<Callback | null> {
+async function pastedAnswer(
+  lines: AsyncIterable<string> | undefined,
+  state: string,
+): Promise<Callback | null> {
   if (!lines) return new Promise<never>(() => undefined);
   for await (const raw of lines) {
     const line = raw.trim();

@@ -25,7 +25,10 @@ export interface OAuthProblem {
 export type OAuthResult<T> =
   { ok: true; value: T; problem?: never } | { ok: false; problem: OAuthProblem; value?: never };
 
-export const problem = (code: OAuthProblemCode, message: string): { ok: false; problem: OAuthProblem } => ({
+export const problem = (
+  code: OAuthProblemCode,
+  message: string,
+): { ok: false; problem: OAuthProblem } => ({
   ok: false,
   problem: { code, message },
 });

@@ -19,7 +19,13 @@ import {
 } from '@modelcontextprotocol/client';
 import { clientInformation, configuredClient } from './client.js';
 import { codeOf } from './discovery.js';
-import { grantKey, type OAuthClient, type OAuthGrant, type OAuthSettings, type OAuthStore } from './port.js';
+import {
+  grantKey,
+  type OAuthClient,
+  type OAuthGrant,
+  type OAuthSettings,
+  type OAuthStore,
+} from './port.js';
 
 /** Why no request could be made (nothing was sent). */
 export type CredentialReason =
@@ -96,10 +102,15 @@ export function tokenSource(o: TokenSourceOptions): TokenSource {
     facts: { kind: 'credential', reason },
   });
 
-  async function load(): Promise<{ ok: true; grant: OAuthGrant } | { ok: false; answer: TokenAnswer }> {
+  async function load(): Promise<
+    { ok: true; grant: OAuthGrant } | { ok: false; answer: TokenAnswer }
+  > {
     const r = await o.store.grant(key);
     if (!r.ok)
-      return { ok: false, answer: no(r.failure.code === 'locked' ? 'locked' : 'store_unavailable') };
+      return {
+        ok: false,
+        answer: no(r.failure.code === 'locked' ? 'locked' : 'store_unavailable'),
+      };
     const g = r.value;
     // Tokens are bound to the URL they were obtained for: a changed URL needs a new login.
     if (!g || g.server_url !== o.server_url) return { ok: false, answer: no('not_logged_in') };
@@ -146,7 +157,11 @@ export function tokenSource(o: TokenSourceOptions): TokenSource {
       // An OAuth error answer (invalid_grant: revoked, expired, reused) needs a person; anything
       // else (no answer) is the authorization server being away: nothing was sent either way.
       const oauthCode = OAuthError.isInstance(error) ? error.code : null;
-      if (oauthCode !== null && oauthCode !== 'server_error' && oauthCode !== 'temporarily_unavailable') {
+      if (
+        oauthCode !== null &&
+        oauthCode !== 'server_error' &&
+        oauthCode !== 'temporarily_unavailable'
+      ) {
         await o.store.markGrant(key, { login_required: `refresh_refused:${oauthCode}` });
         log(
           `upstream ${o.upstream}: the authorization server refused the refresh (${oauthCode}); a person must log in again: candor upstream login ${o.upstream}`,
@@ -175,7 +190,8 @@ export function tokenSource(o: TokenSourceOptions): TokenSource {
       access_token: tokens.access_token,
       refresh_token: tokens.refresh_token ?? g.refresh_token,
     });
-    if (!saved.ok) log(`upstream ${o.upstream}: the refreshed tokens cannot be stored (${saved.failure.code})`);
+    if (!saved.ok)
+      log(`upstream ${o.upstream}: the refreshed tokens cannot be stored (${saved.failure.code})`);
     return { ok: true, token: tokens.access_token };
   }
 
@@ -187,7 +203,7 @@ export function tokenSource(o: TokenSourceOptions): TokenSource {
         if (!loaded.ok) return loaded.answer;
         // Another process (or call) refreshed already: use its token.
         if (stale !== null && loaded.grant.access_token !== stale && !expiring(loaded.grant))
-          return { ok: true, token: loaded.grant.access_token } as TokenAnswer;
+          return { ok: true, token: loaded.grant.access_token };
         return await refresh(loaded.grant);
       } finally {
         inflight = null;
