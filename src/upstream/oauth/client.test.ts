@@ -36,7 +36,7 @@ function discovered(metadata: Partial<AuthorizationServerMetadata>): Discovered 
       response_types_supported: ['code'],
       code_challenge_methods_supported: ['S256'],
       ...metadata,
-    } as AuthorizationServerMetadata,
+    },
     scopes_supported: undefined,
     challenge_scope: undefined,
     era: 'resource_metadata',
@@ -73,15 +73,13 @@ describe('obtainClient', () => {
       req.on('data', (c: Buffer) => (body += c.toString('utf8')));
       req.on('end', () => {
         bodies.push(JSON.parse(body));
-        res
-          .writeHead(201, { 'content-type': 'application/json' })
-          .end(
-            JSON.stringify({
-              client_id: 'dyn-1',
-              redirect_uris: [LOOPBACK_REDIRECT],
-              token_endpoint_auth_method: 'none',
-            }),
-          );
+        res.writeHead(201, { 'content-type': 'application/json' }).end(
+          JSON.stringify({
+            client_id: 'dyn-1',
+            redirect_uris: [LOOPBACK_REDIRECT],
+            token_endpoint_auth_method: 'none',
+          }),
+        );
       });
     });
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
