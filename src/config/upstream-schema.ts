@@ -62,6 +62,45 @@ export const upstreamToolSchema = z.strictObject({
     ),
 });
 
+/** One OAuth scope token (RFC 6749 §3.3: printable ASCII but space, quote and backslash). */
+const SCOPE_TOKEN = /^[\x21\x23-\x5b\x5d-\x7e]+$/;
+
+/**
+ * `auth: oauth` upstreams: how Candor, as the OAuth client, registers and what it asks for. All
+ * optional: discovery (RFC 9728, RFC 8414) finds the authorization server, and dynamic
+ * registration (RFC 7591) a client, where the server offers it.
+ */
+export const upstreamOAuthSchema = z.strictObject({
+  scopes: z
+    .array(z.string().regex(SCOPE_TOKEN, 'a scope is one token without spaces or quotes'))
+    .optional()
+    .describe("scopes asked for at login (default: the upstream's scopes_supported)"),
+  client_id: z
+    .string()
+    .min(1)
+    .optional()
+    .describe('a client registered by hand with the authorization server (a public client)'),
+  client_credential: z
+    .string()
+    .regex(VAULT_REF, 'a client credential is referenced as vault:NAME')
+    .optional()
+    .describe(
+      'a confidential client registered by hand: a vault `basic` credential (username = client id, value = client secret) bound to the token endpoint',
+    ),
+  client_metadata_url: z
+    .string()
+    .url()
+    .refine((u) => {
+      const url = new URL(u);
+      return url.protocol === 'https:' && url.pathname !== '/';
+    }, 'a Client ID Metadata Document URL is https with a path')
+    .optional()
+    .describe(
+      'the URL of a Client ID Metadata Document describing Candor (used as the client id where the server supports it)',
+    ),
+});
+export type UpstreamOAuthConfig = z.output<typeof upstreamOAuthSchema>;
+
 export const upstreamSchema = z
   .strictObject({
     command: z.string().min(1).optional(),
@@ -80,6 +119,13 @@ export const upstreamSchema = z
       .regex(VAULT_REF, 'a credential is referenced as vault:NAME')
       .optional()
       .describe('Streamable HTTP: a vault credential bound to the URL, sent as its header'),
+    auth: z
+      .enum(['oauth'])
+      .optional()
+      .describe(
+        'Streamable HTTP: `oauth` — Candor is the OAuth client (candor upstream login NAME; tokens in the vault)',
+      ),
+    oauth: upstreamOAuthSchema.optional(),
     prefix: z
       .string()
       .regex(/^[a-z][a-z0-9_]{0,31}$/, 'a prefix is snake_case')
@@ -102,6 +148,31 @@ export const upstreamSchema = z
         code: 'custom',
         path: ['credential'],
         message: '`credential` is for Streamable HTTP upstreams; use `env` for stdio',
+      });
+    if (u.auth === 'oauth' && u.url === undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['auth'],
+        message: '`auth: oauth` is for Streamable HTTP upstreams (`url`)',
+      });
+    if (u.auth === 'oauth' && u.credential !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['credential'],
+        message:
+          'an `auth: oauth` upstream gets its tokens by `candor upstream login`; drop `credential`',
+      });
+    if (u.oauth !== undefined && u.auth !== 'oauth')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['oauth'],
+        message: '`oauth:` settings need `auth: oauth`',
+      });
+    if (u.oauth?.client_id !== undefined && u.oauth.client_credential !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['oauth', 'client_credential'],
+        message: 'give either `client_id` (public client) or `client_credential` (confidential)',
       });
   });
 

@@ -13,6 +13,13 @@ import {
   type UpstreamEndpoint,
   type UpstreamTool,
 } from '../upstream/connection.js';
+import {
+  authorizedFetch,
+  authFactsOf,
+  tokenSource,
+  type TokenSource,
+} from '../upstream/oauth/session.js';
+import type { OAuthSettings } from '../upstream/oauth/port.js';
 import type { Vault } from '../vault/index.js';
 import type { ConfiguredAction } from './actions.js';
 import type { GatewayConfig } from './schema.js';
@@ -44,10 +51,30 @@ export async function startUpstreams(
   const log = options.log ?? (() => undefined);
   const connections = new Map<string, UpstreamConnection>();
   const listings = new Map<string, Map<string, UpstreamTool>>();
+  // OAuth upstreams: one token source each for the life of the gateway (refreshes are shared).
+  const sources = new Map<string, TokenSource>();
+  for (const [name, spec] of specs) {
+    if (spec.auth !== 'oauth' || spec.url === undefined) continue;
+    if (!options.vault)
+      return {
+        ok: false,
+        message: `upstreams.${name}: auth: oauth keeps its tokens in the vault, and no vault: is configured`,
+      };
+    sources.set(
+      name,
+      tokenSource({
+        upstream: name,
+        server_url: spec.url,
+        store: options.vault.oauth,
+        settings: oauthSettings(spec, options.vault),
+        log,
+      }),
+    );
+  }
   for (const [name, spec] of specs)
     connections.set(
       name,
-      upstreamConnection(name, () => endpointOf(name, spec, options), {
+      upstreamConnection(name, () => endpointOf(name, spec, options, sources.get(name)), {
         log,
         connect_timeout_ms: spec.connect_timeout_ms,
         // A restarted upstream may be a different build: its annotations are compared again.
@@ -61,6 +88,12 @@ export async function startUpstreams(
       tools = await connections.get(name)!.listTools();
     } catch (error) {
       await Promise.all([...connections.values()].map((c) => c.close()));
+      const auth = authFactsOf(error);
+      if (auth)
+        return {
+          ok: false,
+          message: `upstreams.${name}: not authorized (${auth.kind === 'credential' ? auth.reason : `HTTP ${auth.status}${auth.error ? ` ${auth.error}` : ''}`}); a person must log in: candor upstream login ${name}`,
+        };
       const code = (error as { code?: unknown } | null)?.code;
       return {
         ok: false,
@@ -121,11 +154,55 @@ const annotationsOf = (t: UpstreamTool | undefined) => ({
   idempotentHint: t?.annotations?.idempotentHint ?? null,
 });
 
+/**
+ * The OAuth settings of an upstream as the OAuth client takes them: a configured confidential
+ * client is a vault `basic` credential (username = client id) released for the token endpoint.
+ */
+export function oauthSettings(spec: UpstreamConfig, vault: Vault): OAuthSettings {
+  const cfg = spec.oauth;
+  const ref = cfg?.client_credential;
+  return {
+    ...(cfg?.scopes ? { scopes: cfg.scopes } : {}),
+    ...(cfg?.client_id ? { client_id: cfg.client_id } : {}),
+    ...(cfg?.client_metadata_url ? { client_metadata_url: cfg.client_metadata_url } : {}),
+    ...(ref
+      ? {
+          client_credential: async (tokenEndpoint: string) => {
+            const name = ref.slice('vault:'.length);
+            const r = await vault.resolve(name, { kind: 'http', url: tokenEndpoint });
+            if (!r.ok) return { ok: false as const, message: r.failure.message };
+            const v = r.value;
+            const basic =
+              v.kind === 'http_header' && v.header_value.startsWith('Basic ')
+                ? Buffer.from(v.header_value.slice(6), 'base64').toString('utf8')
+                : '';
+            const colon = basic.indexOf(':');
+            if (colon <= 0)
+              return {
+                ok: false as const,
+                message: `"${name}" must be a basic credential (username = client id, value = client secret)`,
+              };
+            return {
+              ok: true as const,
+              client_id: basic.slice(0, colon),
+              client_secret: basic.slice(colon + 1),
+            };
+          },
+        }
+      : {}),
+  };
+}
+
 async function endpointOf(
   name: string,
   spec: UpstreamConfig,
   options: { vault?: Vault; onSecret?: (s: string) => void },
+  source?: TokenSource,
 ): Promise<UpstreamEndpoint> {
+  if (spec.url !== undefined && source) {
+    // The token is added per request by the fetch (and handed to the redactor by the vault).
+    return { kind: 'http', url: spec.url, headers: {}, fetch: authorizedFetch(source) };
+  }
   if (spec.url !== undefined) {
     const headers: Record<string, string> = {};
     if (spec.credential) {

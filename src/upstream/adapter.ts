@@ -7,10 +7,75 @@
 //   another JSON-RPC error (a handler threw: -32603, -32000…)  -> mcp_reply rpc_internal_error
 //   a result with isError                                     -> mcp_reply tool_error
 //   a result whose structuredContent breaks the outputSchema  -> mcp_reply result, contract violated
+//   OAuth (src/upstream/oauth/session.ts), before the tool request was accepted:
+//     no token to send: not logged in, login required, refresh refused -> not_sent,
+//       credential_unavailable (escalate: a person must log in again); vault locked -> gate_locked;
+//       the authorization server unreachable -> not_sent (a local failure, allowed)
+//     the upstream answered 401 (after one refresh) / 403 -> that status (authentication_failed /
+//       authorization_denied, nothing done); insufficient_scope names the scope
+//   Each with `data.refusal: { code, detail }` saying what a person must do.
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/client/validators/ajv';
 import type { Evidence } from '../core/evidence.js';
 import type { Dispatched, McpPrepared, McpToolReply, Transport } from '../core/transport.js';
 import type { CallFacts, UpstreamConnection } from './connection.js';
+import type { AuthFacts } from './oauth/session.js';
+
+/** What a person must do after an auth refusal: a stable code and one sentence. */
+export interface AuthRefusal {
+  code: string;
+  detail: string;
+  /** insufficient_scope: the scope the upstream asked for. */
+  scope?: string;
+}
+
+function authEvidence(f: AuthFacts): Evidence {
+  if (f.kind === 'refused')
+    return { phase: 'response_complete', status: f.status, www_authenticate: true };
+  if (f.reason === 'locked') return { phase: 'not_sent', blocked: 'gate_locked' };
+  if (f.reason === 'authorization_server_unreachable')
+    return { phase: 'not_sent', local_error: 'connect_refused', error_code: f.reason };
+  return { phase: 'not_sent', local_error: 'credential_unavailable', error_code: f.reason };
+}
+
+function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
+  const login = `candor upstream login ${upstream}`;
+  if (f.kind === 'refused') {
+    if (f.status === 403 && f.error === 'insufficient_scope')
+      return {
+        code: 'insufficient_scope',
+        detail: `The upstream needs the scope ${f.scope ? JSON.stringify(f.scope) : '(unnamed)'}; a person must log in again to grant it: ${login}`,
+        ...(f.scope ? { scope: f.scope } : {}),
+      };
+    return f.status === 401
+      ? {
+          code: 'token_rejected',
+          detail: `The upstream rejected Candor's token, also after a refresh; a person must log in again: ${login}`,
+        }
+      : { code: 'forbidden', detail: 'The upstream refused permission for this call.' };
+  }
+  switch (f.reason) {
+    case 'locked':
+      return { code: 'vault_locked', detail: 'The vault is locked; no token is released.' };
+    case 'authorization_server_unreachable':
+      return {
+        code: 'authorization_server_unreachable',
+        detail: 'The token could not be refreshed: the authorization server did not answer.',
+      };
+    case 'store_unavailable':
+      return { code: 'vault_unavailable', detail: 'The tokens cannot be read from the vault.' };
+    case 'not_logged_in':
+      return {
+        code: 'login_required',
+        detail: `Nobody has logged in to this upstream yet: ${login}`,
+      };
+    case 'refresh_refused':
+    case 'login_required':
+      return {
+        code: 'login_required',
+        detail: `The authorization server refused to refresh the token; a person must log in again: ${login}`,
+      };
+  }
+}
 
 export interface McpTransportOptions {
   upstreams: ReadonlyMap<string, UpstreamConnection>;
@@ -47,8 +112,8 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
         signal,
       });
       const finished_at = now();
-      const { evidence, data, diagnostics } = read(facts);
-      if (evidence.mcp_reply === 'result' && data) {
+      const { evidence, data, diagnostics } = read(facts, p.upstream);
+      if (evidence.mcp_reply === 'result' && data && 'content' in data) {
         const schema = options.outputSchemaOf?.(p.upstream, p.tool);
         if (schema && data.structuredContent !== undefined) {
           try {
@@ -84,12 +149,21 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
   };
 }
 
-function read(facts: CallFacts): {
+function read(
+  facts: CallFacts,
+  upstream: string,
+): {
   evidence: Evidence;
-  data: McpToolReply | null;
+  data: McpToolReply | { refusal: AuthRefusal } | null;
   diagnostics: Record<string, unknown>;
 } {
   switch (facts.stage) {
+    case 'auth':
+      return {
+        evidence: authEvidence(facts.facts),
+        data: { refusal: authRefusal(facts.facts, upstream) },
+        diagnostics: { stage: facts.stage, auth: facts.facts },
+      };
     case 'not_connected':
       return {
         evidence: {

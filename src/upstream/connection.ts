@@ -11,11 +11,18 @@ import {
   type Transport as ClientTransport,
 } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { authFactsOf, type AuthFacts } from './oauth/session.js';
 
 /** How to reach an upstream; secrets already resolved (they stay in the child env or headers). */
 export type UpstreamEndpoint =
   | { kind: 'stdio'; command: string; args: string[]; env: Record<string, string>; cwd?: string }
-  | { kind: 'http'; url: string; headers: Record<string, string> };
+  | {
+      kind: 'http';
+      url: string;
+      headers: Record<string, string>;
+      /** OAuth upstreams: the fetch that adds the token (src/upstream/oauth/session.ts). */
+      fetch?: (url: string | URL, init?: RequestInit) => Promise<Response>;
+    };
 
 /** What a tool listing says about one upstream tool. */
 export interface UpstreamTool {
@@ -37,7 +44,12 @@ export type CallFacts =
   | { stage: 'not_connected'; error_code: string }
   | { stage: 'not_written'; error_code: string }
   | { stage: 'written'; ended: 'closed' | 'deadline' | 'cancelled' | 'error'; error_code: string }
-  | { stage: 'answered'; message: { result?: unknown; error?: { code: number } } };
+  | { stage: 'answered'; message: { result?: unknown; error?: { code: number } } }
+  /**
+   * The upstream's auth stopped the call before the tool request was accepted: no credential to
+   * send (nothing left), or the upstream answered 401/403 (it refused; nothing was done).
+   */
+  | { stage: 'auth'; facts: AuthFacts };
 
 export interface UpstreamConnection {
   readonly name: string;
@@ -60,6 +72,8 @@ type Watch = {
   closed: boolean;
   done: () => void;
   requestId?: unknown;
+  /** Set when the request's own POST was stopped by auth (see CallFacts `auth`). */
+  auth?: AuthFacts;
 };
 
 export function upstreamConnection(
@@ -93,6 +107,7 @@ export function upstreamConnection(
           })
         : new StreamableHTTPClientTransport(new URL(ep.url), {
             requestInit: { headers: ep.headers },
+            ...(ep.fetch ? { fetch: ep.fetch } : {}),
           });
     const byRequest = new Map<unknown, Watch>();
     const innerSend = inner.send.bind(inner);
@@ -108,10 +123,30 @@ export function upstreamConnection(
         // below); stdio: written once the child's stdin took the line.
         if (ep.kind === 'http') watch.written = true;
       }
+      // HTTP: a response stream that ends without this request's answer (and without a resumed
+      // stream bringing it) ends the wait at once instead of at the deadline.
+      const options =
+        watch && ep.kind === 'http'
+          ? {
+              ...sendOptions,
+              onRequestStreamEnd: () => {
+                sendOptions?.onRequestStreamEnd?.();
+                if (watch.answer) return;
+                watch.closed = true;
+                watch.done();
+              },
+            }
+          : sendOptions;
       try {
-        await innerSend(message, sendOptions);
+        await innerSend(message, options);
       } catch (error) {
         if (watch && ep.kind === 'http' && notConnected(error)) watch.written = false;
+        const auth = authFactsOf(error);
+        if (watch && auth) {
+          // Refused before the tool request was accepted (or never sent): nothing was done.
+          watch.auth = auth;
+          watch.written = false;
+        }
         throw error;
       }
       if (watch) watch.written = true;
@@ -178,6 +213,9 @@ export function upstreamConnection(
       try {
         c = await connected();
       } catch (error) {
+        // Connecting (initialize) was stopped by auth: the tool request was never sent.
+        const auth = authFactsOf(error);
+        if (auth) return { stage: 'auth', facts: auth };
         return { stage: 'not_connected', error_code: codeOf(error) };
       }
       let settle!: () => void;
@@ -221,6 +259,7 @@ export function upstreamConnection(
           message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'],
         };
       const code = error ? codeOf(error) : 'no_answer';
+      if (watch.auth && !watch.written) return { stage: 'auth', facts: watch.auth };
       if (!watch.written) return { stage: 'not_written', error_code: code };
       return {
         stage: 'written',

@@ -33,6 +33,53 @@ const credentialSchema = z.object({
   tag: b64,
 });
 
+/**
+ * OAuth clients Candor holds with authorization servers, one per issuer (RFC 6749 §2.2: a client
+ * id is unique to the server that issued it). A client secret, when there is one, is sealed.
+ */
+const oauthClientSchema = z.object({
+  issuer: z.string().min(1),
+  client_id: z.string().min(1),
+  /** `registered` (RFC 7591), `metadata_document` (a Client ID Metadata Document URL). */
+  how: z.enum(['registered', 'metadata_document']),
+  redirect_uris: z.array(z.string()),
+  token_endpoint_auth_method: z.string(),
+  created_at: z.number(),
+  secret: z.object({ nonce: b64, ciphertext: b64, tag: b64 }).nullable(),
+});
+
+/**
+ * The tokens of one upstream (and one caller, for per-principal tokens): everything in clear but
+ * the tokens, which are one sealed JSON value bound (aad) to the upstream, its URL, the resource,
+ * the issuer and the client.
+ */
+const oauthGrantSchema = z.object({
+  upstream: z.string().min(1),
+  /** Whose tokens: `local` (the operator's), or an authenticated caller's subject. */
+  subject: z.string().min(1),
+  server_url: z.string().min(1),
+  resource: z.string().min(1),
+  issuer: z.string().min(1),
+  client_id: z.string().min(1),
+  /** Scopes the authorization server granted (space-separated; '' when it did not say). */
+  scope: z.string(),
+  /** Scopes asked for at login. */
+  requested_scope: z.string(),
+  /** Scopes an upstream asked for since (403 insufficient_scope); the next login asks for them. */
+  step_up_scope: z.string().nullable(),
+  token_type: z.string(),
+  /** When the access token expires (ms since the epoch), or null when the server did not say. */
+  expires_at: z.number().nullable(),
+  obtained_at: z.number(),
+  refreshed_at: z.number().nullable(),
+  has_refresh_token: z.boolean(),
+  /** Why a person must log in again (a refresh was refused, …), or null. */
+  login_required: z.string().nullable(),
+  nonce: b64,
+  ciphertext: b64,
+  tag: b64,
+});
+
 const vaultFileSchema = z.object({
   format: z.literal(VAULT_FORMAT),
   version: z.number().int(),
@@ -57,8 +104,12 @@ const vaultFileSchema = z.object({
     token: b64.nullable(),
   }),
   credentials: z.record(z.string(), credentialSchema),
+  oauth_clients: z.record(z.string(), oauthClientSchema).optional(),
+  oauth_grants: z.record(z.string(), oauthGrantSchema).optional(),
 });
 
+export type StoredOAuthClient = z.infer<typeof oauthClientSchema>;
+export type StoredOAuthGrant = z.infer<typeof oauthGrantSchema>;
 export type VaultFile = z.infer<typeof vaultFileSchema>;
 export type StoredCredential = z.infer<typeof credentialSchema>;
 

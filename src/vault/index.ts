@@ -5,6 +5,7 @@ export {
   DEFAULT_API_KEY_HEADER,
   initVault,
   listCredentials,
+  listOAuthGrants,
   lockVault,
   openVault,
   present,
@@ -16,6 +17,13 @@ export {
   type VaultOptions,
 } from './store.js';
 export { DEFAULT_VAULT_PATH } from './file.js';
+export type {
+  NewOAuthGrant,
+  OAuthClient,
+  OAuthGrant,
+  OAuthGrantInfo,
+  VaultOAuth,
+} from './oauth.js';
 export { DEFAULT_SCRYPT, type ScryptParams } from './crypto.js';
 export { bindingAdmits, formatBinding, parseBinding } from './binding.js';
 export {

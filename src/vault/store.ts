@@ -55,6 +55,13 @@ import {
   type VaultFailure,
 } from './types.js';
 import { validateCredential } from './validate.js';
+import {
+  grantsOf,
+  oauthStore,
+  resealOAuth,
+  type OAuthGrantInfo,
+  type VaultOAuth,
+} from './oauth.js';
 
 export { createKeyFile, type KeySource } from './keys.js';
 export { DEFAULT_API_KEY_HEADER, present } from './credential.js';
@@ -113,6 +120,8 @@ export interface Vault {
    * rekey (operations opened before then refuse a continuation that carries secret inputs).
    */
   continuationKey(): Uint8Array;
+  /** OAuth clients and the tokens of upstreams that need OAuth (src/vault/oauth.ts). */
+  readonly oauth: VaultOAuth;
   /** Forgets the key material held in memory. */
   close(): void;
 }
@@ -172,6 +181,15 @@ export async function listCredentials(
   const read = await readVaultFile(options.path ?? DEFAULT_VAULT_PATH);
   if (!read.ok) return read;
   return ok(listing(read.value));
+}
+
+/** The OAuth grants in clear (expiry, scopes; never a token); needs no key. */
+export async function listOAuthGrants(
+  options: VaultOptions = {},
+): Promise<Result<OAuthGrantInfo[], VaultFailure>> {
+  const read = await readVaultFile(options.path ?? DEFAULT_VAULT_PATH);
+  if (!read.ok) return read;
+  return ok(grantsOf(read.value));
 }
 
 /** Closes the gate. Needs no key: locking only ever removes capability. */
@@ -338,6 +356,13 @@ function makeVault(
           }
           file.credentials[name] = { ...stored, ...seal(newValues, plain, aad, random) };
         }
+        const unreadable = resealOAuth(file, vaultId, oldValues, newValues, random);
+        if (unreadable !== null) {
+          return fail({
+            code: 'integrity',
+            message: `${unreadable} failed authentication; re-key aborted, nothing changed.`,
+          });
+        }
         const wasOpen = gateOpen(master, file);
         file.kdf = derived.value.kdf;
         file.key_check = keyCheck(next, vaultId);
@@ -395,6 +420,16 @@ function makeVault(
     },
 
     continuationKey: () => subKey(master, vaultId, 'continuation'),
+
+    oauth: oauthStore({
+      vaultId,
+      clock,
+      random,
+      valuesKey,
+      readGated,
+      mutate,
+      onSecret: options.onSecret,
+    }),
 
     close: () => {
       master.fill(0);

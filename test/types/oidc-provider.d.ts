@@ -1,0 +1,31 @@
+// The part of oidc-provider (a real OpenID Connect / OAuth 2 authorization server, used by the
+// OAuth upstream test) the tests use; the package ships no types.
+declare module 'oidc-provider' {
+  import type { IncomingMessage, ServerResponse } from 'node:http';
+  interface Client {
+    grantTypeAllowed(type: string): boolean;
+  }
+  export default class Provider {
+    constructor(
+      issuer: string,
+      configuration: Record<string, unknown> & {
+        features?: {
+          resourceIndicators?: {
+            enabled: boolean;
+            defaultResource?: (ctx: unknown) => string;
+            useGrantedResource?: () => boolean;
+            getResourceServerInfo?: (ctx: unknown, resource: string) => Record<string, unknown>;
+          };
+          [feature: string]: unknown;
+        };
+        issueRefreshToken?: (ctx: unknown, client: Client) => boolean;
+        findAccount?: (
+          ctx: unknown,
+          sub: string,
+        ) => { accountId: string; claims: () => Record<string, unknown> };
+      },
+    );
+    callback(): (req: IncomingMessage, res: ServerResponse) => void;
+    on(event: string, listener: (...args: never[]) => void): this;
+  }
+}
