@@ -1,7 +1,9 @@
 // The part of oidc-provider (a real OpenID Connect / OAuth 2 authorization server, used by the
-// OAuth upstream test) the tests use; the package ships no types.
+// OAuth upstream test and the team gateway's test/support/oidc.ts) the tests use; the package
+// ships no types.
 declare module 'oidc-provider' {
   import type { IncomingMessage, ServerResponse } from 'node:http';
+  export const errors: { InvalidTarget: new () => Error };
   interface Client {
     grantTypeAllowed(type: string): boolean;
   }
