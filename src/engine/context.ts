@@ -23,7 +23,14 @@ import type { ResolveSshSecret } from './ssh-action.js';
 import type { Telemetry } from '../telemetry/port.js';
 import type { LeaseOptions } from './ownership.js';
 import { traceEvents } from './trace.js';
-import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
+import type { Caller } from '../core/caller.js';
+import {
+  openGate,
+  type CredentialProvider,
+  type Gate,
+  type PolicyPort,
+  type Redactor,
+} from './ports.js';
 
 export { UsageError } from '../core/errors.js';
 
@@ -83,6 +90,11 @@ export interface EngineOptions {
    * `traceparent` on HTTP requests. Off when not given.
    */
   telemetry?: Telemetry;
+  /**
+   * Policy as code (src/policy): decides every attempt before any send and before approvals.
+   * Off when not given.
+   */
+  policy?: PolicyPort;
 }
 
 export interface RunOptions {
@@ -94,6 +106,11 @@ export interface RunOptions {
   /** A delegated worker making exactly one attempt for the owner. */
   worker?: string;
   supersedes?: string;
+  /**
+   * Who asked (the authenticated HTTP caller, src/core/caller.ts); the local user when absent.
+   * Policies see it as their principal.
+   */
+  caller?: Caller;
 }
 
 export type AnyAction = EngineAction<never, never> | EngineAction;
