@@ -11,6 +11,7 @@
 //     what was dispatched, so operation_status / list_unresolved_operations report it later.
 //   - Approvals: the call runs inside a context that says how its client can be asked (form
 //     elicitation on a 2025-era connection that declared it, else nobody: the console queue).
+import type { Caller } from '../core/caller.js';
 import { AsyncLocalStorage } from 'node:async_hooks';
 import {
   ProtocolError,
@@ -37,6 +38,8 @@ import { OPERATION_ID_PATTERN } from '../core/ids.js';
 export interface CallContext {
   /** Set when the client offered form elicitation on a 2025-era connection. */
   elicit: ((params: ElicitRequestFormParams, signal: AbortSignal) => Promise<ElicitResult>) | null;
+  /** Who asked (the HTTP gateway's authenticated caller); the local user when absent. */
+  caller?: Caller;
 }
 
 /** The context of the tools/call being served (read by the approver through `currentCall()`). */
@@ -236,9 +239,11 @@ export function createGateway(options: GatewayOptions): Gateway {
         typeof opId === 'string' ? opId : null,
       );
     }
+    const caller = callStore.getStore()?.caller;
     const run = (operationId?: string) =>
       runtime.run(action.definition, input, {
         ...(signal ? { signal } : {}),
+        ...(caller ? { caller } : {}),
         ...(operationId !== undefined ? { operationId } : {}),
       });
     // A continuation is the same operation's request: the guard is for new calls only.
