@@ -90,18 +90,23 @@ export function loadPolicy(
   return { ok: true, value: { spec, policies: loaded.value, actions } };
 }
 
-/** `loadPolicy`, throwing one line (`FILE:LINE:COL: problem`) for the first problem. */
+/** Policy files that do not parse or validate: every problem, the first one in the message. */
+export class PolicyLoadError extends Error {
+  constructor(readonly problems: PolicyProblem[]) {
+    const more =
+      problems.length > 1 ? ` (and ${problems.length - 1} more: candor policy check)` : '';
+    super(`policy: ${problems[0] ? formatProblem(problems[0]) : 'invalid'}${more}`);
+  }
+}
+
+/** `loadPolicy`, throwing a PolicyLoadError (one line: `FILE:LINE:COL: problem`). */
 export function loadPolicyOrThrow(
   spec: PolicySpec,
   actions: PolicyAction[],
   configFile: string,
 ): PolicyLoaded {
   const r = loadPolicy(spec, actions, configFile);
-  if (!r.ok) {
-    const more =
-      r.failure.length > 1 ? ` (and ${r.failure.length - 1} more: candor policy check)` : '';
-    throw new Error(`policy: ${formatProblem(r.failure[0]!)}${more}`);
-  }
+  if (!r.ok) throw new PolicyLoadError(r.failure);
   return r.value;
 }
 
@@ -128,6 +133,42 @@ export function timeContext(now: number, zone: string): Record<string, CedarValu
     minute: p.minute,
     weekday: p.weekday,
     zone,
+  };
+}
+
+/** What one request is made of (the decider builds it per attempt; `candor policy test` by hand). */
+export interface RequestParts {
+  caller: Caller;
+  action: string;
+  resource: { kind: string; name: string };
+  /** The arguments as Cedar values (cedarValueOf). */
+  args: CedarValueJson;
+  operation: PolicyInput['operation'];
+  now: number;
+  zone: string;
+  totals: Record<string, CedarValueJson>;
+}
+
+/** The Cedar request of one attempt: principal, action, resource and context. */
+export function cedarRequest(p: RequestParts): CedarRequest {
+  const op = p.operation;
+  return {
+    principal: { id: principalId(p.caller), attrs: callerAttrs(p.caller) },
+    action: p.action,
+    resource: { id: `${p.resource.kind}:${p.resource.name}`, attrs: { ...p.resource } },
+    context: {
+      args: p.args,
+      operation: {
+        first_call: op.attempts === 0,
+        attempts: op.attempts,
+        may_have_applied: op.effect !== 'none',
+        effect: op.effect,
+        state: op.state ?? 'open',
+        category: op.last_category ?? 'none',
+      },
+      time: timeContext(p.now, p.zone),
+      totals: p.totals,
+    },
   };
 }
 
@@ -189,26 +230,16 @@ export function createPolicyDecider(
             session_id: input.session_id,
             principal,
           });
-        const resource = resourceOf(input);
-        const op = input.operation;
-        const request: CedarRequest = {
-          principal: { id: principal, attrs: callerAttrs(input.caller) },
+        const request = cedarRequest({
+          caller: input.caller,
           action: input.action.name,
-          resource: { id: `${resource.kind}:${resource.name}`, attrs: { ...resource } },
-          context: {
-            args: args ?? {},
-            operation: {
-              first_call: op.attempts === 0,
-              attempts: op.attempts,
-              may_have_applied: op.effect !== 'none',
-              effect: op.effect,
-              state: op.state ?? 'open',
-              category: op.last_category ?? 'none',
-            },
-            time: timeContext(now, loaded.spec.zone),
-            totals: totalsContext,
-          },
-        };
+          resource: resourceOf(input),
+          args: args ?? {},
+          operation: input.operation,
+          now,
+          zone: loaded.spec.zone,
+          totals: totalsContext,
+        });
         const digest = `sha256:${createHash('sha256').update(canonicalJson(request)).digest('hex')}`;
         const d = evaluator.evaluate(request);
         if (d.decision !== 'deny') totals.remember(input.operation_id, principal, counted);

@@ -55,7 +55,9 @@ function problemsOf(file: string, text: string, errors: readonly DetailedError[]
     const pos = at ? positionOf(text, at.start) : { line: 1, col: 1 };
     const label = at?.label ? ` (${at.label})` : '';
     const help = e.help ? `; ${e.help}` : '';
-    return { file, ...pos, message: `${e.message}${label}${help}` };
+    // Cedar names policies of one file policy0, policy1…; the place already says which one.
+    const message = e.message.replace(/^for policy `policy\d+`, /, '');
+    return { file, ...pos, message: `${message}${label}${help}` };
   });
 }
 
