@@ -4,6 +4,9 @@
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { startFakeService, type FakeService } from '../src/fakes/index.js';
 import type { StoredEvent } from '../src/ledger/events.js';
+import { projectOperation } from '../src/ledger/projection.js';
+import { formatOperation } from '../src/cli/commands/ops.js';
+import { operationBody } from '../src/web/pages/operation.js';
 import {
   PAY_TOKEN,
   policyConfigYaml,
@@ -78,6 +81,15 @@ when { context.args.amount > 500 };
     expect(recorded[0]!.context_digest).toMatch(/^sha256:[0-9a-f]{64}$/);
     const events = await gw.ledger.query({ operation_id: env.operation_id! });
     expect(events.some((e) => e.kind === 'attempt_started')).toBe(false);
+    // Shown where people look: `ops show` and the web view's operation page.
+    const view = projectOperation(events)!;
+    expect(view.state).toBe('cancelled');
+    const shown = formatOperation(view);
+    expect(shown).toContain('attempt 1  deny by payment-over-500');
+    expect(shown).toContain(recorded[0]!.context_digest);
+    const page = operationBody(view, events, 'memory:').toString();
+    expect(page).toContain('Policy decisions (1)');
+    expect(page).toContain('payment-over-500');
   });
 
   it('lets a payment under the limit through, and records the permit that allowed it', async () => {
