@@ -125,7 +125,11 @@ async function denied<I, O>(
   }
   // A refused retry: this attempt was not made, and what earlier attempts did stays as it was.
   const retry =
-    effect === 'none' ? 'never' : contractOf(action).reconciliation ? 'reconcile_first' : 'escalate';
+    effect === 'none'
+      ? 'never'
+      : contractOf(action).reconciliation
+        ? 'reconcile_first'
+        : 'escalate';
   const env = ctx.envelopeOf({
     action,
     view,

@@ -8,7 +8,6 @@ import { InMemoryTransport } from '@modelcontextprotocol/sdk/inMemory.js';
 import { ElicitRequestSchema, type CallToolResult } from '@modelcontextprotocol/sdk/types.js';
 import { loadConfig } from '../../src/config/load.js';
 import type { Envelope } from '../../src/core/envelope.js';
-import type { FakeService } from '../../src/fakes/index.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
 import { composeGateway } from '../../src/mcp/start.js';
 
