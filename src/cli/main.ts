@@ -151,8 +151,9 @@ const COMMANDS: Record<string, CommandEntry> = {
     details: [
       'check    parse and validate every policy file against the Cedar schema generated from the',
       '         actions (a typo in an attribute name is an error at its FILE:LINE:COL); exit 1',
-      'test F   run the cases of F (YAML: cases: [{name, action, args, principal, operation, time,',
-      '         totals, expect: allow|deny|require_approval, policies}]); exit 1 on any mismatch',
+      'test F   run the cases of F (YAML, a list under cases:, each with name, action, args,',
+      '         principal, operation, time, totals, expect: allow|deny|require_approval and the',
+      '         expected policies); exit 1 on any mismatch',
       'schema   print the Cedar schema (--json: its JSON form)',
     ].join('\n'),
     load: () => import('./commands/policy.js'),

@@ -56,6 +56,28 @@ export function startOfDay(now: number, zone: string): number {
   return Date.UTC(parts.year, parts.month - 1, parts.day) - offset;
 }
 
+const formatters = new Map<string, Intl.DateTimeFormat>();
+
+/** One formatter per zone: building one costs more than a whole policy decision. */
+function formatterOf(zone: string): Intl.DateTimeFormat {
+  let f = formatters.get(zone);
+  if (!f) {
+    f = new Intl.DateTimeFormat('en-US', {
+      timeZone: zone,
+      hourCycle: 'h23',
+      year: 'numeric',
+      month: '2-digit',
+      day: '2-digit',
+      hour: '2-digit',
+      minute: '2-digit',
+      second: '2-digit',
+      weekday: 'long',
+    });
+    formatters.set(zone, f);
+  }
+  return f;
+}
+
 export function zoneParts(
   at: number,
   zone: string,
@@ -68,19 +90,9 @@ export function zoneParts(
   second: number;
   weekday: string;
 } {
-  const f = new Intl.DateTimeFormat('en-US', {
-    timeZone: zone,
-    hourCycle: 'h23',
-    year: 'numeric',
-    month: '2-digit',
-    day: '2-digit',
-    hour: '2-digit',
-    minute: '2-digit',
-    second: '2-digit',
-    weekday: 'long',
-  });
-  const get = (type: string): string =>
-    f.formatToParts(at).find((p) => p.type === type)?.value ?? '0';
+  const f = formatterOf(zone);
+  const parts = f.formatToParts(at);
+  const get = (type: string): string => parts.find((p) => p.type === type)?.value ?? '0';
   return {
     year: Number(get('year')),
     month: Number(get('month')),
