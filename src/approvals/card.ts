@@ -14,6 +14,8 @@ export const PromptReason = {
   per_call_policy: 'per_call_policy',
   /** A sensitive action is about to be retried after an attempt whose outcome is unknown. */
   retry_after_unknown: 'retry_after_unknown',
+  /** A policy (src/policy) requires a person for this call, whatever the action's scope. */
+  policy_required: 'policy_required',
 } as const;
 export type PromptReason = (typeof PromptReason)[keyof typeof PromptReason];
 
@@ -60,16 +62,30 @@ export interface ApprovalCard {
   dispatch_state: string | null;
   prior_attempt: PriorAttempt | null;
   planned_recovery: PlannedRecovery | null;
+  /** `policy_required`: the policies that asked for a person, and their reason. */
+  policy?: { policy_ids: string[]; reason: string } | null;
 }
 
 export function questionFor(
   c: Pick<
     ApprovalCard,
-    'scope' | 'reason' | 'action' | 'action_class' | 'operation_id' | 'intent' | 'planned_recovery'
+    | 'scope'
+    | 'reason'
+    | 'action'
+    | 'action_class'
+    | 'operation_id'
+    | 'intent'
+    | 'planned_recovery'
+    | 'policy'
   >,
 ): string {
   const subject =
     typeof c.intent['subject_ref'] === 'string' ? ` on ${c.intent['subject_ref']}` : '';
+  if (c.reason === 'policy_required') {
+    const ids = c.policy?.policy_ids.join(', ') ?? 'a policy';
+    const recovery = c.planned_recovery ? ` ${c.planned_recovery.summary}` : '';
+    return `Policy ${ids} requires a person (${c.policy?.reason ?? 'no reason given'}): allow this one ${c.action} (${c.action_class}) call${subject}, operation ${c.operation_id}?${recovery}`;
+  }
   if (c.reason === 'retry_after_unknown') {
     return `The last attempt of ${c.action} (${c.action_class})${subject} may already have taken effect; approve one retry for operation ${c.operation_id}? ${c.planned_recovery?.summary ?? ''}`.trim();
   }

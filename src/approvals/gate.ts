@@ -23,6 +23,8 @@
 //   applies to the next call of that operation with the same request fingerprint (or, for session
 //   scope, of that action). A cancelled call withdraws its per-call card (recorded `expired` by
 //   `withdrawn`); `shutdown()` denies every open card (recorded `denied` by `gateway:stopped`).
+// - A policy that requires a person (`ctx.policy_approval`, src/policy) makes the call `per_call`
+//   whatever the action's scope; its card (`policy_required`) names the policies and the reason.
 import type { GateContext, GateDecision, Gate } from '../engine/ports.js';
 import { createIdFactory, type IdFactory } from '../core/ids.js';
 import { systemClock, systemRandom, type Clock, type Random } from '../core/time.js';
@@ -214,6 +216,9 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       dispatch_state: retry?.prior.dispatch_state ?? null,
       prior_attempt: retry?.prior ?? null,
       planned_recovery: retry?.recovery ?? null,
+      ...(reason === 'policy_required' && ctx.policy_approval
+        ? { policy: { ...ctx.policy_approval } }
+        : {}),
     };
     const card: ApprovalCard = { ...base, question: questionFor(base) };
     const meta = {
@@ -377,13 +382,17 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
 
   const gate: ApprovalGate = {
     instance_id: instanceId,
+    asks: true,
 
     async check(ctx) {
       if (await observeLock()) return LOCKED;
       const scope = policy.scopeFor(ctx.action, ctx.action_class);
       // Beyond an automatic approval the gate reads and records about the operation: it must be
       // on record first (the engine may hold its opening back to write it with the attempt).
-      if (scope !== 'auto' || policy.isSensitive(ctx.action_class)) await ctx.recorded?.();
+      // A policy that asks for a person makes this call per_call, whatever the action's scope.
+      const byPolicy = ctx.policy_approval ? true : false;
+      if (byPolicy || scope !== 'auto' || policy.isSensitive(ctx.action_class))
+        await ctx.recorded?.();
       if (policy.isSensitive(ctx.action_class)) {
         const view = await loadView(ctx.operation_id);
         const retry = retryAfterUnknown(ctx, view);
@@ -401,8 +410,8 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
           return perCall(ctx, 'retry_after_unknown', view, retry);
         }
       }
-      if (scope === 'auto') return APPROVED;
-      if (scope === 'session') return session(ctx);
+      if (!byPolicy && scope === 'auto') return APPROVED;
+      if (!byPolicy && scope === 'session') return session(ctx);
       if (callDenied.has(ctx.operation_id)) return DENIED;
       const grant = callGrants.get(ctx.operation_id);
       if (grant) {
@@ -416,6 +425,10 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
           callGrants.set(ctx.operation_id, { ...grant, fresh: false });
           return afterApproval();
         }
+      }
+      if (byPolicy) {
+        const view = await loadView(ctx.operation_id);
+        return perCall(ctx, 'policy_required', view, retryAfterUnknown(ctx, view));
       }
       return perCall(ctx, 'per_call_policy', await loadView(ctx.operation_id), null);
     },

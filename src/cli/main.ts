@@ -158,6 +158,21 @@ const COMMANDS: Record<string, CommandEntry> = {
       };
     },
   },
+  policy: {
+    usage:
+      'candor policy check [--config FILE] | test FILE [--config FILE] | schema [--config FILE] [--json]',
+    summary:
+      'Cedar policies (policy: in candor.yaml) against the actions: check validates them (FILE:LINE:COL), test runs example requests with expected decisions (exit 1 on a mismatch), schema prints the generated Cedar schema',
+    details: [
+      'check    parse and validate every policy file against the Cedar schema generated from the',
+      '         actions (a typo in an attribute name is an error at its FILE:LINE:COL); exit 1',
+      'test F   run the cases of F (YAML, a list under cases:, each with name, action, args,',
+      '         principal, operation, time, totals, expect: allow|deny|require_approval and the',
+      '         expected policies); exit 1 on any mismatch',
+      'schema   print the Cedar schema (--json: its JSON form)',
+    ].join('\n'),
+    load: () => import('./commands/policy.js'),
+  },
   approve: {
     usage:
       'candor approve list [--json] | show ID | yes ID | no ID | watch | lock | unlock [--config FILE | --dir DIR] [--by NAME]',

@@ -34,6 +34,7 @@ import { configCredentials } from './credentials.js';
 import type { LoadedConfig } from './load.js';
 import { defaultApprovalsDir } from './paths.js';
 import { configSsh } from './ssh-runtime.js';
+import { configPolicy } from './policy.js';
 import type { StartedUpstreams } from './upstreams.js';
 import type { Telemetry } from '../telemetry/port.js';
 
@@ -81,6 +82,8 @@ export function composeRuntime(options: ComposeOptions): Composed {
     onSecret: (s) => void redactor.addSecret(s),
   });
   const gate = approvalGate(options);
+  // Policies are checked at start: a broken file stops the gateway with its FILE:LINE:COL.
+  const policy = configPolicy(options.loaded, options.ledger, options.upstreams?.actions ?? []);
   const audit = auditOptions(options);
   // SSH hosts and actions: keys and secret_env values come from the vault at attempt time.
   const ssh = configSsh(options.loaded.config, {
@@ -99,6 +102,7 @@ export function composeRuntime(options: ComposeOptions): Composed {
     redactor,
     agent: options.agent ?? 'candor',
     ...(gate ? { gate: options.wrapGate ? options.wrapGate(gate) : gate } : {}),
+    ...(policy ? { policy } : {}),
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
     ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),

@@ -35,6 +35,10 @@ export function resolveConfigPaths(config: GatewayConfig, dir: string): GatewayC
       ...config.approvals,
       dir: config.approvals.dir ? under(dir, config.approvals.dir) : defaultApprovalsDir(dir),
     };
+  if (config.policy)
+    out.policy = Array.isArray(config.policy)
+      ? config.policy.map((f) => under(dir, f))
+      : { ...config.policy, files: config.policy.files.map((f) => under(dir, f)) };
   if (config.upstreams)
     out.upstreams = Object.fromEntries(
       Object.entries(config.upstreams).map(([name, u]) => [

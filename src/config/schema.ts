@@ -184,6 +184,62 @@ function isOrigin(value: string): boolean {
   }
 }
 
+/** An IANA time zone name the runtime knows (Intl), e.g. `Europe/Berlin`, or `UTC`. */
+function isTimeZone(zone: string): boolean {
+  try {
+    new Intl.DateTimeFormat('en-US', { timeZone: zone });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+const policyFilesSchema = z
+  .array(z.string().min(1))
+  .min(1)
+  .describe('Cedar policy files, relative to this file');
+
+const policySchema = z
+  .union([
+    policyFilesSchema,
+    z.strictObject({
+      files: policyFilesSchema,
+      zone: z
+        .string()
+        .refine(isTimeZone, 'not a time zone name (e.g. UTC, Europe/Berlin)')
+        .default('UTC')
+        .describe('time zone of context.time (hour, weekday, date) and of `window: day`'),
+      totals: z
+        .record(
+          z.string().regex(/^[a-z][a-z0-9_]{0,63}$/, 'total names are snake_case'),
+          z.strictObject({
+            argument: z.string().min(1).describe('the numeric (integer) argument summed'),
+            actions: z
+              .array(z.string().min(1))
+              .min(1)
+              .optional()
+              .describe('actions counted (default: every action with that argument)'),
+            per: z
+              .enum(['principal', 'session', 'action'])
+              .default('principal')
+              .describe('whose operations are counted: the same caller, session or action'),
+            window: z
+              .string()
+              .regex(
+                /^(day|[1-9][0-9]{0,5}[smhd])$/,
+                'a window is `day` (since midnight in the zone) or a duration such as 30m, 24h, 7d',
+              )
+              .describe('day, or a rolling duration (s, m, h, d)'),
+          }),
+        )
+        .default({})
+        .describe('rolling totals in context.totals.NAME {count, sum}; unknown outcomes count'),
+    }),
+  ])
+  .describe(
+    'Cedar policies decided before every attempt (docs/policy.md): a list of files, or { files, zone, totals }',
+  );
+
 export const configSchema = z.strictObject({
   version: z.literal(1).optional(),
   ledger: z
@@ -275,6 +331,7 @@ export const configSchema = z.strictObject({
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
+  policy: policySchema.optional(),
   mcp: z
     .strictObject({
       http: z

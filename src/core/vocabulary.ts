@@ -118,6 +118,7 @@ export const EventKind = closedSet(
   'observation_recorded',
   'approval_requested',
   'approval_decided',
+  'policy_decided',
   'operation_resolved',
   'operation_superseded',
   'owner_changed',

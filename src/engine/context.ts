@@ -24,7 +24,13 @@ import type { ResolveSshSecret } from './ssh-action.js';
 import type { Telemetry } from '../telemetry/port.js';
 import type { LeaseOptions } from './ownership.js';
 import { traceEvents } from './trace.js';
-import { openGate, type CredentialProvider, type Gate, type Redactor } from './ports.js';
+import {
+  openGate,
+  type CredentialProvider,
+  type Gate,
+  type PolicyPort,
+  type Redactor,
+} from './ports.js';
 
 export { UsageError } from '../core/errors.js';
 
@@ -84,6 +90,11 @@ export interface EngineOptions {
    * `traceparent` on HTTP requests. Off when not given.
    */
   telemetry?: Telemetry;
+  /**
+   * Policy as code (src/policy): decides every attempt before any send and before approvals.
+   * Off when not given.
+   */
+  policy?: PolicyPort;
 }
 
 export interface RunOptions {
@@ -95,7 +106,10 @@ export interface RunOptions {
   /** A delegated worker making exactly one attempt for the owner. */
   worker?: string;
   supersedes?: string;
-  /** Who asked (src/core/caller.ts): recorded on operation_opened; the policy principal. */
+  /**
+   * Who asked (the authenticated HTTP caller, src/core/caller.ts; the local user when absent):
+   * recorded on operation_opened, and the principal policies see.
+   */
   caller?: Caller;
 }
 
@@ -136,7 +150,9 @@ export type RefusalCode =
   | 'owner_lost'
   | 'budget_spent'
   | 'already_settled'
-  | 'request_unbuildable';
+  | 'request_unbuildable'
+  | 'caller_not_permitted'
+  | 'policy_denied';
 
 export interface EngineContext {
   /** The options as given (defaults below are resolved once, here). */

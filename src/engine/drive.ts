@@ -13,6 +13,7 @@ import { openGate } from './ports.js';
 import { operationLicence, unknownNextStep } from '../core/operation-outcome.js';
 import { attemptEnvelope, factsOf, operationEnvelope } from './truth.js';
 import { prepare, type PreparedAttempt } from './request.js';
+import { policyStep } from './policy-step.js';
 
 /** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
 function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licence | null {
@@ -39,13 +40,16 @@ export async function gateRefusal<I, O>(
   signal?: AbortSignal,
   /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
   preparedNow?: PreparedAttempt,
+  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
+  policyApproval: { policy_ids: string[]; reason: string } | null = null,
 ): Promise<Envelope | null> {
   const { gate, resolve, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
   const prepared = preparedNow ?? tryPrepare(ctx, action, input, view);
   if (!prepared) return notAttempted(ctx, action, view);
-  // The open gate approves everything and reads nothing: no card is rendered for it.
-  if (gate === openGate) return null;
+  // The open gate approves everything and reads nothing: no card is rendered for it. (A policy's
+  // approval never reaches it: policy-step.ts refuses what a gate that cannot ask would approve.)
+  if (gate === openGate && !policyApproval) return null;
   const dest = action.destination;
   const decision = await gate.check({
     session_id: view.session_id ?? '',
@@ -83,6 +87,7 @@ export async function gateRefusal<I, O>(
     },
     ...(signal ? { signal } : {}),
     recorded: ctx.recorded,
+    ...(policyApproval ? { policy_approval: policyApproval } : {}),
   });
   if (decision.decision === 'approved') return null;
   if (decision.decision === 'pending') {
@@ -104,6 +109,11 @@ export async function gateRefusal<I, O>(
   if (decision.decision === 'unauthorized') {
     // Not this caller's to run: refused before any byte; an earlier attempt (another caller's
     // continuation) keeps whatever effect it had, and the envelope says the operation's truth.
+    if (last && view.remote_effect !== 'none')
+      return operationEnvelope(ctx, action, view, {
+        code: 'caller_not_permitted',
+        sentence: `This call sent nothing: ${decision.reason}.`,
+      });
     const outcome = {
       category: 'authorization_denied' as const,
       retry: 'never' as const,
@@ -207,7 +217,19 @@ export async function drive<I, O>(
     const prepared = preparedNext ?? tryPrepare(ctx, action, input, view);
     preparedNext = null;
     if (!prepared) return notAttempted(ctx, action, view);
-    const refused = await gateRefusal(ctx, action, input, view, retry, opts.signal, prepared);
+    // Policy first, on every attempt: before the gate, before any byte.
+    const policy = await policyStep(ctx, action, input, view, opts);
+    if (policy.refusal) return policy.refusal;
+    const refused = await gateRefusal(
+      ctx,
+      action,
+      input,
+      view,
+      retry,
+      opts.signal,
+      prepared,
+      policy.approval,
+    );
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
     // (and, with audit.witness_required, are cosigned by the witness or the action is held).
@@ -307,7 +329,19 @@ export async function licensedAttempt(
   }
   const prepared = tryPrepare(ctx, a, params, view);
   if (!prepared) return notAttempted(ctx, a, view);
-  const refused = await gateRefusal(ctx, a, params, view, licence, undefined, prepared);
+  // Recovery and reconciliation are run by the local operator: the policy sees the local caller.
+  const policy = await policyStep(ctx, a, params, view, {});
+  if (policy.refusal) return policy.refusal;
+  const refused = await gateRefusal(
+    ctx,
+    a,
+    params,
+    view,
+    licence,
+    undefined,
+    prepared,
+    policy.approval,
+  );
   if (refused) return refused;
   const result = await attempt(ctx, a, params, view, {
     retry: licence,

@@ -1,3 +1,4 @@
+import type { Caller } from '../core/caller.js';
 import type {
   ActionClass,
   Category,
@@ -87,6 +88,11 @@ export interface GateContext {
    * an approval card shows what is approved — never a stored summary of an earlier request.
    */
   request?: GateRequest;
+  /**
+   * Policy (src/policy) decided this attempt needs a person: the gate asks per call whatever the
+   * action's approval scope, and the card names the policies and their reason.
+   */
+  policy_approval?: { policy_ids: string[]; reason: string } | null;
 }
 
 /** The prepared request of one attempt, as a person sees it on an approval card. */
@@ -121,6 +127,47 @@ export interface Gate {
    * (a reconciliation lookup carries the credential too). A gate without it is never locked.
    */
   locked?(): Promise<boolean>;
+  /**
+   * True when the gate can ask a person. A policy's "require approval" on a gate that cannot ask
+   * is refused (fail closed), never approved.
+   */
+  readonly asks?: boolean;
+}
+
+/** What a policy sees of one attempt (built by the engine before any send). */
+export interface PolicyInput {
+  action: { name: string; class: ActionClass; destination: { kind?: string } & object };
+  /** The validated arguments of the call. */
+  args: unknown;
+  caller: Caller;
+  session_id: string | null;
+  operation_id: string;
+  /** The operation so far: its attempts and what the fold establishes. */
+  operation: {
+    attempts: number;
+    effect: RemoteEffect;
+    state: string | null;
+    /** Category of the newest finished attempt, or null before any. */
+    last_category: string | null;
+  };
+}
+
+/** A policy decision; `deny` and a failed evaluation both send nothing. */
+export interface PolicyVerdict {
+  decision: 'allow' | 'deny' | 'require_approval';
+  policy_ids: string[];
+  reason: string;
+  context_digest: string;
+  /** `Candor::Caller` id of the principal. */
+  principal: string;
+  /** Declared numeric arguments of this call that rolling totals count. */
+  counted: Record<string, number>;
+}
+
+/** Policy as code (src/policy): consulted before every attempt, before approvals. */
+export interface PolicyPort {
+  /** Never throws for a policy that fails to evaluate: that is a `deny` (fail closed). */
+  decide(input: PolicyInput): Promise<PolicyVerdict>;
 }
 
 export const openGate: Gate = {

@@ -152,6 +152,23 @@ export interface EventPayloads {
     decision: 'approved' | 'denied' | 'expired';
     approver: string;
   };
+  /**
+   * A policy decision (src/policy) before one attempt: evaluated before any send and before
+   * approvals, on every attempt. `policy_ids` are the policies that determined it (none for the
+   * default deny or a failed evaluation); `context_digest` is sha256 of the canonical request the
+   * policies saw. `counted` holds the declared numeric arguments rolling totals read back.
+   */
+  policy_decided: {
+    decision: 'allow' | 'deny' | 'require_approval';
+    policy_ids: string[];
+    reason: string;
+    context_digest: string;
+    /** `Candor::Caller` id: `local:<user>` or `token:<subject>`. */
+    principal: string;
+    /** The attempt number this decision gates (1 for a first call). */
+    attempt: number;
+    counted: Record<string, number>;
+  };
   operation_resolved: {
     state: OperationState;
     category: Category;

@@ -136,6 +136,9 @@ export interface ApprovalView {
   decided_at: number | null;
 }
 
+/** A policy decision before one attempt (`policy_decided`). */
+export type PolicyDecisionView = EventPayloads['policy_decided'] & { at: number; seq: number };
+
 export interface OperationView {
   operation_id: string;
   session_id: string | null;
@@ -161,6 +164,8 @@ export interface OperationView {
   approvals: ApprovalView[];
   /** Approval prompts shown for this operation (approval fatigue is a defect too). */
   prompts: number;
+  /** Policy decisions, one per attempt the policies gated, oldest first. */
+  policies: PolicyDecisionView[];
   resolution: (EventPayloads['operation_resolved'] & { at: number; seq: number }) | null;
   /** Takeovers by other gateways (`owner_changed`), oldest first; `owner` is the newest `to`. */
   owner_changes: (EventPayloads['owner_changed'] & { at: number; seq: number })[];
@@ -193,6 +198,7 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
     observations: [],
     approvals: [],
     prompts: 0,
+    policies: [],
     resolution: null,
     owner_changes: [],
     first_seq: first.seq,
@@ -262,6 +268,9 @@ function applyEvent(v: OperationView, e: StoredEvent): void {
         });
       return;
     }
+    case 'policy_decided':
+      v.policies.push({ ...e.data, at: e.at, seq: e.seq });
+      return;
     case 'operation_resolved':
       v.resolution = { ...e.data, at: e.at, seq: e.seq };
       return;

@@ -8,6 +8,7 @@ import {
   elicitationRequest,
   type ApprovalGate,
 } from '../approvals/index.js';
+import { PolicyLoadError } from '../policy/index.js';
 import { composeRuntime, type ComposeOptions } from '../config/compose.js';
 import type { ConfigIssue } from '../config/locate.js';
 import type { LoadedConfig } from '../config/load.js';
@@ -170,6 +171,19 @@ export async function startGateway(options: StartOptions): Promise<StartResult> 
     await upstreams?.close();
     await otlp?.shutdown().catch(() => undefined);
     await ledger.close();
+    if (error instanceof PolicyLoadError) {
+      // One line, at the policy's place (exit 2, like any other problem in the configuration).
+      const first = error.problems[0]!;
+      const more = error.problems.length > 1 ? ` (and ${error.problems.length - 1} more)` : '';
+      return {
+        ok: false,
+        failure: {
+          code: 'config',
+          message: error.message,
+          issues: [{ ...first, field: 'policy', problem: `${first.message}${more}` }],
+        },
+      };
+    }
     return {
       ok: false,
       failure: { code: 'config', message: error instanceof Error ? error.message : String(error) },

@@ -226,6 +226,18 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
               e.at,
             );
             return;
+          case 'policy_decided':
+            span.addEvent(
+              'candor.policy.decided',
+              {
+                'candor.policy.decision': e.data.decision,
+                'candor.policy.ids': e.data.policy_ids.join(','),
+                'candor.policy.attempt': e.data.attempt,
+                'candor.policy.context_digest': e.data.context_digest,
+              },
+              e.at,
+            );
+            return;
           case 'approval_decided':
             span.addEvent(
               'candor.approval.decided',

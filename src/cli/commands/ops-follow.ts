@@ -135,6 +135,8 @@ function summary(e: StoredEvent): string {
       return ` ${e.data.scope}`;
     case 'approval_decided':
       return ` ${e.data.decision} by ${e.data.approver}`;
+    case 'policy_decided':
+      return ` ${e.data.decision}${e.data.policy_ids.length ? ` by ${e.data.policy_ids.join(', ')}` : ''} (attempt ${e.data.attempt})`;
     case 'operation_resolved':
       return ` ${e.data.state} (${e.data.category}) by ${e.data.by}`;
     case 'operation_superseded':

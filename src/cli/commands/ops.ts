@@ -226,6 +226,16 @@ export function formatOperation(v: OperationView): string {
       `  state after  ${o.state_after}`,
     );
   });
+  if (v.policies.length > 0) {
+    lines.push('', `policy       ${v.policies.length} decision(s)`);
+    for (const p of v.policies) {
+      lines.push(
+        `  attempt ${p.attempt}  ${p.decision}${p.policy_ids.length ? ` by ${p.policy_ids.join(', ')}` : ''} for ${p.principal} at ${iso(p.at)}`,
+        `    reason   ${p.reason}`,
+        `    context  ${p.context_digest || '(not built)'}`,
+      );
+    }
+  }
   if (v.approvals.length > 0) {
     lines.push('', `approvals    ${v.prompts} prompt(s)`);
     for (const ap of v.approvals) {

@@ -294,6 +294,38 @@ export function operationBody(
             </tbody>
           </table>`
     }
+    <h2>Policy decisions (${v.policies.length})</h2>
+    ${
+      v.policies.length === 0
+        ? html`<p class="muted">No policy decided this operation.</p>`
+        : html`<table aria-label="Policy decisions">
+            <thead>
+              <tr>
+                <th scope="col">Attempt</th>
+                <th scope="col">Decision</th>
+                <th scope="col">Policies</th>
+                <th scope="col">Reason</th>
+                <th scope="col">Principal</th>
+                <th scope="col">Context digest</th>
+                <th scope="col">At</th>
+              </tr>
+            </thead>
+            <tbody>
+              ${v.policies.map(
+                (p) =>
+                  html`<tr>
+                    <td>${p.attempt}</td>
+                    <td>${p.decision}</td>
+                    <td class="mono">${p.policy_ids.length ? p.policy_ids.join(', ') : '–'}</td>
+                    <td>${p.reason}</td>
+                    <td class="mono">${p.principal}</td>
+                    <td class="mono">${dash(p.context_digest || null)}</td>
+                    <td>${iso(p.at)}</td>
+                  </tr>`,
+              )}
+            </tbody>
+          </table>`
+    }
     <h2>Approvals (${v.approvals.length}, ${v.prompts} prompt(s))</h2>
     ${
       v.approvals.length === 0
