@@ -12,6 +12,7 @@ import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
 import { operationEnvelope } from './truth.js';
 import { recordedInput, secretsDigest } from './ssh-action.js';
+import { callContext } from './trace.js';
 
 /** An operation ready to be opened: its records (not yet written) and its first request. */
 export interface Opening {
@@ -108,6 +109,7 @@ export async function prepareOpening<I>(
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
+        ...callContext(),
       },
     },
   ];

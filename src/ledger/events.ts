@@ -79,6 +79,12 @@ export interface EventPayloads {
      * an honoured idempotency key without minting a new operation. Sealed when an auditor key is set.
      */
     params: unknown;
+    /**
+     * The W3C `traceparent` of the traced call that wrote this event (its `execute_tool` span), so
+     * that a later reconcile, recovery or sweep links its span to it. Absent when telemetry is off
+     * (and in events written before it existed).
+     */
+    traceparent?: string;
   };
   attempt_started: {
     attempt_id: string;
@@ -92,6 +98,12 @@ export interface EventPayloads {
     prior_request_fingerprint: string | null;
     credential_ref: string | null;
     destination: Destination;
+    /**
+     * The W3C `traceparent` of the traced call that wrote this event (its `execute_tool` span), so
+     * that a later reconcile, recovery or sweep links its span to it. Absent when telemetry is off
+     * (and in events written before it existed).
+     */
+    traceparent?: string;
   };
   attempt_finished: {
     attempt_id: string;
