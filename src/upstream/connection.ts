@@ -11,6 +11,12 @@ import {
   type Transport as ClientTransport,
 } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import {
+  boundedFetch,
+  tooLarge,
+  UPSTREAM_MAX_MESSAGE_BYTES,
+  UPSTREAM_MESSAGE_TOO_LARGE,
+} from './bounded.js';
 
 /** How to reach an upstream; secrets already resolved (they stay in the child env or headers). */
 export type UpstreamEndpoint =
@@ -58,6 +64,8 @@ type Watch = {
   written: boolean;
   answer: Message | null;
   closed: boolean;
+  /** Its answer (or the stream it was on) went past the message size limit. */
+  overflow: boolean;
   done: () => void;
   requestId?: unknown;
 };
@@ -68,6 +76,8 @@ export function upstreamConnection(
   options: {
     log?: (line: string) => void;
     connect_timeout_ms?: number;
+    /** The largest message read from the upstream (default 16 MiB, `UPSTREAM_MAX_MESSAGE_BYTES`). */
+    max_message_bytes?: number;
     /** Called after the upstream was started again (not the first time), e.g. to list its tools anew. */
     onReopen?: () => void;
   } = {},
@@ -76,11 +86,22 @@ export function upstreamConnection(
   let live: Promise<{ client: Client; watches: Map<string, Watch>; gone: () => boolean }> | null =
     null;
   const log = options.log ?? (() => undefined);
+  const max = options.max_message_bytes ?? UPSTREAM_MAX_MESSAGE_BYTES;
 
   async function open() {
     const ep = await endpoint();
     const watches = new Map<string, Watch>();
     let closed = false;
+    /** Past the size limit: the calls it concerns are told so (their outcome is unknown). */
+    const overflowed = (which: Iterable<Watch>): void => {
+      log(
+        `upstream ${name}: a message went past the limit of ${max} bytes (max_message_bytes); the connection is closed (${UPSTREAM_MESSAGE_TOO_LARGE})`,
+      );
+      for (const w of which) {
+        w.overflow = true;
+        w.done();
+      }
+    };
     const inner: ClientTransport =
       ep.kind === 'stdio'
         ? new StdioClientTransport({
@@ -89,11 +110,25 @@ export function upstreamConnection(
             // Only the safe defaults of this process's environment plus the configured values.
             env: { ...getDefaultEnvironment(), ...ep.env },
             stderr: 'pipe',
+            // One line is one message: the SDK closes the child past this many buffered bytes.
+            maxBufferSize: max,
             ...(ep.cwd !== undefined ? { cwd: ep.cwd } : {}),
           })
         : new StreamableHTTPClientTransport(new URL(ep.url), {
             requestInit: { headers: ep.headers },
+            fetch: boundedFetch(max, (request) => {
+              const meta = (request as { params?: { _meta?: Record<string, unknown> } } | null)
+                ?.params?._meta;
+              const callId = meta?.[CALL_ID_META];
+              const watch = typeof callId === 'string' ? watches.get(callId) : undefined;
+              overflowed(watch ? [watch] : []);
+            }),
           });
+    if (inner instanceof StdioClientTransport)
+      tagStdioOverflow(inner, max, () => {
+        // The child is closed by the SDK: every call in flight on it is cut off by this message.
+        overflowed([...watches.values()].filter((w) => w.written));
+      });
     const byRequest = new Map<unknown, Watch>();
     const innerSend = inner.send.bind(inner);
     inner.send = async (message, sendOptions) => {
@@ -182,7 +217,13 @@ export function upstreamConnection(
       }
       let settle!: () => void;
       const answered = new Promise<void>((r) => (settle = r));
-      const watch: Watch = { written: false, answer: null, closed: false, done: () => settle() };
+      const watch: Watch = {
+        written: false,
+        answer: null,
+        closed: false,
+        overflow: false,
+        done: () => settle(),
+      };
       c.watches.set(opts.id, watch);
       const local = new AbortController();
       let ended: 'deadline' | 'cancelled' | null = null;
@@ -220,8 +261,13 @@ export function upstreamConnection(
           stage: 'answered',
           message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'],
         };
-      const code = error ? codeOf(error) : 'no_answer';
+      const code = watch.overflow
+        ? UPSTREAM_MESSAGE_TOO_LARGE
+        : error
+          ? codeOf(error)
+          : 'no_answer';
       if (!watch.written) return { stage: 'not_written', error_code: code };
+      if (watch.overflow) return { stage: 'written', ended: 'error', error_code: code };
       return {
         stage: 'written',
         ended: watch.closed ? 'closed' : (ended ?? 'error'),
@@ -233,6 +279,26 @@ export function upstreamConnection(
       live = null;
       await current?.client.close().catch(() => undefined);
     },
+  };
+}
+
+/**
+ * The SDK's stdio read buffer throws past `maxBufferSize` (its only failure) and closes the child;
+ * wrapping its `append` tells that failure apart by where it was thrown, never by its text. When a
+ * later SDK renames the buffer, the limit still holds (the option), only the code is lost.
+ */
+function tagStdioOverflow(inner: StdioClientTransport, max: number, over: () => void): void {
+  const buffer = (inner as unknown as { _readBuffer?: { append?: (chunk: Buffer) => void } })
+    ._readBuffer;
+  const append = buffer?.append?.bind(buffer);
+  if (!buffer || !append) return;
+  buffer.append = (chunk) => {
+    try {
+      append(chunk);
+    } catch {
+      over();
+      throw tooLarge(max);
+    }
   };
 }
 
