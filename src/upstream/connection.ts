@@ -7,6 +7,7 @@
 // connecting) and what came back for exactly that request id (a result, or a JSON-RPC error).
 import {
   Client,
+  deserializeMessage,
   StreamableHTTPClientTransport,
   type Transport as ClientTransport,
 } from '@modelcontextprotocol/client';
@@ -126,7 +127,9 @@ export function upstreamConnection(
           });
     if (inner instanceof StdioClientTransport)
       tagStdioOverflow(inner, max, () => {
-        // The child is closed by the SDK: every call in flight on it is cut off by this message.
+        // The SDK is closing the child: the next call starts a new one, and every call in flight
+        // on this one is cut off by this message.
+        closed = true;
         overflowed([...watches.values()].filter((w) => w.written));
       });
     const byRequest = new Map<unknown, Watch>();
@@ -283,23 +286,67 @@ export function upstreamConnection(
 }
 
 /**
- * The SDK's stdio read buffer throws past `maxBufferSize` (its only failure) and closes the child;
- * wrapping its `append` tells that failure apart by where it was thrown, never by its text. When a
- * later SDK renames the buffer, the limit still holds (the option), only the code is lost.
+ * The SDK's stdio read buffer copies everything it holds on each chunk (quadratic in a long line)
+ * and throws past `maxBufferSize`. It is replaced by a linear one with the same three members that
+ * throws the coded error past `max` (a line or its unfinished rest); the SDK then closes the child.
+ * When a later SDK renames the buffer, the limit still holds (the option), only the code is lost.
  */
 function tagStdioOverflow(inner: StdioClientTransport, max: number, over: () => void): void {
-  const buffer = (inner as unknown as { _readBuffer?: { append?: (chunk: Buffer) => void } })
-    ._readBuffer;
-  const append = buffer?.append?.bind(buffer);
-  if (!buffer || !append) return;
-  buffer.append = (chunk) => {
-    try {
-      append(chunk);
-    } catch {
-      over();
-      throw tooLarge(max);
+  const holder = inner as unknown as { _readBuffer?: { append?: unknown } };
+  if (typeof holder._readBuffer?.append !== 'function') return;
+  holder._readBuffer = new LineBuffer(max, over);
+}
+
+/** Newline-delimited JSON-RPC messages, held in chunks until their newline arrives. */
+class LineBuffer {
+  #chunks: Buffer[] = [];
+  #size = 0;
+  #lines: string[] = [];
+  constructor(
+    private readonly max: number,
+    private readonly over: () => void,
+  ) {}
+
+  append(chunk: Buffer): void {
+    let start = 0;
+    for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, start)) {
+      this.#take(chunk.subarray(start, i));
+      this.#lines.push(Buffer.concat(this.#chunks).toString('utf8').replace(/\r$/, ''));
+      this.#chunks = [];
+      this.#size = 0;
+      start = i + 1;
     }
-  };
+    if (start < chunk.length) this.#take(chunk.subarray(start));
+  }
+
+  #take(piece: Buffer): void {
+    if (this.#size + piece.length > this.max) {
+      this.clear();
+      this.over();
+      throw tooLarge(this.max);
+    }
+    this.#chunks.push(piece);
+    this.#size += piece.length;
+  }
+
+  readMessage(): unknown {
+    for (let line = this.#lines.shift(); line !== undefined; line = this.#lines.shift()) {
+      try {
+        return deserializeMessage(line);
+      } catch (error) {
+        // Not JSON (a stray log line on stdout): skipped, as the SDK's own buffer does.
+        if (error instanceof SyntaxError) continue;
+        throw error;
+      }
+    }
+    return null;
+  }
+
+  clear(): void {
+    this.#chunks = [];
+    this.#size = 0;
+    this.#lines = [];
+  }
 }
 
 /** An HTTP send that failed before a connection existed (nothing reached the server). */
