@@ -1,7 +1,11 @@
-// The audit edges under hostile input (issue 38): a witness answering 300 MB and the `/audit` page
-// on a big ledger. Prints, against a baseline measured in the same run:
+// The edges under hostile input (issue 38): a witness answering 300 MB, a lookup answered with
+// 300 MB, an upstream MCP server sending one 300 MB message, and the `/audit` page on a big
+// ledger. Prints, against a baseline measured in the same run:
 //   - the process's peak RSS while a checkpoint is offered to a witness streaming 300 MB (against an
 //     honest witness): the answer is read up to 64 KiB and then cut off, so the peak stays flat;
+//   - the same for a lookup (`reconcile.max_answer_bytes`, 4 MiB) answered with 300 MB, against a
+//     lookup answered with a small list, and for an upstream MCP message of 300 MB over stdio
+//     (`max_message_bytes`, 16 MiB) against a small answer: memory stays bounded by the limits;
 //   - `/audit` response time on a ledger of --mb MB (default 50) once the background verification
 //     has finished, against the same request on a 100-record ledger (target: < 200 ms).
 //
@@ -116,6 +120,96 @@ hostile.close();
 console.log(
   `witness 300 MB answer: peak RSS ${bad.mb.toFixed(0)} MB vs ${base.mb.toFixed(0)} MB honest (×${(bad.mb / base.mb).toFixed(2)}); ` +
     `${bad.ms.toFixed(0)} ms; server wrote ${(written / 2 ** 20).toFixed(1)} MB; outcome ${data.witness_problem_code}`,
+);
+
+// A lookup answered with 300 MB (the operation was left unknown by a dropped connection).
+const { createRuntime } = await import(new URL('runtime.js', dist).href);
+const { defineAction } = await import(new URL('engine/action.js', dist).href);
+const { staticCredentials } = await import(new URL('engine/ports.js', dist).href);
+const { z } = await import('zod');
+async function lookupRss(hugeAnswer) {
+  let sent = 0;
+  const server = createServer((req, res) => {
+    req.resume();
+    req.on('end', () => {
+      if (req.method === 'POST') return void req.socket.destroy();
+      res.writeHead(200, { 'content-type': 'application/json' });
+      if (!hugeAnswer) return void res.end('{"items":[]}');
+      res.write('{"items":[');
+      const chunk = Buffer.alloc(64 * 1024, 0x20);
+      const pump = () => {
+        while (sent < TOTAL && !res.destroyed) {
+          sent += chunk.length;
+          if (!res.write(chunk)) return void res.once('drain', pump);
+        }
+        if (!res.destroyed) res.end(']}');
+      };
+      pump();
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const origin = `http://127.0.0.1:${server.address().port}`;
+  const record = z.looseObject({ id: z.string() });
+  const create = defineAction({
+    name: 'create_item',
+    class: 'create',
+    subject: 'the item',
+    input: z.object({}),
+    request: () => ({ method: 'POST', path: '/v1/items', body: {} }),
+    response: record,
+    remoteRef: (d) => d.id,
+    destination: {
+      origin,
+      authority_ref: 'vault:bench',
+      reconciliation: {
+        lookup: (ctx) => ({ method: 'GET', path: `/v1/items?ref=${ctx.correlation_id}` }),
+        matches: (body) => body.items.map((r) => ({ ref: r.id, record: r })),
+      },
+    },
+  });
+  const rt = createRuntime({
+    ledger: openMemoryLedger(),
+    credentials: staticCredentials({ 'vault:bench': {} }),
+    actions: [create],
+    sleep: () => Promise.resolve(),
+  });
+  const env = await rt.run(create, {});
+  let out;
+  const r = await peakRss(async () => {
+    out = await rt.reconcile(env.operation_id);
+  });
+  await rt.close();
+  server.closeAllConnections();
+  server.close();
+  return { ...r, sent, category: out.category };
+}
+const lookupBase = await lookupRss(false);
+const lookupBad = await lookupRss(true);
+console.log(
+  `lookup 300 MB answer: peak RSS ${lookupBad.mb.toFixed(0)} MB vs ${lookupBase.mb.toFixed(0)} MB small (×${(lookupBad.mb / lookupBase.mb).toFixed(2)}); ` +
+    `${lookupBad.ms.toFixed(0)} ms; server wrote ${(lookupBad.sent / 2 ** 20).toFixed(1)} MB; outcome ${lookupBad.category}`,
+);
+
+// An upstream MCP server (stdio) answering one call with a 300 MB line.
+const { upstreamConnection } = await import(new URL('upstream/connection.js', dist).href);
+const oversized = new URL('../test/fixtures/upstream/oversized-server.mjs', import.meta.url);
+const conn = upstreamConnection(
+  'bench',
+  async () => ({ kind: 'stdio', command: process.execPath, args: [oversized.pathname], env: {} }),
+  {},
+);
+await conn.listTools();
+let facts;
+const mcpBase = await peakRss(async () => {
+  facts = await conn.call('small', {}, { id: 'b1', deadline_ms: 30_000 });
+});
+const mcpBad = await peakRss(async () => {
+  facts = await conn.call('huge', {}, { id: 'b2', deadline_ms: 60_000 });
+});
+await conn.close();
+console.log(
+  `upstream MCP 300 MB message (stdio): peak RSS ${mcpBad.mb.toFixed(0)} MB vs ${mcpBase.mb.toFixed(0)} MB small (×${(mcpBad.mb / mcpBase.mb).toFixed(2)}); ` +
+    `${mcpBad.ms.toFixed(0)} ms; outcome ${facts.stage} ${facts.error_code ?? ''}`,
 );
 
 // /audit on a big ledger: served from the background verification's cache.

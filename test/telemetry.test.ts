@@ -371,6 +371,159 @@ describe('telemetry through `candor serve` (telemetry: in candor.yaml, a real MC
   });
 });
 
+describe('span links: a call that settles an operation links to the call that started it', () => {
+  /** Gateways on one ledger (a restart, or a fleet), each with its owner id. */
+  function gateways(telemetry: Telemetry, owners: string[], lease = false) {
+    const ledger = openMemoryLedger();
+    const actions = referenceActions(fake.url);
+    const rts = owners.map((owner) => {
+      const rt = createRuntime({
+        ledger,
+        owner,
+        credentials: staticCredentials({
+          [REFERENCE_AUTHORITY]: { authorization: `Bearer ${CANARY}` },
+        }),
+        actions,
+        telemetry,
+        sleep: () => Promise.resolve(),
+        ...(lease ? { lease: { ttl_ms: 60_000 } } : {}),
+      });
+      opened.push(rt);
+      return rt;
+    });
+    const action = (name: string) => actions.find((a) => a.name === name)!;
+    return { ledger, rts, action };
+  }
+
+  /** Leaves an operation unknown (RST after commit) and answers the call's span and its id. */
+  async function unknownOperation(
+    rt: ReturnType<typeof createRuntime>,
+    action: ReturnType<ReturnType<typeof gateways>['action']>,
+    spans: InMemorySpanExporter,
+    id: string,
+  ) {
+    fake.arm({ call_id: id, phase: 'after_commit', action: 'rst' });
+    const env = await rt.run(action, { service: id, version: '1.0.0' }, { correlationId: id });
+    expect(env).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    const original = spans
+      .getFinishedSpans()
+      .find(
+        (s) =>
+          s.attributes['candor.operation.id'] === env.operation_id &&
+          s.name.startsWith('execute_tool'),
+      )!;
+    expect(original.name).toBe('execute_tool create_deployment');
+    return { operationId: env.operation_id!, original };
+  }
+
+  /** The spans after the original that speak of the operation, with the links they carry. */
+  function settling(spans: InMemorySpanExporter, original: ReadableSpan, operationId: string) {
+    return spans
+      .getFinishedSpans()
+      .filter((s) => s !== original && s.attributes['candor.operation.id'] === operationId)
+      .filter((s) => s.name.startsWith('execute_tool'));
+  }
+
+  function expectLinkedTo(span: ReadableSpan, original: ReadableSpan, operationId: string) {
+    // A new trace of its own, linked (not parented) to the original call.
+    expect(span.spanContext().traceId).not.toBe(original.spanContext().traceId);
+    expect(span.parentSpanContext).toBeUndefined();
+    expect(span.links.map((l) => [l.context.traceId, l.context.spanId, l.attributes])).toEqual([
+      [
+        original.spanContext().traceId,
+        original.spanContext().spanId,
+        { 'candor.operation.id': operationId },
+      ],
+    ]);
+  }
+
+  it('reconcile_operation: the ledger holds the original traceparent, the reconcile span links to it', async () => {
+    const { spans, telemetry } = inMemory();
+    const { ledger, rts, action } = gateways(telemetry, ['gw-links-1']);
+    const { operationId, original } = await unknownOperation(
+      rts[0]!,
+      action('create_deployment'),
+      spans,
+      'tel-link-reconcile',
+    );
+    const events = (await ledger.read(0)).filter((e) => e.operation_id === operationId);
+    const recorded = events
+      .filter((e) => e.kind === 'operation_opened' || e.kind === 'attempt_started')
+      .map((e) => (e.data as { traceparent?: string }).traceparent);
+    expect(recorded).toEqual([traceparentOf(original), traceparentOf(original)]);
+
+    const settled = await rts[0]!.reconcile(operationId);
+    expect(settled).toMatchObject({ category: 'succeeded' });
+    const [reconcile] = settling(spans, original, operationId);
+    expect(reconcile!.events.map((e) => e.name)).toContain('candor.observation');
+    expectLinkedTo(reconcile!, original, operationId);
+  });
+
+  it('candor recover after a restart: the recovery span links to the call that left it unknown', async () => {
+    const { spans, telemetry } = inMemory();
+    const { rts, action } = gateways(telemetry, ['gw-links-2', 'gw-links-2']);
+    const { operationId, original } = await unknownOperation(
+      rts[0]!,
+      action('create_deployment'),
+      spans,
+      'tel-link-recover',
+    );
+    const items = await rts[1]!.recover();
+    expect(items.map((i) => [i.operation_id, i.outcome])).toEqual([
+      [operationId, 'found_by_lookup'],
+    ]);
+    const [recovery] = settling(spans, original, operationId);
+    expect(recovery!.events.map((e) => e.name)).toContain('candor.observation');
+    expectLinkedTo(recovery!, original, operationId);
+  });
+
+  it("a fleet sweep: the taking-over gateway's span links to the other gateway's call", async () => {
+    const { spans, telemetry } = inMemory();
+    const { rts, action } = gateways(telemetry, ['gw-links-a', 'gw-links-b'], true);
+    const { operationId, original } = await unknownOperation(
+      rts[0]!,
+      action('create_deployment'),
+      spans,
+      'tel-link-sweep',
+    );
+    // Gateway a goes away: its lease ends, so b's sweep may take its operation over.
+    await rts[0]!.endSession('stopped');
+    const items = await rts[1]!.recover({ sweep: true });
+    expect(items.map((i) => i.operation_id)).toEqual([operationId]);
+    const [sweep] = settling(spans, original, operationId);
+    expect(sweep!.events.map((e) => e.name)).toContain('candor.owner_changed');
+    expectLinkedTo(sweep!, original, operationId);
+  });
+
+  it('events without a traceparent (telemetry off, or older ledgers) read back and link to nothing', async () => {
+    const { ledger, rts, action } = gateways(undefined as unknown as Telemetry, ['gw-links-off']);
+    fake.arm({ call_id: 'tel-link-off', phase: 'after_commit', action: 'rst' });
+    const env = await rts[0]!.run(
+      action('create_deployment'),
+      { service: 'off', version: '1.0.0' },
+      { correlationId: 'tel-link-off' },
+    );
+    const events = (await ledger.read(0)).filter((e) => e.operation_id === env.operation_id);
+    expect(events.some((e) => 'traceparent' in e.data)).toBe(false);
+    // The same ledger under a traced gateway: the reconcile span starts a trace with no links.
+    const { spans, telemetry } = inMemory();
+    const traced = createRuntime({
+      ledger,
+      owner: 'gw-links-off',
+      credentials: staticCredentials({
+        [REFERENCE_AUTHORITY]: { authorization: `Bearer ${CANARY}` },
+      }),
+      actions: referenceActions(fake.url),
+      telemetry,
+      sleep: () => Promise.resolve(),
+    });
+    opened.push(traced);
+    expect(await traced.reconcile(env.operation_id!)).toMatchObject({ category: 'succeeded' });
+    const [reconcile] = spans.getFinishedSpans().filter((s) => s.name.startsWith('execute_tool'));
+    expect(reconcile!.links).toEqual([]);
+  });
+});
+
 function dump(s: ReadableSpan): unknown {
   return { name: s.name, attributes: s.attributes, events: s.events, status: s.status };
 }

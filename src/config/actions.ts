@@ -338,6 +338,7 @@ function buildHttpActions(config: GatewayConfig): ConfiguredAction[] {
       destination.reconciliation = {
         shape: lookup.shape,
         route: `${lookup.method} ${lookup.path}`,
+        maxAnswerBytes: lookup.max_answer_bytes,
         lookup: (ctx, input) => ({
           method: lookup.method,
           path: renderPath(lookup.path, { ...ctx, input }),

@@ -129,6 +129,15 @@ const reconcileSchema = z
       .describe(
         "the record field with its creation time (ISO 8601 or epoch seconds/ms); a record older than the operation is not this operation's",
       ),
+    max_answer_bytes: z
+      .number()
+      .int()
+      .min(1024)
+      .max(268_435_456)
+      .default(4_194_304)
+      .describe(
+        "the largest lookup answer read (bytes, default 4 MiB); past it reading stops and the lookup learned nothing (the action's timeouts bound its time)",
+      ),
   })
   .describe(
     "a read that finds the records this operation created; a record counts as this operation's only when it carries the operation's id, idempotency key or correlation value, or matches every `identify` field",

@@ -133,6 +133,15 @@ export const upstreamSchema = z
       .describe('prefix of the exported tool names (default: the upstream name and _)'),
     deadline_ms: z.number().int().positive().default(30_000),
     connect_timeout_ms: z.number().int().positive().default(30_000),
+    max_message_bytes: z
+      .number()
+      .int()
+      .min(65_536)
+      .max(1_073_741_824)
+      .default(16_777_216)
+      .describe(
+        'the largest message read from the upstream (one stdio line, one HTTP answer or SSE event); past it the connection is closed and the call is unknown (UPSTREAM_MESSAGE_TOO_LARGE)',
+      ),
     tools: z.record(z.string(), upstreamToolSchema).default({}),
   })
   .superRefine((u, ctx) => {

@@ -77,6 +77,7 @@ export async function startUpstreams(
       upstreamConnection(name, () => endpointOf(name, spec, options, sources.get(name)), {
         log,
         connect_timeout_ms: spec.connect_timeout_ms,
+        max_message_bytes: spec.max_message_bytes,
         // A restarted upstream may be a different build: its annotations are compared again.
         onReopen: () => void relistOne(name).catch(() => undefined),
       }),

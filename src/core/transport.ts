@@ -39,6 +39,11 @@ export interface HttpPrepared {
    * keep-alive time; otherwise a fresh one.
    */
   reuse_connection: boolean;
+  /**
+   * A cap on the answer's body: reading stops past it, the connection is closed and the reply
+   * flagged `over_limit` (lookups). Without it the adapter keeps 4 MiB and drains the rest.
+   */
+  max_body_bytes?: number;
 }
 
 /** An SSH command run under the marker protocol (one attempt of an operation). */
@@ -138,6 +143,8 @@ export interface Reply {
   headers?: Record<string, string>;
   body?: Uint8Array;
   framing?: Framing;
+  /** The body went past the request's `max_body_bytes` and was cut off there (`body` is its start). */
+  over_limit?: boolean;
 }
 
 export interface Phases {

@@ -68,7 +68,15 @@ export interface ReconciliationDeclaration {
    * parse. A record older than the operation is not this operation's effect.
    */
   createdAt?(record: unknown): number | null;
+  /**
+   * The largest lookup answer read, in bytes (default `LOOKUP_MAX_ANSWER_BYTES`, 4 MiB): reading
+   * stops past it and the lookup learned nothing (`lookup_answer_too_large`).
+   */
+  maxAnswerBytes?: number;
 }
+
+/** Default cap on a lookup's answer body (`reconcile.max_answer_bytes` in candor.yaml). */
+export const LOOKUP_MAX_ANSWER_BYTES = 4 * 1024 * 1024;
 
 /**
  * Where an HTTP action's requests go. `kind` may be left out: HTTP is the default transport, and

@@ -1,7 +1,7 @@
 // One attempt, in five steps: write-ahead (attempt_started is durable before a byte leaves),
 // dispatch (through the destination's transport), check (the reply against the action's
 // contract), classify (evidence to a claim) and record (attempt_finished with its diagnostics).
-import { withTraceparent } from './trace.js';
+import { callContext, withTraceparent } from './trace.js';
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
 import type { Evidence } from '../core/evidence.js';
@@ -172,6 +172,7 @@ async function writeAhead(
           authority_ref: dest.authority_ref,
           route_template: dest.route_template ?? prepared.target.split('?')[0]!,
         },
+        ...callContext(),
       },
     },
   ]);

@@ -12,6 +12,7 @@ import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
 import { operationEnvelope } from './truth.js';
 import { recordedInput, secretsDigest } from './ssh-action.js';
+import { callContext } from './trace.js';
 
 /** An operation ready to be opened: its records (not yet written) and its first request. */
 export interface Opening {
@@ -109,6 +110,7 @@ export async function prepareOpening<I>(
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
         ...(opts.caller ? { caller: callerRecord(opts.caller) } : {}),
+        ...callContext(),
       },
     },
   ];

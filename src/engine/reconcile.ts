@@ -12,6 +12,7 @@ import type { Envelope } from '../core/envelope.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { HttpRequestSpec, RequestContext } from './action.js';
+import { LOOKUP_MAX_ANSWER_BYTES } from './action.js';
 import { operationEnvelope } from './truth.js';
 import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
@@ -195,12 +196,15 @@ export async function reconcileView(
       },
       ...(action.timeouts ? { timeouts: action.timeouts } : {}),
       reuse_connection: true,
+      // Bounded like every answer read from outside: a huge body costs the cap, not its length.
+      max_body_bytes: lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES,
     },
     signal,
   );
   const reply = out.reply;
+  const tooLarge = reply?.over_limit === true;
   const complete = out.evidence.phase === 'response_complete';
-  const status = complete ? (reply?.status ?? null) : null;
+  const status = complete || tooLarge ? (reply?.status ?? null) : null;
   if (complete && status === 404 && lookup.shape === 'one') {
     // A get-by-id that says "no such record": a negative observation, like an empty list.
     matches = [];
@@ -224,8 +228,9 @@ export async function reconcileView(
       checked_at: checkedAt,
       matches: 0,
       remote_refs: [],
-      conclusion:
-        status === null
+      conclusion: tooLarge
+        ? `lookup_answer_too_large: the lookup answered ${status ?? '?'} with a body over the limit of ${lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES} bytes, cut off there: nothing learned`
+        : status === null
           ? 'the lookup got no answer: nothing learned'
           : `the lookup answered ${status} with no usable list of records: nothing learned`,
       state_after: stateNow,

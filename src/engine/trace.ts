@@ -30,6 +30,8 @@ export async function traced<T = Envelope>(
     identify: (op) => start().identify(op),
     record: (events) => start().record(events),
     traceparent: () => started?.traceparent() ?? null,
+    // Asked only while an event of this call is being written: the trace starts then if lazy.
+    context: () => start().context?.() ?? null,
     end: (outcome) => started?.end(outcome),
   };
   try {
@@ -44,14 +46,36 @@ export async function traced<T = Envelope>(
   }
 }
 
-/** Tells the current call which operation it is about. */
+/** Tells the current call which operation it is about, and the earlier calls it links to. */
 export function identifyCall(view: {
   operation_id: string;
   correlation_id: string | null;
   action: string | null;
+  traceparents?: readonly string[];
 }): void {
-  current.getStore()?.identify(view);
+  const trace = current.getStore();
+  if (!trace) return;
+  const own = trace.context?.() ?? null;
+  const links = (view.traceparents ?? []).filter((t) => t !== own);
+  trace.identify({
+    operation_id: view.operation_id,
+    correlation_id: view.correlation_id,
+    action: view.action,
+    ...(links.length > 0 ? { links } : {}),
+  });
 }
+
+/**
+ * The current call's own `traceparent` as the ledger records it on `operation_opened` and
+ * `attempt_started` (`{ traceparent }`), or nothing when the call is not traced.
+ */
+export function callContext(): { traceparent: string } | Record<string, never> {
+  const tp = current.getStore()?.context?.() ?? null;
+  return tp !== null && TRACEPARENT.test(tp) ? { traceparent: tp } : {};
+}
+
+/** A W3C traceparent of version 00 (what is recorded and linked; anything else is dropped). */
+export const TRACEPARENT = /^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$/;
 
 /** Hands stored events to the current call's trace. */
 export function traceEvents(events: readonly StoredEvent[]): void {

@@ -39,6 +39,9 @@ export function httpTransport(options: HttpTransportOptions = {}): Transport<Htt
             : DEFAULT_TIMEOUTS,
           ...(signal ? { signal } : {}),
           reuseConnection: p.reuse_connection,
+          ...(p.max_body_bytes !== undefined
+            ? { maxBodyBytes: p.max_body_bytes, overLimit: 'cut' as const }
+            : {}),
           pool,
           ...(options.lookup ? { lookup: options.lookup } : {}),
         },
@@ -75,6 +78,7 @@ function replyOf(o: HttpOutcome): Reply {
   if (o.headers !== undefined) r.headers = o.headers;
   if (o.body !== undefined) r.body = o.body;
   if (o.framing !== undefined) r.framing = o.framing;
+  if (o.over_limit) r.over_limit = true;
   return r;
 }
 

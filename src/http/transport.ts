@@ -12,6 +12,12 @@ import { createHttpPool, type HttpPool } from './pool.js';
 
 export type { HttpTimeouts };
 
+/** Body bytes kept for checks by default (bytes beyond are drained, or cut with `overLimit`). */
+export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
+
+/** The `error_code` of an answer cut off at its size limit (`overLimit: 'cut'`). */
+export const BODY_OVER_LIMIT = 'CANDOR_BODY_OVER_LIMIT';
+
 export const DEFAULT_TIMEOUTS: HttpTimeouts = {
   connect_ms: 5_000,
   write_ms: 10_000,
@@ -38,8 +44,14 @@ export interface HttpRequest {
   reuseConnection: boolean;
   /** The runtime's connections; without one the request gets its own connection, closed after. */
   pool?: HttpPool;
-  /** Cap on the response body kept for checks; bytes beyond it are drained and counted. */
+  /** Cap on the response body kept for checks (default 4 MiB). */
   maxBodyBytes?: number;
+  /**
+   * What happens to body bytes beyond `maxBodyBytes`: `drain` (default: read and dropped, so the
+   * exchange completes) or `cut` (reading stops there and the connection is closed: the outcome is
+   * flagged `over_limit`). Lookups cut: a hostile answer costs at most the cap, not its length.
+   */
+  overLimit?: 'drain' | 'cut';
   /** Host name resolution (tests pass one that answers `.invalid` locally, without a DNS query). */
   lookup?: LookupFunction;
 }
@@ -55,6 +67,8 @@ export interface HttpOutcome {
   body?: Buffer;
   /** How the response body was delimited; `close` means only the connection's end framed it. */
   framing?: 'length' | 'chunked' | 'close' | 'none';
+  /** With `overLimit: 'cut'`: the body went past `maxBodyBytes` and was cut off there. */
+  over_limit?: boolean;
   phases: {
     started_at: number;
     request_sent_at?: number;
@@ -142,7 +156,10 @@ export async function sendHttp(
   let headers_at: number | undefined;
   const chunks: Buffer[] = [];
   let kept = 0;
-  const max = req.maxBodyBytes ?? 4 * 1024 * 1024;
+  let overLimit = false;
+  let seen = 0;
+  const max = req.maxBodyBytes ?? DEFAULT_MAX_BODY_BYTES;
+  const cut = req.overLimit === 'cut';
   try {
     const res = await undiciRequest(url, {
       dispatcher: lease.client,
@@ -158,9 +175,17 @@ export async function sendHttp(
     await new Promise<void>((resolve, reject) => {
       const body = res.body;
       body.on('data', (buf: Buffer) => {
+        seen += buf.length;
         if (kept < max) {
           chunks.push(buf.subarray(0, max - kept));
           kept += Math.min(buf.length, max - kept);
+        }
+        if (cut && seen > max && !overLimit) {
+          // Past the cap: stop reading at once; the connection is not reused (discarded below).
+          overLimit = true;
+          body.removeAllListeners('close');
+          body.destroy();
+          resolve();
         }
       });
       body.once('end', resolve);
@@ -170,6 +195,25 @@ export async function sendHttp(
         if (!body.readableEnded) reject(prematureClose());
       });
     });
+    if (overLimit) {
+      // Cut off by us: the status and head are the destination's, the body is its first `max`
+      // bytes; the connection is discarded, never reused mid-body.
+      return {
+        phase: 'response_cut',
+        local_error: 'other',
+        error_code: BODY_OVER_LIMIT,
+        over_limit: true,
+        status,
+        headers,
+        body: Buffer.concat(chunks),
+        phases: {
+          started_at,
+          request_sent_at: request_sent_at ?? started_at,
+          headers_at,
+          finished_at: clock(),
+        },
+      };
+    }
     // A complete exchange: the connection may serve another request.
     lease.release(headers);
     return {

@@ -200,6 +200,32 @@ export function ledgerContractSuite(
         expect(all[1]).toMatchObject(opened('op_1'));
       }));
 
+    it("carries a call's traceparent on operation_opened and attempt_started, and events without one", () =>
+      withStore(async ({ store, reopen }) => {
+        const tp = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+        const withTp = (e: NewEvent): NewEvent =>
+          ({ ...e, data: { ...e.data, traceparent: tp } }) as NewEvent;
+        await store.append([opened('op_old'), started('op_old', 'att_old')]);
+        await store.append([withTp(opened('op_new')), withTp(started('op_new', 'att_new'))]);
+        const handles = [store, ...(reopen ? [await reopen()] : [])];
+        for (const h of handles) {
+          const all = await h.read();
+          expectLinearChain(all);
+          expect(all.map((e) => (e.data as { traceparent?: string }).traceparent)).toEqual([
+            undefined,
+            undefined,
+            tp,
+            tp,
+          ]);
+          const [old, fresh] = projectOperations(all);
+          expect(old!.traceparents).toEqual([]);
+          expect(fresh!.traceparents).toEqual([tp]);
+          expect(fresh!.attempts[0]!.traceparent).toBe(tp);
+          expect(await h.query({ operation_id: 'op_new' })).toEqual(all.slice(2));
+        }
+        for (const h of handles.slice(1)) await h.close();
+      }));
+
     it('reads from a seq with a limit', () =>
       withStore(async ({ store }) => {
         await store.append(Array.from({ length: 10 }, (_, i) => opened(`op_${i}`)));

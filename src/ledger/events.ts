@@ -82,6 +82,12 @@ export interface EventPayloads {
     params: unknown;
     /** Who asked for it (absent in records written before callers were recorded). */
     caller?: Caller;
+    /**
+     * The W3C `traceparent` of the traced call that wrote this event (its `execute_tool` span), so
+     * that a later reconcile, recovery or sweep links its span to it. Absent when telemetry is off
+     * (and in events written before it existed).
+     */
+    traceparent?: string;
   };
   attempt_started: {
     attempt_id: string;
@@ -95,6 +101,12 @@ export interface EventPayloads {
     prior_request_fingerprint: string | null;
     credential_ref: string | null;
     destination: Destination;
+    /**
+     * The W3C `traceparent` of the traced call that wrote this event (its `execute_tool` span), so
+     * that a later reconcile, recovery or sweep links its span to it. Absent when telemetry is off
+     * (and in events written before it existed).
+     */
+    traceparent?: string;
   };
   attempt_finished: {
     attempt_id: string;

@@ -104,6 +104,8 @@ export interface AttemptView {
   prior_request_fingerprint: string | null;
   credential_ref: string | null;
   destination: Destination;
+  /** The W3C `traceparent` of the traced call that started it, when telemetry was on. */
+  traceparent?: string;
   started_at: number;
   started_seq: number;
   /** `null` while no `attempt_finished` was recorded: the bytes may have left. */
@@ -169,6 +171,11 @@ export interface OperationView {
   resolution: (EventPayloads['operation_resolved'] & { at: number; seq: number }) | null;
   /** Takeovers by other gateways (`owner_changed`), oldest first; `owner` is the newest `to`. */
   owner_changes: (EventPayloads['owner_changed'] & { at: number; seq: number })[];
+  /**
+   * W3C `traceparent`s of the traced calls that opened the operation and started its attempts
+   * (distinct, oldest first): what a later call settling it links to. Empty without telemetry.
+   */
+  traceparents: string[];
   first_seq: number;
   last_seq: number;
 }
@@ -201,6 +208,7 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
     policies: [],
     resolution: null,
     owner_changes: [],
+    traceparents: [],
     first_seq: first.seq,
     last_seq: first.seq,
   };
@@ -218,6 +226,10 @@ export function projectOperation(events: readonly StoredEvent[]): OperationView 
 }
 
 function applyEvent(v: OperationView, e: StoredEvent): void {
+  if (e.kind === 'operation_opened' || e.kind === 'attempt_started') {
+    const tp = e.data.traceparent;
+    if (typeof tp === 'string' && !v.traceparents.includes(tp)) v.traceparents.push(tp);
+  }
   switch (e.kind) {
     case 'operation_opened':
       v.owner = e.data.owner;

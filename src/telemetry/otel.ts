@@ -28,6 +28,16 @@ export interface OpenTelemetryOptions {
   meterProvider?: OtelApi.MeterProvider;
 }
 
+/** Links per call span: an operation's opening call and every attempt's call fit (budget ≤ 10). */
+const MAX_LINKS = 16;
+
+/** The span context a recorded W3C traceparent names (remote: it may be another process's). */
+function spanContextOf(tp: string): OtelApi.SpanContext | null {
+  const m = /^00-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/.exec(tp);
+  if (!m || /^0+$/.test(m[1]!) || /^0+$/.test(m[2]!)) return null;
+  return { traceId: m[1]!, spanId: m[2]!, traceFlags: parseInt(m[3]!, 16) & 1, isRemote: true };
+}
+
 /**
  * Telemetry over the given OpenTelemetry API module, e.g.
  * `createRuntime({ …, telemetry: openTelemetry(await import('@opentelemetry/api')) })`.
@@ -82,7 +92,16 @@ export function openTelemetry(api: OtelApiModule, options: OpenTelemetryOptions 
             'gen_ai.tool.call.id': op.correlation_id ?? op.operation_id,
             'candor.operation.id': op.operation_id,
           });
+          // The calls this one settles or continues: links, not parents (each keeps its trace).
+          let linked = 0;
+          for (const tp of op.links ?? []) {
+            const context = spanContextOf(tp);
+            if (!context || linked >= MAX_LINKS) continue;
+            linked++;
+            span.addLink({ context, attributes: { 'candor.operation.id': op.operation_id } });
+          }
         },
+        context: () => traceparent(span),
         record(events) {
           for (const e of events) {
             if (e.kind === 'checkpoint') {

@@ -16,6 +16,12 @@ export interface CallTrace {
     operation_id: string;
     correlation_id: string | null;
     action: string | null;
+    /**
+     * The W3C `traceparent`s of earlier calls on this operation (the call that opened it and the
+     * calls that started its attempts, as recorded in the ledger): a call that settles the
+     * operation (reconcile, recover, a fleet sweep) links its span to them.
+     */
+    links?: readonly string[];
   }): void;
   /** Ledger events of the call, as stored: attempts become child spans, evidence span events. */
   record(events: readonly StoredEvent[]): void;
@@ -24,6 +30,12 @@ export interface CallTrace {
    * or null when nothing is being traced.
    */
   traceparent(): string | null;
+  /**
+   * The call's own W3C `traceparent` (its `execute_tool` span, never an attempt's), recorded on
+   * `operation_opened` and `attempt_started` so that a later call settling the operation can link
+   * to it; null when nothing is being traced. Optional for implementations written before links.
+   */
+  context?(): string | null;
   /** Ends the call with the envelope the caller gets (or the misuse/fault that was thrown). */
   end(outcome: { envelope: Envelope } | { error: unknown }): void;
 }

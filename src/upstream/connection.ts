@@ -7,11 +7,18 @@
 // connecting) and what came back for exactly that request id (a result, or a JSON-RPC error).
 import {
   Client,
+  deserializeMessage,
   StreamableHTTPClientTransport,
   type Transport as ClientTransport,
 } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
 import { authFactsOf, type AuthFacts } from './oauth/session.js';
+import {
+  boundedFetch,
+  tooLarge,
+  UPSTREAM_MAX_MESSAGE_BYTES,
+  UPSTREAM_MESSAGE_TOO_LARGE,
+} from './bounded.js';
 
 /** How to reach an upstream; secrets already resolved (they stay in the child env or headers). */
 export type UpstreamEndpoint =
@@ -70,6 +77,8 @@ type Watch = {
   written: boolean;
   answer: Message | null;
   closed: boolean;
+  /** Its answer (or the stream it was on) went past the message size limit. */
+  overflow: boolean;
   done: () => void;
   requestId?: unknown;
   /** Set when the request's own POST was stopped by auth (see CallFacts `auth`). */
@@ -82,6 +91,8 @@ export function upstreamConnection(
   options: {
     log?: (line: string) => void;
     connect_timeout_ms?: number;
+    /** The largest message read from the upstream (default 16 MiB, `UPSTREAM_MAX_MESSAGE_BYTES`). */
+    max_message_bytes?: number;
     /** Called after the upstream was started again (not the first time), e.g. to list its tools anew. */
     onReopen?: () => void;
   } = {},
@@ -90,11 +101,22 @@ export function upstreamConnection(
   let live: Promise<{ client: Client; watches: Map<string, Watch>; gone: () => boolean }> | null =
     null;
   const log = options.log ?? (() => undefined);
+  const max = options.max_message_bytes ?? UPSTREAM_MAX_MESSAGE_BYTES;
 
   async function open() {
     const ep = await endpoint();
     const watches = new Map<string, Watch>();
     let closed = false;
+    /** Past the size limit: the calls it concerns are told so (their outcome is unknown). */
+    const overflowed = (which: Iterable<Watch>): void => {
+      log(
+        `upstream ${name}: a message went past the limit of ${max} bytes (max_message_bytes); the connection is closed (${UPSTREAM_MESSAGE_TOO_LARGE})`,
+      );
+      for (const w of which) {
+        w.overflow = true;
+        w.done();
+      }
+    };
     const inner: ClientTransport =
       ep.kind === 'stdio'
         ? new StdioClientTransport({
@@ -103,12 +125,32 @@ export function upstreamConnection(
             // Only the safe defaults of this process's environment plus the configured values.
             env: { ...getDefaultEnvironment(), ...ep.env },
             stderr: 'pipe',
+            // One line is one message: the SDK closes the child past this many buffered bytes.
+            maxBufferSize: max,
             ...(ep.cwd !== undefined ? { cwd: ep.cwd } : {}),
           })
         : new StreamableHTTPClientTransport(new URL(ep.url), {
             requestInit: { headers: ep.headers },
-            ...(ep.fetch ? { fetch: ep.fetch } : {}),
+            // Bounded answers, read through the OAuth fetch that adds the token when there is one.
+            fetch: boundedFetch(
+              max,
+              (request) => {
+                const meta = (request as { params?: { _meta?: Record<string, unknown> } } | null)
+                  ?.params?._meta;
+                const callId = meta?.[CALL_ID_META];
+                const watch = typeof callId === 'string' ? watches.get(callId) : undefined;
+                overflowed(watch ? [watch] : []);
+              },
+              ...(ep.fetch ? [ep.fetch] : []),
+            ),
           });
+    if (inner instanceof StdioClientTransport)
+      tagStdioOverflow(inner, max, () => {
+        // The SDK is closing the child: the next call starts a new one, and every call in flight
+        // on this one is cut off by this message.
+        closed = true;
+        overflowed([...watches.values()].filter((w) => w.written));
+      });
     const byRequest = new Map<unknown, Watch>();
     const innerSend = inner.send.bind(inner);
     inner.send = async (message, sendOptions) => {
@@ -220,7 +262,13 @@ export function upstreamConnection(
       }
       let settle!: () => void;
       const answered = new Promise<void>((r) => (settle = r));
-      const watch: Watch = { written: false, answer: null, closed: false, done: () => settle() };
+      const watch: Watch = {
+        written: false,
+        answer: null,
+        closed: false,
+        overflow: false,
+        done: () => settle(),
+      };
       c.watches.set(opts.id, watch);
       const local = new AbortController();
       let ended: 'deadline' | 'cancelled' | null = null;
@@ -258,9 +306,14 @@ export function upstreamConnection(
           stage: 'answered',
           message: watch.answer as Extract<CallFacts, { stage: 'answered' }>['message'],
         };
-      const code = error ? codeOf(error) : 'no_answer';
+      const code = watch.overflow
+        ? UPSTREAM_MESSAGE_TOO_LARGE
+        : error
+          ? codeOf(error)
+          : 'no_answer';
       if (watch.auth && !watch.written) return { stage: 'auth', facts: watch.auth };
       if (!watch.written) return { stage: 'not_written', error_code: code };
+      if (watch.overflow) return { stage: 'written', ended: 'error', error_code: code };
       return {
         stage: 'written',
         ended: watch.closed ? 'closed' : (ended ?? 'error'),
@@ -273,6 +326,70 @@ export function upstreamConnection(
       await current?.client.close().catch(() => undefined);
     },
   };
+}
+
+/**
+ * The SDK's stdio read buffer copies everything it holds on each chunk (quadratic in a long line)
+ * and throws past `maxBufferSize`. It is replaced by a linear one with the same three members that
+ * throws the coded error past `max` (a line or its unfinished rest); the SDK then closes the child.
+ * When a later SDK renames the buffer, the limit still holds (the option), only the code is lost.
+ */
+function tagStdioOverflow(inner: StdioClientTransport, max: number, over: () => void): void {
+  const holder = inner as unknown as { _readBuffer?: { append?: unknown } };
+  if (typeof holder._readBuffer?.append !== 'function') return;
+  holder._readBuffer = new LineBuffer(max, over);
+}
+
+/** Newline-delimited JSON-RPC messages, held in chunks until their newline arrives. */
+class LineBuffer {
+  #chunks: Buffer[] = [];
+  #size = 0;
+  #lines: string[] = [];
+  constructor(
+    private readonly max: number,
+    private readonly over: () => void,
+  ) {}
+
+  append(chunk: Buffer): void {
+    let start = 0;
+    for (let i = chunk.indexOf(0x0a); i !== -1; i = chunk.indexOf(0x0a, start)) {
+      this.#take(chunk.subarray(start, i));
+      this.#lines.push(Buffer.concat(this.#chunks).toString('utf8').replace(/\r$/, ''));
+      this.#chunks = [];
+      this.#size = 0;
+      start = i + 1;
+    }
+    if (start < chunk.length) this.#take(chunk.subarray(start));
+  }
+
+  #take(piece: Buffer): void {
+    if (this.#size + piece.length > this.max) {
+      this.clear();
+      this.over();
+      throw tooLarge(this.max);
+    }
+    this.#chunks.push(piece);
+    this.#size += piece.length;
+  }
+
+  readMessage(): unknown {
+    for (let line = this.#lines.shift(); line !== undefined; line = this.#lines.shift()) {
+      try {
+        return deserializeMessage(line);
+      } catch (error) {
+        // Not JSON (a stray log line on stdout): skipped, as the SDK's own buffer does.
+        if (error instanceof SyntaxError) continue;
+        throw error;
+      }
+    }
+    return null;
+  }
+
+  clear(): void {
+    this.#chunks = [];
+    this.#size = 0;
+    this.#lines = [];
+  }
 }
 
 /** An HTTP send that failed before a connection existed (nothing reached the server). */

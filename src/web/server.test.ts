@@ -154,6 +154,47 @@ describe('candor ui server', () => {
     expect(await whole.text()).toContain(huge);
   });
 
+  it("shows the trace ids of the calls on the operation's timeline and on each attempt", async () => {
+    const store = openMemoryLedger();
+    const tp1 = '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01';
+    const tp2 = '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01';
+    const op = opened('op_traced', 1);
+    await store.append([
+      { ...op, data: { ...op.data, traceparent: tp1 } } as NewEvent,
+      {
+        kind: 'attempt_started',
+        at: 2,
+        session_id: 'ses_1',
+        operation_id: 'op_traced',
+        correlation_id: 'corr-op_traced',
+        data: {
+          attempt_id: 'att_1',
+          number: 1,
+          worker: 'o',
+          retry_of_attempt_id: null,
+          retry_reason: null,
+          retry_decision: null,
+          attempt_budget_remaining: 2,
+          request_fingerprint: 'sha256:00',
+          prior_request_fingerprint: null,
+          credential_ref: null,
+          destination: { method: 'POST', route_template: '/v1/issues' },
+          traceparent: tp2,
+        },
+      },
+      opened('op_untraced', 3),
+    ]);
+    ui = await createUi({ store, ledger: 'memory:', hosts: ['ui.test:1'], token: 't' });
+    const cookie = { cookie: `${TOKEN_COOKIE}=t` };
+    const text = await (await get(ui, '/op/op_traced', cookie)).text();
+    const ids = [...text.matchAll(/<span class="mono" data-trace-id>([0-9a-f]+)<\/span>/g)];
+    expect(ids.map((m) => m[1])).toEqual([tp1.split('-')[1], tp2.split('-')[1]]);
+    expect(text).toMatch(/data-attempt-trace>0af7651916cd43dd8448eb211c80319c</);
+    const plain = await (await get(ui, '/op/op_untraced', cookie)).text();
+    expect(plain).toContain('No trace recorded (telemetry was off).');
+    expect(plain).not.toContain('data-trace-id>');
+  });
+
   it('serves /audit from a background verification cached by ledger position', async () => {
     const store = openMemoryLedger();
     await store.append([opened('op_a', 1), opened('op_b', 2)]);

@@ -122,6 +122,26 @@ function diagnosticsOf(events: readonly StoredEvent[], attemptId: string): Html 
 ${clip(JSON.stringify(redactor.redactValue(e.data.diagnostics), null, 2), 4000)}</pre>`;
 }
 
+/** The trace id of a recorded W3C traceparent; null when absent or not one. */
+function traceIdOf(tp: string | undefined): string | null {
+  const m = tp === undefined ? null : /^00-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(tp);
+  return m ? m[1]! : null;
+}
+
+/**
+ * The traces of the calls that opened the operation and started its attempts (telemetry on), so
+ * an investigator can open them in the tracing backend; later calls that settle it link to them.
+ */
+function traceLine(v: OperationView): Html {
+  const traces = [...new Set(v.traceparents.map(traceIdOf).filter((t): t is string => t !== null))];
+  if (traces.length === 0)
+    return html`<p class="muted" data-trace-ids>No trace recorded (telemetry was off).</p>`;
+  return html`<p data-trace-ids>
+    Trace${traces.length > 1 ? 's' : ''} of the calls:
+    ${traces.map((t, i) => html`${i > 0 ? ', ' : ''}<span class="mono" data-trace-id>${t}</span>`)}
+  </p>`;
+}
+
 function attemptCard(
   a: AttemptView,
   first: AttemptView | undefined,
@@ -165,6 +185,8 @@ function attemptCard(
       <dd>
         ${f?.response ? html`status ${dash(f.response.status)}, remote ref ${ext(f.response.remote_ref, whole)}, replay ${f.response.replay ? 'yes' : 'no'}` : 'none'}
       </dd>
+      <dt>trace</dt>
+      <dd class="mono" data-attempt-trace>${traceIdOf(a.traceparent) ?? '–'}</dd>
       <dt>started / duration</dt>
       <dd>${iso(a.started_at)}${f ? ` · ${f.duration_ms} ms` : ''}</dd>
       <dt>diagnostics</dt>
@@ -206,6 +228,7 @@ export function operationBody(
         <li><span class="sw appr"></span>approval</li>
         <li><span class="sw res"></span>resolution</li>
       </ul>
+      ${traceLine(v)}
       <h3>Timeline as text</h3>
       <ol class="textline" data-timeline-text>
         ${timelineText(v).map((l) => html`<li>${clip(l, 400)}</li>`)}
