@@ -319,7 +319,10 @@ function planOne(
     openapi_operation_id: op.operation_id,
     class: choice.class,
     subject: subjectOf(op),
-    description: (op.summary || op.description || `${op.method} ${op.path}`).trim().slice(0, 1000),
+    description: (op.summary.trim() || op.description.trim() || `${op.method} ${op.path}`).slice(
+      0,
+      1000,
+    ),
     destination,
     request,
     input,
