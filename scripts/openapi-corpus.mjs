@@ -16,6 +16,7 @@
 // command with an abort signal) inside a worker thread: the same code as a user's process without
 // starting Node 5,000 times. A document that takes longer than --timeout-ms (default 60 s) has its
 // worker terminated and counts as a defect. Outside the default test suite: it takes a while.
+/* global AbortController */
 import { execFileSync } from 'node:child_process';
 import {
   existsSync,

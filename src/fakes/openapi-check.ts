@@ -98,7 +98,7 @@ export function schemaProblem(root: Obj): { pointer: string; message: string } |
   if (validate === null) return null;
   let valid: boolean;
   try {
-    valid = validate(root) as boolean;
+    valid = validate(root);
   } catch {
     return null;
   }

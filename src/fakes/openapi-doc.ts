@@ -106,6 +106,11 @@ export type ApiLoadResult =
 
 /** Above this size the full schema check (warnings only) is skipped: it would dominate the time. */
 const FULL_CHECK_MAX_BYTES = 1_500_000;
+/**
+ * Documents of this size or more report progress (stderr in the CLI); a smaller one loads silently,
+ * whatever the machine's load (a rule by time made output depend on how busy the machine was).
+ */
+const PROGRESS_MIN_BYTES = 1_000_000;
 /** Action names are at most this long (config schema). */
 const NAME_MAX = 64;
 
@@ -209,10 +214,9 @@ export async function loadOpenApi(file: string, options: LoadOptions = {}): Prom
     ok: false,
     failure: { kind: 'invalid', message },
   });
-  const started = performance.now();
   const progress = (line: string): void => {
     // Only long work reports progress: a small document loads silently.
-    if (options.progress && performance.now() - started > 1000) options.progress(line);
+    if (options.progress && text.length >= PROGRESS_MIN_BYTES) options.progress(line);
   };
   // A file that is no OpenAPI document at all (a README, a JSON Schema) is named as such, instead
   // of a message about a field the user never meant to write.

@@ -134,7 +134,14 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
     if (scheme !== undefined) {
       credential = scheme;
       const s = model.security_schemes[scheme];
-      credentials[scheme] = { ref: `vault:${api}-${slug(scheme)}`.slice(0, 70) };
+      if (credentials[scheme] === undefined) {
+        // Two schemes whose names differ only in case (`bearerAuth`, `BearerAuth`) get two refs.
+        const base = `vault:${api}-${slug(scheme)}`.slice(0, 66);
+        const taken = new Set(Object.values(credentials).map((c) => (c as { ref: string }).ref));
+        let ref = base;
+        for (let n = 2; taken.has(ref); n++) ref = `${base}-${n}`;
+        credentials[scheme] = { ref };
+      }
       const how =
         s?.type === 'apiKey'
           ? `an API key sent in ${s.in ?? 'header'} "${s.name ?? '?'}"`
