@@ -20,57 +20,50 @@ try {
 }
 const dir = mkdtempSync(join(tmpdir(), 'candor-bench-openapi-'));
 
-/** Runs the CLI; for `fake serve`, stops it once it printed its URL: the time is time-to-serving. */
-function measure(args, untilUrl) {
+/**
+ * Loaded into the measured process: its own peak RSS and CPU time (process.resourceUsage, exact
+ * and portable), written to fd 3 when it exits, or on SIGUSR2 (a server is asked while serving).
+ */
+const HOOK = `import { writeSync } from 'node:fs';
+const report = () => {
+  const u = process.resourceUsage();
+  writeSync(3, JSON.stringify({ rss: u.maxRSS / 1024, cpu: (u.userCPUTime + u.systemCPUTime) / 1000 }) + '\\n');
+};
+process.on('exit', report);
+process.on('SIGUSR2', report);`;
+const hook = `data:text/javascript,${encodeURIComponent(HOOK)}`;
+
+/**
+ * Runs the CLI: wall time, CPU time and peak RSS. `init` runs to its end; `fake serve` is measured
+ * when it printed its URL (time to serving), then stopped.
+ */
+function run(label, args, untilUrl = false) {
   return new Promise((resolve, reject) => {
     const started = performance.now();
-    const child = spawn(process.execPath, [cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, ['--import', hook, cli, ...args], {
+      stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+    });
     let out = '';
     let err = '';
+    let stats = {};
+    let wall;
+    child.stdio[3].on('data', (d) => {
+      stats = JSON.parse(String(d).trim().split('\n')[0]);
+      if (untilUrl) child.kill('SIGINT');
+    });
     child.stdout.on('data', (d) => {
       out += d;
-      if (untilUrl && /^http:\/\//m.test(out)) child.kill('SIGINT');
+      if (untilUrl && wall === undefined && /^http:\/\//m.test(out)) {
+        wall = performance.now() - started;
+        child.kill('SIGUSR2');
+      }
     });
     child.stderr.on('data', (d) => (err += d));
     child.on('error', reject);
-    child.on('exit', (code) => {
-      const wall = performance.now() - started;
-      resolve({ code, wall, out, err });
+    child.on('close', (code) => {
+      resolve({ label, code, wall: wall ?? performance.now() - started, ...stats, out, err });
     });
   });
-}
-
-/** Peak RSS and CPU of a child, measured by running it under /usr/bin/time when present. */
-async function run(label, args, untilUrl = false) {
-  const timeFmt = ['-f', '%M %U %S'];
-  const hasTime = await new Promise((r) =>
-    spawn('/usr/bin/time', ['--version'], { stdio: 'ignore' })
-      .on('error', () => r(false))
-      .on('exit', () => r(true)),
-  );
-  let res;
-  if (hasTime && !untilUrl) {
-    res = await new Promise((resolve, reject) => {
-      const started = performance.now();
-      const child = spawn('/usr/bin/time', [...timeFmt, process.execPath, cli, ...args], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let err = '';
-      child.stderr.on('data', (d) => (err += d));
-      child.on('error', reject);
-      child.on('exit', (code) => {
-        const [kb, user, sys] = err.trim().split('\n').at(-1).split(' ').map(Number);
-        resolve({
-          code,
-          wall: performance.now() - started,
-          rss: kb / 1024,
-          cpu: (user + sys) * 1000,
-          err,
-        });
-      });
-    });
-  } else res = await measure(args, untilUrl);
-  return { label, ...res };
 }
 
 const rows = [];
@@ -99,6 +92,5 @@ for (const r of rows) {
       (r.rss !== undefined ? `  peak RSS ${r.rss.toFixed(0)} MB` : '') +
       (ref ? `  (${(r.wall / ref.wall).toFixed(1)}x petstore)` : ''),
   );
-  if (r.code !== 0 && !r.label.startsWith('fake'))
-    console.log(r.err.split('\n').slice(-3).join('\n'));
+  if (r.code !== 0) console.log(r.err.split('\n').slice(-3).join('\n'));
 }

@@ -5,12 +5,12 @@
 // Candor checks the parts it reads itself (paths, operations, parameters, bodies, responses,
 // servers, security schemes, and every `$ref` among them): a problem there is one line naming the
 // file, line:column, JSON pointer and the rule broken. What Candor does not read (examples, vendor
-// extensions, stray keys, info) never stops it: a small document also gets the full OpenAPI
-// schema check of @readme/openapi-parser, and what that finds is a warning. References are
+// extensions, stray keys, info) never stops it: a document up to 1.5 MB also gets the full
+// OpenAPI schema check (openapi-check.ts), and what that finds is a warning. References are
 // followed lazily, so a 1,200-operation document is never dereferenced whole.
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
-import { validate } from '@readme/openapi-parser';
+import { schemaProblem } from './openapi-check.js';
 import { DocError, Reader } from './openapi-reader.js';
 import { bundled, hasExternalRefs, parseSource, pointerOf } from './openapi-source.js';
 
@@ -106,6 +106,11 @@ export type ApiLoadResult =
 
 /** Above this size the full schema check (warnings only) is skipped: it would dominate the time. */
 const FULL_CHECK_MAX_BYTES = 1_500_000;
+/**
+ * Documents of this size or more report progress (stderr in the CLI); a smaller one loads silently,
+ * whatever the machine's load (a rule by time made output depend on how busy the machine was).
+ */
+const PROGRESS_MIN_BYTES = 1_000_000;
 /** Action names are at most this long (config schema). */
 const NAME_MAX = 64;
 
@@ -141,6 +146,59 @@ export function nameFromRoute(method: string, path: string): string {
   return snakeCase(`${method} ${path.replace(/\{([^}]+)\}/g, ' by $1 ')}`);
 }
 
+/** An operation's action name, and why it is not simply its operationId in snake_case. */
+export interface ActionName {
+  name: string;
+  /** operationId as written, or the name made from method and path when there is none. */
+  operation_id: string;
+  note: string | null;
+}
+
+/**
+ * The action name of one operation, as every Candor command gives it: the operationId in
+ * snake_case; without an operationId, a stable name from method and path; a letter first; at most
+ * 64 characters (`shortName`). Unique names across a document are `uniqueName`'s work.
+ */
+export function actionName(
+  method: string,
+  path: string,
+  declaredId: string | undefined,
+): ActionName {
+  // An empty operationId names nothing: it is missing.
+  if (declaredId?.trim() === '') declaredId = undefined;
+  const id = declaredId ?? nameFromRoute(method, path);
+  let name = snakeCase(id);
+  let note: string | null =
+    declaredId === undefined ? `no operationId: named from ${method} ${path}` : null;
+  if (name === '') name = nameFromRoute(method, path);
+  if (!/^[a-z]/.test(name)) name = `op_${name}`;
+  if (name.length > NAME_MAX) {
+    const short = shortName(name, id);
+    note = `operationId "${id}" is ${name.length} characters in snake_case; shortened to ${short} (action names are at most ${NAME_MAX})`;
+    name = short;
+  }
+  return { name, operation_id: id, note };
+}
+
+/**
+ * The name again when an earlier operation (in the document's path order, then GET, POST, PUT,
+ * PATCH, DELETE) already has it: six hex digits of the method and path are added, so the result
+ * does not depend on which other operations exist.
+ */
+export function uniqueName(
+  given: ActionName,
+  method: string,
+  path: string,
+  clash: { method: string; path: string },
+): ActionName {
+  const renamed = shortName(`${given.name}_${hash6(`${method} ${path}`)}`, given.operation_id);
+  return {
+    name: renamed,
+    operation_id: given.operation_id,
+    note: `"${given.operation_id}" makes the same action name as ${clash.method} ${clash.path}; renamed ${renamed}`,
+  };
+}
+
 export async function loadOpenApi(file: string, options: LoadOptions = {}): Promise<ApiLoadResult> {
   let text: string;
   try {
@@ -156,15 +214,23 @@ export async function loadOpenApi(file: string, options: LoadOptions = {}): Prom
     ok: false,
     failure: { kind: 'invalid', message },
   });
-  const started = performance.now();
   const progress = (line: string): void => {
     // Only long work reports progress: a small document loads silently.
-    if (options.progress && performance.now() - started > 1000) options.progress(line);
+    if (options.progress && text.length >= PROGRESS_MIN_BYTES) options.progress(line);
   };
+  // A file that is no OpenAPI document at all (a README, a JSON Schema) is named as such, instead
+  // of a message about a field the user never meant to write.
+  const notOpenApi = (why: string): ApiLoadResult =>
+    invalid(`${file} is not an OpenAPI document: ${why} (give an OpenAPI 3.0 or 3.1 document)`);
   let parsed = parseSource(text, file);
-  if (!parsed.ok) return invalid(parsed.failure);
+  if (!parsed.ok)
+    return /^\s*["']?(openapi|swagger)["']?\s*:/m.test(text)
+      ? invalid(parsed.failure)
+      : notOpenApi('it is neither JSON nor YAML');
   const root = parsed.value.root;
-  if (!isObj(root)) return invalid(`${file}:1:1: (root): expected an OpenAPI document (a mapping)`);
+  if (!isObj(root)) return notOpenApi('it is not a JSON or YAML mapping');
+  if (root.openapi === undefined && root.swagger === undefined)
+    return notOpenApi('it has no top-level "openapi" field');
   const at = (pointer: string): string => {
     const where = parsed.ok ? parsed.value.locate(pointer) : undefined;
     return `${file}${where ? `:${where}` : ''}: ${pointer || '(root)'}`;
@@ -193,38 +259,14 @@ export async function loadOpenApi(file: string, options: LoadOptions = {}): Prom
     throw e;
   }
   if (text.length <= FULL_CHECK_MAX_BYTES) {
-    const problem = await fullCheck(parsed.value.root);
+    const problem = schemaProblem(parsed.value.root as Obj);
     if (problem !== null)
       warnings.unshift(
-        `${file}: the document breaks the OpenAPI schema where Candor does not read it (${problem}); loaded anyway`,
+        `${at(problem.pointer)}: the document breaks the OpenAPI schema where Candor does not read it (${problem.message}); loaded anyway`,
       );
   }
   model.warnings = warnings;
   return { ok: true, value: model };
-}
-
-/** The first problem @readme/openapi-parser's full check finds, as one line, or null. */
-async function fullCheck(root: unknown): Promise<string | null> {
-  try {
-    const checked = await validate(
-      structuredClone(root) as never,
-      {
-        resolve: { http: false },
-      } as never,
-    );
-    return checked.valid ? null : oneLine(checked.errors[0]?.message ?? 'invalid document');
-  } catch (e) {
-    return oneLine(e instanceof Error ? e.message : String(e));
-  }
-}
-
-/** The first line of a parser message, and the key its code frame points at. */
-function oneLine(message: string): string {
-  const lines = message.split('\n');
-  const first = (lines[0] ?? '').replace(/^[A-Z_]+ (?=[a-z])/, '').trim();
-  const pointed = lines.find((l) => /^>\s*\d+ \|/.test(l));
-  const key = pointed ? /"([^"]+)"\s*:/.exec(pointed)?.[1] : undefined;
-  return key !== undefined ? `${key}: ${first}` : first;
 }
 
 function modelOf(
@@ -274,9 +316,14 @@ function modelOf(
       const op = operationOf(r, path, method, item, ip, raw, where, server);
       const clash = names.get(op.name);
       if (clash !== undefined) {
-        const renamed = shortName(`${op.name}_${hash6(`${method} ${path}`)}`, op.operation_id);
-        op.name_note = `"${op.operation_id}" makes the same action name as ${clash.method} ${clash.path}; renamed ${renamed}`;
-        op.name = renamed;
+        const renamed = uniqueName(
+          { name: op.name, operation_id: op.operation_id, note: op.name_note },
+          method,
+          path,
+          clash,
+        );
+        op.name = renamed.name;
+        op.name_note = renamed.note;
       }
       names.set(op.name, op);
       operations.push(op);
@@ -346,17 +393,7 @@ function operationOf(
   const declaredId = op.operationId;
   if (declaredId !== undefined && typeof declaredId !== 'string')
     throw new DocError(`${where}/operationId`, 'operationId must be a string');
-  const id = declaredId ?? nameFromRoute(method, path);
-  let name = snakeCase(id);
-  let note: string | null =
-    declaredId === undefined ? `no operationId: named from ${method} ${path}` : null;
-  if (name === '') name = nameFromRoute(method, path);
-  if (!/^[a-z]/.test(name)) name = `op_${name}`;
-  if (name.length > NAME_MAX) {
-    const short = shortName(name, id);
-    note = `operationId "${id}" is ${name.length} characters in snake_case; shortened to ${short} (action names are at most ${NAME_MAX})`;
-    name = short;
-  }
+  const { name, operation_id: id, note } = actionName(method, path, declaredId);
   const body = r.deref(op.requestBody, `${where}/requestBody`);
   if (body.value !== undefined && !isObj(body.value))
     throw new DocError(body.pointer, 'a request body must be a mapping (Request Body Object)');

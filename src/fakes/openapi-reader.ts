@@ -40,6 +40,16 @@ const DROP = new Set([
   'nullable',
 ]);
 
+const JSON_TYPES: ReadonlySet<unknown> = new Set([
+  'string',
+  'number',
+  'integer',
+  'boolean',
+  'object',
+  'array',
+  'null',
+]);
+
 export class Reader {
   constructor(
     readonly root: Obj,
@@ -176,16 +186,23 @@ export class Reader {
         out[k] = Object.fromEntries(
           kept.map(([n, s]) => [n, this.copy(s, `${at}/${n}`, stack, depth + 1, budget)]),
         );
-      } else if (['items', 'additionalProperties', 'not', 'contains', 'propertyNames'].includes(k))
+      } else if (k === 'not')
+        // Candor's schema conversion (zod) has no general `not`; what it excludes is not enforced.
+        continue;
+      else if (['items', 'additionalProperties', 'contains', 'propertyNames'].includes(k))
         out[k] = isObj(v) ? this.copy(v, at, stack, depth + 1, budget) : v;
       else if (
         (k === 'allOf' || k === 'anyOf' || k === 'oneOf' || k === 'prefixItems') &&
         Array.isArray(v)
       )
         out[k] = v.map((s, i) => this.copy(s, `${at}/${i}`, stack, depth + 1, budget));
-      else if (typeof v !== 'object' || v === null) out[k] = v;
+      else if (k === 'type') {
+        // A type JSON Schema does not know (`file`, `type: {…}`) says nothing: anything.
+        const known = (Array.isArray(v) ? v : [v]).filter((t) => JSON_TYPES.has(t));
+        if (known.length > 0) out[k] = Array.isArray(v) ? known : known[0];
+      } else if (typeof v !== 'object' || v === null) out[k] = v;
       else if (k === 'required') out[k] ??= structuredClone(v);
-      else if (k === 'enum' || k === 'type') out[k] = structuredClone(v);
+      else if (k === 'enum') out[k] = structuredClone(v);
       else if (k === 'default' || k === 'const') out[k] = structuredClone(v);
     }
     if (raw.nullable === true && typeof out.type === 'string') out.type = [out.type, 'null'];

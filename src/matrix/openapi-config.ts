@@ -134,7 +134,14 @@ export function planActions(model: ApiModel, options: InitOptions): InitResult {
     if (scheme !== undefined) {
       credential = scheme;
       const s = model.security_schemes[scheme];
-      credentials[scheme] = { ref: `vault:${api}-${slug(scheme)}`.slice(0, 70) };
+      if (credentials[scheme] === undefined) {
+        // Two schemes whose names differ only in case (`bearerAuth`, `BearerAuth`) get two refs.
+        const base = `vault:${api}-${slug(scheme)}`.slice(0, 66);
+        const taken = new Set(Object.values(credentials).map((c) => (c as { ref: string }).ref));
+        let ref = base;
+        for (let n = 2; taken.has(ref); n++) ref = `${base}-${n}`;
+        credentials[scheme] = { ref };
+      }
       const how =
         s?.type === 'apiKey'
           ? `an API key sent in ${s.in ?? 'header'} "${s.name ?? '?'}"`
@@ -319,7 +326,10 @@ function planOne(
     openapi_operation_id: op.operation_id,
     class: choice.class,
     subject: subjectOf(op),
-    description: (op.summary || op.description || `${op.method} ${op.path}`).trim().slice(0, 1000),
+    description: (op.summary.trim() || op.description.trim() || `${op.method} ${op.path}`).slice(
+      0,
+      1000,
+    ),
     destination,
     request,
     input,

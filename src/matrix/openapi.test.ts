@@ -1,10 +1,13 @@
 // The OpenAPI matrix generator: rows per operation, phases for mutating operations only, schema
 // validity, expectations per declared contract, errors naming file and field — and the generated
 // matrix for the example spec passing against the real engine and the fake service.
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { loadOpenApi } from '../fakes/openapi-doc.js';
 import { openLedger } from '../ledger/open.js';
 import { runMatrixWithFake } from './harness.js';
 import { parseMatrix } from './load.js';
@@ -171,8 +174,8 @@ describe('generateMatrixFromOpenApi', () => {
       expect(r.ok).toBe(false);
       return r.ok ? '' : r.failure.message;
     };
-    expect(fail(tiny('post', {}, '/v1/x'))).toBe(
-      'spec.yaml: paths./v1/x.post: missing operationId',
+    expect(fail(tiny('post', { operationId: 7 }, '/v1/x'))).toBe(
+      'spec.yaml: paths./v1/x.post.operationId: expected a string, got 7',
     );
     expect(fail(tiny('post', { operationId: 'a', 'x-candor-action-class': 'write' }))).toMatch(
       /^spec\.yaml: paths\.\/v1\/things\.post\.x-candor-action-class: expected one of read, /,
@@ -190,12 +193,59 @@ describe('generateMatrixFromOpenApi', () => {
     );
     expect(fail('openapi: 3.1.0\npaths:\n  /a: [\n')).toMatch(/^spec\.yaml:\d+:\d+: /);
     expect(fail('openapi: 3.1.0\npaths: {}\n')).toBe('spec.yaml: paths: no operations');
-    const twice = JSON.stringify({
-      openapi: '3.1.0',
-      paths: { '/a': { get: { operationId: 'getA' } }, '/b': { get: { operationId: 'get_a' } } },
+  });
+
+  it('names operations as init does: long ids shortened, missing ids from method and path, clashes renamed', async () => {
+    const long = 'createOrUpdateTheOrganizationWideForkPullRequestContributorApprovalPermissions';
+    const text = JSON.stringify({
+      openapi: '3.0.3',
+      info: { title: 't', version: '1' },
+      paths: {
+        '/a/{id}/items': {
+          delete: { operationId: 'get_a', responses: { '204': { description: 'gone' } } },
+          post: { responses: { '201': { description: 'made' } } },
+          get: { operationId: 'getA', responses: { '200': { description: 'ok' } } },
+        },
+        '/b': {
+          put: { operationId: long, responses: { '200': { description: 'ok' } } },
+          get: { operationId: 'getA', responses: { '200': { description: 'ok' } } },
+        },
+      },
     });
-    expect(fail(twice)).toBe(
-      'spec.yaml: paths./b.get.operationId: "get_a" is the same action name (get_a) as paths./a.get',
+    const { operations, yaml } = generate(text, 'names.json');
+    const byRoute = Object.fromEntries(operations.map((o) => [`${o.method} ${o.path}`, o]));
+    // The first GET keeps its name; the DELETE (after GET in init's order) and the second GET
+    // are renamed with six hex digits of their method and path.
+    expect(byRoute['GET /a/{id}/items']!.operation).toBe('get_a');
+    expect(byRoute['DELETE /a/{id}/items']!.operation).toMatch(/^get_a_[0-9a-f]{6}$/);
+    expect(byRoute['GET /b']!.operation).toMatch(/^get_a_[0-9a-f]{6}$/);
+    expect(byRoute['GET /b']!.operation).not.toBe(byRoute['DELETE /a/{id}/items']!.operation);
+    expect(byRoute['POST /a/{id}/items']!.operation).toBe('post_a_by_id_items');
+    expect(byRoute['POST /a/{id}/items']!.name_note).toBe(
+      'no operationId: named from POST /a/{id}/items',
+    );
+    const put = byRoute['PUT /b']!;
+    expect(put.operation.length).toBeLessThanOrEqual(64);
+    expect(put.operation).toMatch(
+      /^create_or_update_the_organization_wide_fork_pull_request_[0-9a-f]{6}$/,
+    );
+    expect(put.operation_id).toBe(long);
+    // The reason is in the generated file, above the operation's rows.
+    expect(yaml).toContain(`# operationId "${long}" is `);
+    // The same names as `candor init --openapi` gives the same document, on every run.
+    const dir = mkdtempSync(join(tmpdir(), 'candor-matrix-names-'));
+    const file = join(dir, 'names.json');
+    writeFileSync(file, text);
+    const loaded = await loadOpenApi(file);
+    if (!loaded.ok) throw new Error(loaded.failure.message);
+    const initNames = Object.fromEntries(
+      loaded.value.operations.map((o) => [`${o.method} ${o.path}`, o.name]),
+    );
+    expect(
+      Object.fromEntries(operations.map((o) => [`${o.method} ${o.path}`, o.operation])),
+    ).toEqual(initNames);
+    expect(generate(text, 'names.json').operations.map((o) => o.operation)).toEqual(
+      operations.map((o) => o.operation),
     );
   });
 

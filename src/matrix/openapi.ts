@@ -11,6 +11,13 @@ import { classify, type Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import type { Evidence, ResolvedContract } from '../core/evidence.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
+import {
+  actionName,
+  HTTP_METHODS,
+  snakeCase,
+  uniqueName,
+  type ActionName,
+} from '../fakes/openapi-doc.js';
 import type { matrixSchema, rowSchema } from './spec.js';
 
 export type GeneratedMatrix = z.input<typeof matrixSchema>;
@@ -18,8 +25,12 @@ type Row = z.input<typeof rowSchema>;
 type Obj = Record<string, unknown>;
 
 export interface SpecOperation {
-  /** operationId in snake_case: the row's `operation`. */
+  /** The action name (operationId in snake_case, shortened or made up as init does): the row's `operation`. */
   operation: string;
+  /** operationId as written, or the name made from method and path when there is none. */
+  operation_id: string;
+  /** Why `operation` is not simply the operationId in snake_case (null: it is). */
+  name_note: string | null;
   method: string;
   path: string;
   contract: ResolvedContract;
@@ -58,15 +69,7 @@ class SpecError extends Error {}
 type Deref = (value: unknown, where: string) => unknown;
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
-/** `createDeployment`, `create-deployment`, `HTTPCheck` → `create_deployment`, `http_check`. */
-export function snakeCase(id: string): string {
-  return id
-    .replace(/([a-z0-9])([A-Z])/g, '$1_$2')
-    .replace(/([A-Z]+)([A-Z][a-z])/g, '$1_$2')
-    .replace(/[^A-Za-z0-9]+/g, '_')
-    .replace(/^_+|_+$/g, '')
-    .toLowerCase();
-}
+export { snakeCase };
 
 export function generateMatrixFromOpenApi(text: string, file: string): GenerateResult {
   const lines = new LineCounter();
@@ -121,24 +124,49 @@ function readOperations(root: unknown): SpecOperation[] {
     }
   }
   if (found.length === 0) throw new SpecError('paths: no operations');
-  const names = new Map<string, string>();
-  for (const f of found) {
-    const id = f.op.operationId;
-    if (id === undefined) throw new SpecError(`${f.where}: missing operationId`);
-    if (typeof id !== 'string' || !/^[a-z][a-z0-9_]{0,63}$/.test(snakeCase(id)))
-      throw new SpecError(
-        `${f.where}.operationId: ${JSON.stringify(id)} does not make a snake_case action name (a letter first, at most 64 characters)`,
-      );
-    const name = snakeCase(id);
-    const clash = names.get(name);
-    if (clash !== undefined)
-      throw new SpecError(
-        `${f.where}.operationId: "${id}" is the same action name (${name}) as ${clash}`,
-      );
-    names.set(name, f.where);
+  const named = namesOf(found);
+  const ids = new Set(found.map((f) => f.op.operationId).filter((id) => typeof id === 'string'));
+  return found.map((f, i) => operationOf(f, named[i]!, ids, deref));
+}
+
+/**
+ * Action names as `candor init --openapi` gives them (fakes/openapi-doc.ts): long operationIds
+ * shortened deterministically, a missing one named from method and path, a clash renamed in the
+ * same order as init (path order, then GET, POST, PUT, PATCH, DELETE, then the methods init leaves
+ * out), so that the rows name the actions init wrote.
+ */
+function namesOf(
+  found: Array<{ op: Obj; method: string; path: string; where: string }>,
+): ActionName[] {
+  const rank = (m: string): number => {
+    const i = (HTTP_METHODS as readonly string[]).indexOf(m);
+    return i >= 0
+      ? i
+      : HTTP_METHODS.length + METHODS.indexOf(m.toLowerCase() as (typeof METHODS)[number]);
+  };
+  const pathOrder = new Map<string, number>();
+  for (const f of found) if (!pathOrder.has(f.path)) pathOrder.set(f.path, pathOrder.size);
+  const order = found
+    .map((f, i) => i)
+    .sort(
+      (a, b) =>
+        pathOrder.get(found[a]!.path)! - pathOrder.get(found[b]!.path)! ||
+        rank(found[a]!.method) - rank(found[b]!.method),
+    );
+  const out: ActionName[] = [];
+  const taken = new Map<string, { method: string; path: string }>();
+  for (const i of order) {
+    const f = found[i]!;
+    const id: unknown = f.op.operationId;
+    if (id !== undefined && typeof id !== 'string')
+      throw new SpecError(`${f.where}.operationId: expected a string, got ${JSON.stringify(id)}`);
+    let given = actionName(f.method, f.path, id);
+    const clash = taken.get(given.name);
+    if (clash !== undefined) given = uniqueName(given, f.method, f.path, clash);
+    taken.set(given.name, f);
+    out[i] = given;
   }
-  const ids = new Set(found.map((f) => f.op.operationId as string));
-  return found.map((f) => operationOf(f, ids, deref));
+  return out;
 }
 
 function resolveRef(root: Obj, value: unknown, where: string, depth = 0): unknown {
@@ -171,7 +199,8 @@ function paramsOf(list: unknown, where: string, deref: Deref): Obj[] {
 
 function operationOf(
   f: { op: Obj; method: string; path: string; where: string; params: Obj[] },
-  ids: Set<string>,
+  named: ActionName,
+  ids: Set<unknown>,
   deref: Deref,
 ): SpecOperation {
   const declared = f.op['x-candor-action-class'];
@@ -219,7 +248,9 @@ function operationOf(
       ? { field, to: fields[field], from: previous(fields[field], props[field], field) }
       : null;
   return {
-    operation: snakeCase(f.op.operationId as string),
+    operation: named.name,
+    operation_id: named.operation_id,
+    name_note: named.note,
     method: f.method,
     path: f.path,
     contract: {
@@ -584,7 +615,9 @@ function render(matrix: GeneratedMatrix, ops: SpecOperation[], file: string): st
         const op = byName.get(String(value.value));
         previousOp = String(value.value);
         if (op)
-          item.commentBefore = ` ${op.operation}: ${op.method} ${op.path} — ${describe(op.contract)}`;
+          item.commentBefore =
+            ` ${op.operation}: ${op.method} ${op.path} — ${describe(op.contract)}` +
+            (op.name_note !== null ? `\n ${op.name_note}` : '');
       }
       if (key === 'expect' && isMap(value)) {
         for (const p of value.items) {

@@ -72,8 +72,10 @@ export async function run(args: string[], io: CommandIo, opts: RunOptions = {}):
     );
     return Exit.environment;
   }
+  // Listening for the signal before the URL is out: whoever waits for the URL may stop it at once.
+  const stopped = untilStopped(opts.signal);
   io.out(`${service.url}\n`);
-  await untilStopped(opts.signal);
+  await stopped;
   await service.close();
   return Exit.ok;
 }

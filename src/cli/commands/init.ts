@@ -16,7 +16,6 @@ import { NOTES_SCRIPT, NOTES_SERVER, starterYaml } from '../starter/template.js'
 import { buildActions, checkConfig } from '../../config/actions.js';
 import { configSchema } from '../../config/schema.js';
 import { loadOpenApi } from '../../fakes/openapi-doc.js';
-import { notOpenApiDocument } from '../openapi-file.js';
 import { declaredClassProblem, planActions } from '../../matrix/openapi-config.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
@@ -49,11 +48,6 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
   if (flags.force !== true && (await exists(out)))
     throw new CliUsageError(`${out} exists; pass --force to replace it`);
 
-  const notSpec = await notOpenApiDocument(spec);
-  if (notSpec !== null) {
-    io.err(`candor init: ${notSpec}\n`);
-    return Exit.usage;
-  }
   const serverVars = parseServerVars(flags['server-var']);
   const progress = (line: string): void => io.err(`candor init: ${line}\n`);
   const loaded = await loadOpenApi(spec, { server_vars: serverVars, progress });

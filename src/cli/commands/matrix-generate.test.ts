@@ -41,13 +41,22 @@ describe('candor matrix generate', () => {
 
   it('exits 2 naming the file and field of a bad spec', async () => {
     const spec = join(dir, 'spec.yaml');
-    writeFileSync(spec, 'openapi: 3.1.0\npaths:\n  /v1/x:\n    post: {responses: {}}\n');
+    writeFileSync(spec, 'openapi: 3.1.0\npaths:\n  /v1/x:\n    post: {operationId: [a]}\n');
     const { io, seen } = capture();
     expect(await run(['--openapi', spec], io)).toBe(2);
     expect(seen.err).toBe(
-      `candor matrix generate: ${spec}: paths./v1/x.post: missing operationId\n`,
+      `candor matrix generate: ${spec}: paths./v1/x.post.operationId: expected a string, got ["a"]\n`,
     );
     expect(seen.out).toBe('');
+  });
+
+  it('names an operation without an operationId from its method and path, as init does', async () => {
+    const spec = join(dir, 'anon.yaml');
+    writeFileSync(spec, 'openapi: 3.1.0\npaths:\n  /v1/x:\n    post: {responses: {}}\n');
+    const { io, seen } = capture();
+    expect(await run(['--openapi', spec], io)).toBe(0);
+    expect(seen.out).toContain('operation: post_v1_x\n');
+    expect(seen.out).toContain('# no operationId: named from POST /v1/x');
   });
 
   it('exits 3 when the spec cannot be read; an --out into a missing directory is misuse', async () => {
