@@ -230,9 +230,15 @@ when { context.operation.may_have_applied };
       delay_ms: 1500,
     });
     const env = await gw.call({ amount: 20 });
-    expect(env).toMatchObject({ category: 'authorization_denied', remote_effect: 'unknown' });
+    // The denied retry states the operation (its first attempt may have applied), the denial is
+    // its refusal code: never authorization_denied, which would read as "not applied".
+    expect(env).toMatchObject({
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      data: { refusal: { code: 'policy_denied' } },
+    });
     expect(env.retry).not.toBe('never');
-    expect(env.message).toContain('whether an earlier attempt applied the payment is unknown');
+    expect(env.message).toContain('Policy denied this retry');
     expect(received()).toHaveLength(1);
   });
 });

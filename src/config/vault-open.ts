@@ -67,7 +67,10 @@ export async function openConfiguredVault(
   if (fatal.length === 0)
     return { ok: true, vault, missing: problems.filter((m) => m.missing === true).map(locate) };
   vault.close();
-  const issues = fatal.map(locate);
+  // Every problem, in file order: the missing entries too, so one run names all of them.
+  const issues = problems
+    .map(locate)
+    .sort((a, b) => (a.file === b.file ? a.line - b.line || a.col - b.col : 0));
   return {
     ok: false,
     failure: { code: 'config', message: issues.map(formatIssue).join('\n'), issues },

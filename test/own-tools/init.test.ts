@@ -62,6 +62,8 @@ describe('candor init --openapi', () => {
       items: '.',
       ref: 'id',
       identify: { client_ref: '{{operation_id}}' },
+      // The loader's default bound on a lookup's answer (docs/configuration.md).
+      max_answer_bytes: 4 * 1024 * 1024,
     });
     const update = config.actions.find((a) => a.name === 'update_pet')!;
     expect(update.request.path).toBe('/pet/{{input.petId}}');
