@@ -275,12 +275,7 @@ export async function drive<I, O>(
     }
     // Settled as failed or cancelled only while nothing may have applied; an operation an earlier
     // attempt is known to have applied is settled as done, whatever this attempt met.
-    if (facts.effect === 'applied' && c.remote_effect !== 'applied' && after.resolution === null) {
-      const refs = after.attempts.flatMap((a) =>
-        a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
-      );
-      await resolve(after, 'succeeded', 'succeeded', 'attempt', refs);
-    }
+    await settleAppliedEarlier(ctx, after, c, 'attempt');
     if (facts.effect === 'none') {
       if (c.category === 'gate_locked' || c.category === 'approval_denied')
         await resolve(view, 'cancelled', c.category, 'attempt', []);
@@ -298,6 +293,25 @@ export async function drive<I, O>(
       diagnosticsRef: result.diagnosticsRef,
     });
   }
+}
+
+/**
+ * An operation an earlier attempt is known to have applied is settled as done when a later attempt
+ * (refused, failed, unanswered) did not itself show the effect: the ledger then says what the agent
+ * is told, and a call again answers the settled state.
+ */
+async function settleAppliedEarlier(
+  ctx: EngineContext,
+  after: OperationView,
+  c: { remote_effect: string },
+  by: 'attempt' | 'recovery' | 'reconciliation',
+): Promise<void> {
+  if (after.remote_effect !== 'applied' || c.remote_effect === 'applied') return;
+  if (after.resolution !== null) return;
+  const refs = after.attempts.flatMap((a) =>
+    a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
+  );
+  await ctx.resolve(after, 'succeeded', 'succeeded', by, refs);
 }
 
 /**
@@ -367,16 +381,7 @@ export async function licensedAttempt(
       diagnosticsRef: result.diagnosticsRef,
     });
   const after = (await ctx.load(view.operation_id)) ?? view;
-  if (
-    after.remote_effect === 'applied' &&
-    c.remote_effect !== 'applied' &&
-    after.resolution === null
-  ) {
-    const refs = after.attempts.flatMap((x) =>
-      x.finish?.response?.remote_ref ? [x.finish.response.remote_ref] : [],
-    );
-    await resolve(after, 'succeeded', 'succeeded', by, refs);
-  }
+  await settleAppliedEarlier(ctx, after, c, by);
   if (after.remote_effect === 'none' && by === 'recovery')
     await resolve(view, 'failed', c.category, by, []);
   return attemptEnvelope(ctx, a, after, c, {
