@@ -86,7 +86,13 @@ function install(): string {
     {
       cwd: tmp,
       encoding: 'utf8',
-      env: { ...process.env, npm_config_better_sqlite3_local_prebuilds: localPrebuild() },
+      env: {
+        ...process.env,
+        npm_config_better_sqlite3_local_prebuilds: localPrebuild(),
+        // scripts/test-node.sh builds native modules from source for Node 22/24 (no GitHub here);
+        // this install takes the binary that build left in the checkout instead.
+        npm_config_build_from_source: 'false',
+      },
       timeout: 600_000,
     },
   );
