@@ -1,4 +1,4 @@
-import { mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -39,6 +39,30 @@ describe('candor CLI', () => {
     const r = await runCli(['schema', 'bogus']);
     expect(r.code).toBe(2);
     expect(r.err).toContain('unknown schema "bogus"');
+  });
+});
+
+describe('candor upstream status', () => {
+  it('says so when no upstream uses OAuth, instead of printing nothing', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'candor-upstream-status-'));
+    try {
+      const config = join(dir, 'candor.yaml');
+      writeFileSync(
+        config,
+        readFileSync(
+          join(fileURLToPath(new URL('../../examples', import.meta.url)), 'candor.yaml'),
+          'utf8',
+        ),
+      );
+      const r = await runCli(['upstream', 'status', '--config', config]);
+      expect(r).toEqual({
+        code: 0,
+        out: 'no upstream in this configuration uses auth: oauth (see docs/upstreams.md)\n',
+        err: '',
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
 

@@ -38,6 +38,11 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     throw new CliUsageError(
       `${loaded.file}: upstreams.${name}: ${upstreams[name] ? 'has no `auth: oauth`' : 'no such upstream'}${oauthNames.length ? ` (OAuth upstreams: ${oauthNames.join(', ')})` : ''}`,
     );
+  if (sub === 'status' && oauthNames.length === 0) {
+    if (flags.json === true) io.out('[]\n');
+    else io.out('no upstream in this configuration uses auth: oauth (see docs/upstreams.md)\n');
+    return Exit.ok;
+  }
   if (!loaded.config.vault)
     throw new CliUsageError(
       `${loaded.file}: auth: oauth keeps its tokens in the vault; configure vault:`,
