@@ -112,6 +112,21 @@ export function resultOf(envelope: Envelope): CallToolResult {
  * the ledger holds the answer.
  */
 function ledgerFaultEnvelope(tool: string, operationId: string | null, error: unknown): Envelope {
+  return personMustCheck(
+    tool,
+    operationId,
+    `The ledger is broken (${errorText(error)}): this call may not be recorded and whether anything reached the destination is not known here; a person must check the ledger (candor audit verify) before anything is retried.`,
+    null,
+  );
+}
+
+/** Nothing here can say whether the effect exists: outcome unknown, and a person decides. */
+function personMustCheck(
+  tool: string,
+  operationId: string | null,
+  message: string,
+  data: Record<string, unknown> | null,
+): Envelope {
   return {
     ok: false,
     category: 'outcome_unknown',
@@ -120,8 +135,8 @@ function ledgerFaultEnvelope(tool: string, operationId: string | null, error: un
     retry: 'escalate',
     remote_effect: 'unknown',
     correlation_id: null,
-    message: `The ledger is broken (${errorText(error)}): this call may not be recorded and whether anything reached the destination is not known here; a person must check the ledger (candor audit verify) before anything is retried.`,
-    data: null,
+    message,
+    data,
     diagnostics_ref: null,
   };
 }
@@ -147,23 +162,17 @@ function invalidInputEnvelope(tool: string, error: InvalidInput): Envelope {
  * under that id applied its effect — never "not applied".
  */
 function unknownOperationEnvelope(tool: string, operationId: string): Envelope {
-  return {
-    ok: false,
-    category: 'outcome_unknown',
-    operation: tool,
-    operation_id: operationId,
-    retry: 'escalate',
-    remote_effect: 'unknown',
-    correlation_id: null,
-    message: `This gateway's ledger holds no operation ${operationId}, so this call sent nothing; whether an earlier call under that id applied its effect cannot be known here (is it another gateway's ledger, or was the ledger moved or reset?): a person must check before anything is called again.`,
-    data: {
+  return personMustCheck(
+    tool,
+    operationId,
+    `This gateway's ledger holds no operation ${operationId}, so this call sent nothing; whether an earlier call under that id applied its effect cannot be known here (is it another gateway's ledger, or was the ledger moved or reset?): a person must check before anything is called again.`,
+    {
       refusal: {
         code: 'unknown_operation',
         detail: `no operation ${operationId} in this gateway's ledger`,
       },
     },
-    diagnostics_ref: null,
-  };
+  );
 }
 
 /** A form-capable client: `elicitation: {}` (2025-06-18 form default) or `elicitation.form`. */
