@@ -41,7 +41,7 @@ function agentProcess(args: Record<string, unknown>): Promise<ChildResult> {
     execFile(
       process.execPath,
       [script, JSON.stringify({ ledger: ledgerUrl, origin: fake.url, ...args })],
-      { timeout: 20_000 },
+      { timeout: 90_000 },
       (err, stdout, stderr) => {
         if (err) reject(new Error(`agent process failed: ${err.message}\n${stderr}`));
         else resolve(JSON.parse(stdout.trim().split('\n').at(-1)!) as ChildResult);

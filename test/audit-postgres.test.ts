@@ -28,7 +28,7 @@ async function verify(
 }
 
 describe.skipIf(skip !== undefined)('candor audit verify on PostgreSQL', () => {
-  it('reports INTACT, then MODIFIED at the edited record', { timeout: 60_000 }, async () => {
+  it('reports INTACT, then MODIFIED at the edited record', { timeout: 180_000 }, async () => {
     const url = `${server!.url}${server!.url.includes('?') ? '&' : '?'}schema=audit_pg`;
     const store = await openPostgresLedger(server!.url, { schema: 'audit_pg' });
     for (let i = 1; i <= 5; i++) await store.append([opened(`op_${i}`)]);

@@ -231,7 +231,7 @@ describe('a witness answering one byte a second', () => {
     } finally {
       await w.close();
     }
-  }, 20_000);
+  }, 180_000);
 });
 
 describe('a witness that has cosigned a larger tree of this log', () => {

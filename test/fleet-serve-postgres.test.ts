@@ -201,7 +201,7 @@ describe.skipIf(skip !== undefined)('candor serve fleets on PostgreSQL', () => {
 
   it(
     'candor ops follow prints what another connection appends and exits 0 on SIGINT',
-    { timeout: 60_000 },
+    { timeout: 180_000 },
     async () => {
       const schema = 'fleet_follow';
       const writer: LedgerStore = await openPostgresLedger(server!.url, { schema });

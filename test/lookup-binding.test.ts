@@ -74,7 +74,7 @@ describe('reference matrix: lookups by a client-chosen id', () => {
     const lost = report.rows.find((r) => r.id === 'lookup-older-record-reply-lost')!;
     expect(lost.final).toMatchObject({ category: 'succeeded', remote_effect: 'applied' });
     expect(lost.final!.data).toMatchObject({ correlation_id: lost.correlation_id });
-  }, 60_000);
+  }, 180_000);
 });
 
 describe('the oracle is symmetric', () => {
@@ -146,5 +146,5 @@ describe('the oracle is symmetric', () => {
     } finally {
       await fake.close();
     }
-  }, 60_000);
+  }, 180_000);
 });

@@ -50,7 +50,7 @@ async function killAfterCommit(ledgerPath: string, cor: string, action: string):
 describe('recovery after the gateway is killed mid-request', () => {
   it.each(['create_deployment', 'create_release'])(
     '%s: the next process settles the operation, one remote record',
-    { timeout: 60_000 },
+    { timeout: 180_000 },
     async (actionName) => {
       const ledgerPath = join(dir, `${actionName}.db`);
       const cor = `recover-${actionName}`;

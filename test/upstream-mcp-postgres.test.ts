@@ -30,7 +30,7 @@ beforeAll(async () => {
   db = new pg.Client({ connectionString: server.url });
   await db.connect();
   await db.query('CREATE TABLE items (id serial PRIMARY KEY, name text NOT NULL)');
-}, 60_000);
+}, 180_000);
 afterAll(async () => {
   await db?.end();
   await server?.stop();

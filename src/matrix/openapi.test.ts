@@ -273,5 +273,5 @@ describe('the generated matrix for the example spec', () => {
     const failed = report.value.rows.filter((r) => !r.passed);
     expect(failed.map((r) => `${r.id}: ${r.error ?? JSON.stringify(r.assertions)}`)).toEqual([]);
     expect(report.value.summary).toMatchObject({ rows: 81, unsafe: 0, secret_leaks: 0 });
-  }, 60_000);
+  }, 180_000);
 });

@@ -80,7 +80,7 @@ async function crashOnce(ledgerPath: string, plan: Planned[], killAfterMs: numbe
 describe(`crash campaign (seed ${SEED}, ${TRIALS} trials)`, () => {
   it(
     'recover twice after each SIGKILL: no orphan, no duplicate, no false claim',
-    { timeout: 60_000 + TRIALS * 15_000 },
+    { timeout: 120_000 + TRIALS * 30_000 },
     async () => {
       const random = seededRandom(SEED);
       const unit = (): number => {

@@ -26,7 +26,7 @@ describe.skipIf(skip !== undefined)('candor ui live on PostgreSQL', () => {
       ledger: 'postgres://candor@127.0.0.1/postgres',
       pollMs: 100,
     });
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await ui?.close();

@@ -93,7 +93,7 @@ describe.skipIf(skip !== undefined)('candor ui --host 0.0.0.0', { timeout: 120_0
     });
     url = new URL(printed);
     expect(url.hostname).toBe('0.0.0.0');
-  }, 60_000);
+  }, 180_000);
 
   afterAll(async () => {
     await context?.close();

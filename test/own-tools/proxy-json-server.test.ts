@@ -68,7 +68,7 @@ beforeAll(async () => {
     await new Promise((r) => setTimeout(r, 100));
   }
   throw new Error('json-server did not start');
-}, 60_000);
+}, 180_000);
 
 afterAll(() => {
   server?.kill();
