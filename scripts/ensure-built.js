@@ -21,7 +21,8 @@ function newestSource(dir) {
   return newest;
 }
 
-const stamp = join(root, 'dist', 'cli', 'main.js');
+// The bundled command line is written last (after tsc's dist/cli/), so its age is the build's.
+const stamp = join(root, 'dist', 'bin', 'main.js');
 const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0;
 if (built < newestSource(join(root, 'src'))) {
   process.stderr.write(
@@ -32,4 +33,8 @@ if (built < newestSource(join(root, 'src'))) {
     [join(root, 'node_modules', 'typescript', 'bin', 'tsc'), '-p', 'tsconfig.build.json'],
     { cwd: root, stdio: 'inherit' },
   );
+  execFileSync(process.execPath, [join(root, 'scripts', 'bundle-cli.js')], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 }

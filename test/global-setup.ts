@@ -19,7 +19,8 @@ function newestMtime(dir: string): number {
 }
 
 export default function setup(): void {
-  const stamp = join(root, 'dist', 'cli', 'main.js');
+  // The bundled command line is written last (after tsc's dist/cli/), so its age is the build's.
+  const stamp = join(root, 'dist', 'bin', 'main.js');
   const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0;
   if (built >= newestMtime(join(root, 'src'))) return;
   try {
@@ -38,4 +39,8 @@ export default function setup(): void {
       'global-setup: the build reported type errors (see above); continuing with the emitted dist/',
     );
   }
+  execFileSync(process.execPath, [join(root, 'scripts', 'bundle-cli.js')], {
+    cwd: root,
+    stdio: 'inherit',
+  });
 }

@@ -6,12 +6,12 @@
 import { realpathSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
 import { envNeeds } from '../../config/vault-needs.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 import { cliCommand, shellWord } from '../invocation.js';
+import { packageRoot } from '../version.js';
 
 const CLIENTS = ['claude-desktop', 'cursor', 'vscode', 'claude-code'] as const;
 type Client = (typeof CLIENTS)[number];
@@ -86,7 +86,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
     return Exit.usage;
   }
-  const cli = realpathSync(fileURLToPath(new URL('../../../bin/candor.js', import.meta.url)));
+  const cli = realpathSync(join(packageRoot(), 'bin', 'candor.js'));
   const server: ServerCommand = {
     command: process.execPath,
     args: [cli, 'serve', '--config', config],

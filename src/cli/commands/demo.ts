@@ -5,11 +5,12 @@
 // It also writes .candor/demo.yaml naming that ledger, so every command the web view and these
 // lines print (`ops`, `ui`, `recover`, `audit` with `--config .candor/demo.yaml`) runs as printed.
 import { mkdir, rm, writeFile } from 'node:fs/promises';
-import { fileURLToPath } from 'node:url';
+import { join } from 'node:path';
 import { openLedger } from '../../ledger/open.js';
 import { shellWord } from '../../core/shell.js';
 import { CliUsageError, parseFlags, type CommandIo } from '../io.js';
 import { cliCommand } from '../invocation.js';
+import { packageRoot } from '../version.js';
 import { runFile } from './matrix.js';
 
 export const DEMO_LEDGER_FILE = '.candor/demo.db';
@@ -130,7 +131,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     throw new CliUsageError(
       `--reset starts the demo's own ledger (${DEMO_LEDGER_FILE}) fresh; it does not apply to --ledger`,
     );
-  const file = fileURLToPath(new URL('../../../examples/matrix/reference.yaml', import.meta.url));
+  const file = join(packageRoot(), 'examples', 'matrix', 'reference.yaml');
   const own = typeof flags.ledger !== 'string';
   const ledger = own ? `sqlite:./${DEMO_LEDGER_FILE}` : (flags.ledger as string);
   if (flags.reset === true)
