@@ -1,6 +1,7 @@
 // Approvals through the MCP gateway: a client that supports elicitation is asked; a "no" ends the
 // call with approval_denied and the fake service receives nothing. A read never asks.
-import { mkdtempSync } from 'node:fs';
+import { once } from 'node:events';
+import { mkdirSync, mkdtempSync, watch } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -74,6 +75,26 @@ async function connect(
     };
   };
   return { call, asked, ledger, gateway, approvals, client, close: () => client.close() };
+}
+
+/**
+ * Resolves once a card waits in the console queue under `dir`: woken by the queue folder's change
+ * events (the card is renamed into place), not by polling on a timer.
+ */
+async function untilQueued(dir: string): Promise<void> {
+  const requests = join(dir, 'requests');
+  mkdirSync(requests, { recursive: true });
+  const watcher = watch(requests);
+  try {
+    for (;;) {
+      // Listening before looking: a card renamed in between still wakes the next wait.
+      const changed = once(watcher, 'change');
+      if ((await approvalQueue(dir).pending(Date.now())).length > 0) return;
+      await changed;
+    }
+  } finally {
+    watcher.close();
+  }
 }
 
 describe('approvals over MCP elicitation', () => {
@@ -192,8 +213,7 @@ describe('approvals that never hang a call', () => {
       () => 'answered',
       () => 'cancelled',
     );
-    for (let i = 0; i < 400 && (await queue.pending(Date.now())).length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
+    await untilQueued(dir);
     expect(await queue.pending(Date.now())).toHaveLength(1);
     controller.abort();
     expect(await call).toBe('cancelled');
@@ -217,8 +237,7 @@ describe('approvals that never hang a call', () => {
     );
     const queue = approvalQueue(dir);
     const call = c.call('delete_record', { id: rec.id });
-    for (let i = 0; i < 400 && (await queue.pending(Date.now())).length === 0; i++)
-      await new Promise((r) => setTimeout(r, 10));
+    await untilQueued(dir);
     await c.approvals!.shutdown();
     const answered = await call;
     expect(answered.env).toMatchObject({ category: 'approval_denied', remote_effect: 'none' });

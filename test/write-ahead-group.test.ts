@@ -27,12 +27,14 @@ interface Arrival {
 /** A destination that checks the ledger file at each request's first byte. */
 async function destination(
   dbPath: string,
-): Promise<{ server: Server; url: string; arrivals: Arrival[] }> {
+): Promise<{ server: Server; url: string; arrivals: Arrival[]; firstArrival: Promise<void> }> {
   const reader = new Database(dbPath, { readonly: true, fileMustExist: true });
   const committed = reader.prepare(
     "SELECT bytes FROM ledger_events WHERE kind = 'attempt_started'",
   );
   const arrivals: Arrival[] = [];
+  let arrived: () => void = () => undefined;
+  const firstArrival = new Promise<void>((r) => (arrived = r));
   let n = 0;
   const server = createServer((socket: Socket) => {
     let buffered = Buffer.alloc(0);
@@ -54,6 +56,7 @@ async function destination(
       if (buffered.length < end + 4 + length) return;
       const attemptId = /\r\nx-candor-attempt-id: *(\S+)/i.exec(head)?.[1] ?? '';
       arrivals.push({ attemptId, committedAtFirstByte: seen });
+      arrived();
       const body = JSON.stringify({ id: `thg_${++n}`, state: 'created' });
       socket.end(
         `HTTP/1.1 201 Created\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\nconnection: close\r\n\r\n${body}`,
@@ -63,7 +66,7 @@ async function destination(
   server.on('close', () => reader.close());
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const { port } = server.address() as { port: number };
-  return { server, url: `http://127.0.0.1:${port}`, arrivals };
+  return { server, url: `http://127.0.0.1:${port}`, arrivals, firstArrival };
 }
 
 /** `l` with another append (the store's methods keep their own `this`). */
@@ -89,7 +92,7 @@ afterEach(async () => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function runConcurrent(wrap: (l: LedgerStore) => LedgerStore) {
+async function runConcurrent(wrap: (l: LedgerStore, firstArrival: Promise<void>) => LedgerStore) {
   const dir = mkdtempSync(join(tmpdir(), 'candor-wal-group-'));
   dirs.push(dir);
   const path = join(dir, 'ledger.db');
@@ -107,7 +110,7 @@ async function runConcurrent(wrap: (l: LedgerStore) => LedgerStore) {
       inFlight--;
     }
   });
-  const ledger = wrap(counted);
+  const ledger = wrap(counted, dest.firstArrival);
   const action = defineAction({
     name: 'create_thing',
     class: 'create',
@@ -165,10 +168,11 @@ describe('write-ahead under group commit', () => {
   });
 
   it('has teeth: a ledger that acknowledges before it commits is caught', async () => {
-    // Acknowledges at once and commits a second later: bytes then leave before the commit.
-    const early = (l: LedgerStore): LedgerStore =>
+    // Acknowledges at once and commits only once a request has reached the destination: bytes
+    // then leave before the commit (ordered by that event, not by a timer).
+    const early = (l: LedgerStore, firstArrival: Promise<void>): LedgerStore =>
       withAppend(l, (events) => {
-        const later = new Promise<void>((r) => setTimeout(r, 1000)).then(() => l.append(events));
+        const later = firstArrival.then(() => l.append(events));
         void later.catch(() => undefined);
         return Promise.resolve(
           events.map((e) => ({ ...e, seq: 0, v: 1, prev_hash: '', hash: '' })),

@@ -1,6 +1,6 @@
 // Gate semantics on a memory ledger with synthetic engine contexts (the engine-level behaviour on
 // real sockets is in test/approvals-*.test.ts).
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { createIdFactory } from '../core/ids.js';
 import { manualClock, seededRandom } from '../core/time.js';
 import type { StoredEvent } from '../ledger/events.js';
@@ -120,10 +120,18 @@ describe('approval gate', () => {
 
   it('concurrent checks for the same session approval share one prompt', async () => {
     let release: (d: 'approved') => void = () => undefined;
-    const { gate, approver } = setup([() => new Promise((r) => (release = r))]);
+    let shown: () => void = () => undefined;
+    const asked = new Promise<void>((r) => (shown = r));
+    const { gate, approver } = setup([
+      () => {
+        shown();
+        return new Promise((r) => (release = r));
+      },
+    ]);
     const a = gate.check(ctx());
     const b = gate.check(ctx({ operation_id: 'op_2' }));
-    await new Promise((r) => setTimeout(r, 10));
+    // The answer comes once the person is looking at the card, not after some time.
+    await asked;
     release('approved');
     expect(await Promise.all([a, b])).toEqual([{ decision: 'approved' }, { decision: 'approved' }]);
     expect(approver.cards).toHaveLength(1);
@@ -253,6 +261,35 @@ describe('approval gate', () => {
         retry_decision: 'destination_idempotency_confirmed',
       },
     });
+  });
+
+  it('a sensitive retry-after-unknown grant does not survive a changed fingerprint at the gate itself', async () => {
+    // The approval arrives after the asking call returned pending: a fresh grant for request X.
+    let answer: (d: 'approved') => void = () => undefined;
+    const ledger = openMemoryLedger();
+    const approver = scriptedApprover([() => new Promise((r) => (answer = r))]);
+    const gate = createApprovalGate({ ledger, approver, wait_ms: 0 });
+    const retry = {
+      action: 'create_payment',
+      action_class: 'financial',
+      prior_dispatch_state: 'sent_no_response',
+    } as const;
+    expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:X' }))).toMatchObject({
+      decision: 'pending',
+    });
+    answer('approved');
+    await vi.waitFor(() => expect(gate.open()).toBe(0));
+    // The same operation now retries another request: the grant for X does not cover Y. The gate
+    // asks again (the script has no more answers: denied) instead of approving.
+    expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:Y' }))).toEqual({
+      decision: 'denied',
+    });
+    expect(approver.cards.map((c) => [c.reason, c.request_fingerprint])).toEqual([
+      ['retry_after_unknown', 'sha256:X'],
+      ['retry_after_unknown', 'sha256:Y'],
+    ]);
+    const view = projectOperation(await ledger.query({ operation_id: 'op_1' }))!;
+    expect(view.approvals.map((a) => a.decision)).toEqual(['approved', 'denied']);
   });
 
   it('a response that left the effect unknown also counts as unknown; a known one does not', async () => {

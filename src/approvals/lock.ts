@@ -8,6 +8,12 @@
 //   locked; other vault failures surface as credential failures with their own category.
 // - a lock file (no vault): `<dir>/LOCKED` exists ⇒ locked. `candor approve lock|unlock` writes and
 //   removes it. Anything but "file absent" (e.g. a permission error) counts as locked: fail closed.
+//   The gate asks before every attempt, so the answer is cached against the folder's own stat
+//   (inode, mtime, ctime in ns): creating or removing LOCKED changes the folder, and the file is
+//   read again only then — one `stat` per check instead of a failing read. A folder changed within
+//   the last RACY_MS is not trusted (coarse file-system clocks) and read every time; a folder whose
+//   stat fails (other than absent) throws, which the gate counts as locked.
+import { statSync } from 'node:fs';
 import { mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 
@@ -79,11 +85,18 @@ export interface LockFile extends LockSource {
   holder(): Promise<{ by: string; at: number } | null>;
 }
 
-export function lockFile(dir: string = DEFAULT_APPROVALS_DIR): LockFile {
+/** A folder changed less than this long ago may change again within its timestamp's tick. */
+export const RACY_MS = 2_000;
+
+export function lockFile(
+  dir: string = DEFAULT_APPROVALS_DIR,
+  /** Injected for tests that count reads. */
+  read: (path: string) => Promise<string> = (p) => readFile(p, 'utf8'),
+): LockFile {
   const path = join(dir, LOCK_FILE_NAME);
   const holder = async (): Promise<{ by: string; at: number } | null> => {
     try {
-      const parsed = JSON.parse(await readFile(path, 'utf8')) as { by?: unknown; at?: unknown };
+      const parsed = JSON.parse(await read(path)) as { by?: unknown; at?: unknown };
       return {
         by: typeof parsed.by === 'string' ? parsed.by : 'unknown',
         at: typeof parsed.at === 'number' ? parsed.at : 0,
@@ -94,12 +107,25 @@ export function lockFile(dir: string = DEFAULT_APPROVALS_DIR): LockFile {
       return { by: 'unknown', at: 0 };
     }
   };
+  let cached: { stamp: string; locked: boolean } | null = null;
   return {
     name: 'lock_file',
     path,
     holder,
     async isLocked() {
-      return (await holder()) !== null;
+      // No folder, no lock file: nothing to read (and no error to build).
+      const folder = statSync(dir, { bigint: true, throwIfNoEntry: false });
+      if (folder === undefined) {
+        cached = null;
+        return false;
+      }
+      const stamp = `${folder.ino}:${folder.mtimeNs}:${folder.ctimeNs}`;
+      if (cached?.stamp === stamp) return cached.locked;
+      // Read after the stat: a change after it gives the next check another stamp.
+      const locked = (await holder()) !== null;
+      const settled = Date.now() - Number(folder.mtimeMs) > RACY_MS;
+      cached = settled ? { stamp, locked } : null;
+      return locked;
     },
     async lock(by, at) {
       await mkdir(dirname(path), { recursive: true });

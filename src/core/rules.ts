@@ -97,9 +97,6 @@ const decisionsWhere = (
 /** Decisions that license sending again after an attempt that may have been delivered. */
 export const LICENSING_DECISIONS: ReadonlySet<RetryDecision> = decisionsWhere('licenses');
 
-/** Retry decisions that refuse a further attempt. */
-export const REFUSING_DECISIONS: ReadonlySet<RetryDecision> = decisionsWhere('refuses');
-
 /** Operation states that settle an operation (no further attempt is planned). */
 export const TERMINAL_STATES: ReadonlySet<OperationState> = new Set([
   OperationState.succeeded,

@@ -3,7 +3,7 @@
 import type { z } from 'zod';
 import type { FiveXxMeaning } from '../core/evidence.js';
 import type { ActionClass } from '../core/vocabulary.js';
-import type { HttpTimeouts, TransportKind } from '../core/transport.js';
+import type { HttpTimeouts } from '../core/transport.js';
 
 export interface RequestContext {
   operation_id: string;
@@ -151,11 +151,6 @@ export interface McpReconciliation {
 
 /** Where an action's requests go, tagged by the transport that carries them. */
 export type Destination = HttpDestination | SshDestination | McpDestination;
-
-/** The transport kind of a destination (HTTP when the tag is left out). */
-export function transportKindOf(dest: Destination): TransportKind {
-  return dest.kind ?? 'http';
-}
 
 /** The request spec an action of a destination kind builds. */
 export type RequestFor<D extends Destination> = D extends SshDestination

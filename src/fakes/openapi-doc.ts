@@ -468,11 +468,6 @@ function successOf(
   return { status: Number(code), schema: r.jsonBody(value, rp, 'response') };
 }
 
-/** The example values a schema carries (for placeholder inputs), without the normalization. */
-export function exampleOf(schema: unknown): unknown {
-  return isObj(schema) ? (schema.example ?? schema.default) : undefined;
-}
-
 /** Properties and required names of an object schema, through `allOf`. */
 export function objectShapeOf(schema: unknown): { props: Obj; required: string[] } {
   const props: Obj = {};

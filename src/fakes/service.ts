@@ -63,6 +63,8 @@ export interface FakeService {
   /** Ground truth of one request id, or all of it, in `seq` order. */
   groundTruth(callId?: string): TruthEvent[];
   groundTruthJsonl(callId?: string): string;
+  /** Resolves with the first ground-truth event `match` accepts, already logged or still to come. */
+  whenTruth(match: (e: TruthEvent) => boolean): Promise<TruthEvent>;
   readonly resources: ResourceStore;
   readonly tokens: TokenBook;
   setIdempotency(routeKey: string, mode: IdempotencyMode): boolean;
@@ -131,6 +133,7 @@ export async function startFakeService(options: FakeServiceOptions = {}): Promis
     armed: () => faults.list(),
     groundTruth: (callId) => truth.query(callId),
     groundTruthJsonl: (callId) => toJsonl(truth.query(callId)),
+    whenTruth: (match) => truth.when(match),
     resources,
     tokens,
     setIdempotency(routeKey, mode) {

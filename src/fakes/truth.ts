@@ -72,6 +72,11 @@ export class TruthLog {
   private byCall = new Map<string, TruthEvent[]>();
   private seq = 0;
   private fd: number | undefined;
+  /** Waiters for an event not yet recorded (`when`). */
+  private waiters = new Set<{
+    match: (e: TruthEvent) => boolean;
+    found: (e: TruthEvent) => void;
+  }>();
 
   constructor(
     private readonly now: () => number,
@@ -103,7 +108,22 @@ export class TruthLog {
     else this.byCall.set(callId, [entry]);
     // Appended synchronously so the file order is the event order even if the process dies next.
     if (this.fd !== undefined) writeSync(this.fd, `${JSON.stringify(entry)}\n`);
+    for (const w of this.waiters) {
+      if (!w.match(entry)) continue;
+      this.waiters.delete(w);
+      w.found(entry);
+    }
     return entry;
+  }
+
+  /**
+   * The first event (already recorded, or recorded later) that `match` accepts: tests wait on the
+   * event itself instead of sleeping until it has probably happened.
+   */
+  when(match: (e: TruthEvent) => boolean): Promise<TruthEvent> {
+    const seen = this.events.find(match);
+    if (seen) return Promise.resolve(seen);
+    return new Promise((found) => this.waiters.add({ match, found }));
   }
 
   query(callId?: string): TruthEvent[] {

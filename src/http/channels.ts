@@ -27,7 +27,7 @@ export interface PhaseTracker {
 const byAttempt = new Map<string, PhaseTracker>();
 const byRequest = new WeakMap<object, PhaseTracker>();
 let subscribed = false;
-let now: () => number = () => performance.timeOrigin + performance.now();
+const now: () => number = () => performance.timeOrigin + performance.now();
 
 interface UndiciRequestLike {
   headers?: unknown;
@@ -105,9 +105,4 @@ export function trackAttempt(attemptId: string): { tracker: PhaseTracker; releas
   const tracker: PhaseTracker = {};
   byAttempt.set(attemptId, tracker);
   return { tracker, release: () => void byAttempt.delete(attemptId) };
-}
-
-/** For tests: a deterministic time source for phase timestamps. */
-export function setPhaseClock(fn: () => number): void {
-  now = fn;
 }

@@ -361,8 +361,10 @@ describe('cancellation', () => {
           () => 'cancelled',
         );
       if (how === 'abort') {
-        for (let i = 0; i < 500 && fake.resources.all('deployments').length === 0; i++)
-          await new Promise((r) => setTimeout(r, 5));
+        // Cancelled once the deployment is committed (its reply is held back by the fault).
+        await fake.whenTruth(
+          (e) => e.event === 'mutation_committed' && e.resource_kind === 'deployments',
+        );
         controller.abort();
       }
       expect(await pending).toBe('cancelled');

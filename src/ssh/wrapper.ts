@@ -40,21 +40,6 @@ export const WRAPPER_PROTOCOL = 'CANDOR-WRAP/1';
 export const SECRET_ENV_NAME_PATTERN = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 /** Default cap on the stdout and stderr kept from one command (the rest is counted and dropped). */
 export const DEFAULT_OUTPUT_CAP = 1024 * 1024;
-/** External tools the wrapper needs; a host without one gets a refusal naming it, before anything runs. */
-export const WRAPPER_TOOLS = [
-  'date',
-  'wc',
-  'tr',
-  'cat',
-  'dd',
-  'mkdir',
-  'mv',
-  'rm',
-  'rmdir',
-  'ls',
-  'id',
-  'sed',
-];
 
 // POSIX sh (dash, busybox, bash), written without `${` so that String.raw keeps it verbatim.
 // `kill -0` and /proc boot_id give liveness (a zombie counts as gone; a recorded boot id that differs

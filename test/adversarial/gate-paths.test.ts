@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { anyLock, lockFile, vaultLock } from '../../src/approvals/index.js';
-import type { CredentialProvider } from '../../src/engine/ports.js';
+import type { CredentialProvider, Gate } from '../../src/engine/ports.js';
 import { startFakeService, type FakeService } from '../../src/fakes/index.js';
 import { REFERENCE_AUTHORITY } from '../../src/matrix/reference-actions.js';
 import { received, setup, TOKEN } from './support.js';
@@ -96,5 +96,57 @@ describe('lookups and recovery pass the gate', () => {
       checkGate: () => Promise.resolve({ ok: false, failure: { code: 'locked' } } as const),
     };
     expect(await anyLock(vaultLock(lockedVault), file).isLocked()).toBe(true);
+  });
+
+  // A lock whose state cannot be read counts as locked (fail closed) wherever bytes could leave:
+  // for the gate without approvals, for the approval gate, and for a gate whose own lock answer
+  // fails. Reconcile answers gate_locked and recover hands the operation to a person, and no lookup
+  // is sent.
+  it.each([
+    ['the lock gate (no approvals)', 'lock', 'gp-3'],
+    ['the approval gate', 'approval', 'gp-4'],
+  ] as const)('%s whose lock cannot be read sends no lookup', async (_, gate, cor) => {
+    const s = setup(fake, ['approved'], { gate });
+    const opId = await unknownCreate(s, cor);
+    s.lock.unreadable = true;
+    expect(await s.runtime.reconcile(opId)).toMatchObject({
+      ok: false,
+      category: 'gate_locked',
+      remote_effect: 'unknown',
+      retry: 'escalate',
+    });
+    const items = await s.runtime.recover();
+    expect(items).toMatchObject([
+      { operation_id: opId, outcome: 'needs_person', unresolved: true },
+    ]);
+    expect(items[0]!.detail).toMatch(/gate is locked/);
+    expect(received(fake, `${cor}.lookup`)).toBe(0);
+    expect(received(fake, cor, 'POST')).toBe(1);
+    const v = await s.view(opId);
+    expect(v.observations).toHaveLength(0);
+    expect(v.state).toBe('unknown');
+    // The unreadable lock is on record as a lock the gate observed.
+    const changes = (await s.ledger.read()).filter((e) => e.kind === 'gate_changed');
+    expect(changes.map((e) => e.data.locked)).toEqual([true]);
+  });
+
+  it('a gate whose lock answer itself fails counts as locked: no lookup', async () => {
+    let failing = false;
+    const gate = (): Gate => ({
+      check: () => Promise.resolve({ decision: 'approved' }),
+      locked: () =>
+        failing ? Promise.reject(new Error('lock state unreadable')) : Promise.resolve(false),
+    });
+    const s = setup(fake, [], { gate });
+    const opId = await unknownCreate(s, 'gp-5');
+    failing = true;
+    expect(await s.runtime.reconcile(opId)).toMatchObject({
+      category: 'gate_locked',
+      remote_effect: 'unknown',
+    });
+    const items = await s.runtime.recover();
+    expect(items).toMatchObject([{ operation_id: opId, outcome: 'needs_person' }]);
+    expect(received(fake, 'gp-5.lookup')).toBe(0);
+    expect((await s.view(opId)).observations).toHaveLength(0);
   });
 });

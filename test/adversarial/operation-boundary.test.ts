@@ -120,6 +120,47 @@ describe('continuing an operation is only ever the same request', () => {
   });
 });
 
+describe("continuing after the action's definition changed", () => {
+  it('same input, other request bytes (a new configuration): refused before anything is recorded or sent', async () => {
+    const s = setup(fake, ['approved']);
+    fake.arm({ call_id: 'ob-def', phase: 'after_commit', action: 'rst' });
+    const input = { service: 'ledger', version: '3.1.0' };
+    const first = await s.run('create_deployment', input, { cor: 'ob-def' });
+    expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const opId = first.operation_id!;
+    const before = (await s.ledger.read()).length;
+    const asked = s.approver.cards.length;
+
+    // The same action name and input, but its definition now builds another body: the intent
+    // digest (the input) matches, the request that would be sent does not.
+    const original = s.action('create_deployment');
+    const redefined = {
+      ...original,
+      request: (
+        i: { service: string; version: string },
+        rctx: Parameters<typeof original.request>[1],
+      ) => {
+        const spec = original.request(i, rctx) as { body: Record<string, unknown> };
+        return { ...spec, body: { ...spec.body, replicas: 3 } };
+      },
+    } as typeof original;
+    const again = await s.runtime.run(redefined, input, { operationId: opId });
+    expect(again).toMatchObject({
+      ok: false,
+      category: 'outcome_unknown',
+      operation_id: opId,
+      remote_effect: 'unknown',
+      data: { refusal: { code: 'request_changed' }, reason: 'other_request' },
+    });
+    expect(again.message).toMatch(CHANGED);
+    // Nothing recorded, nobody asked, no byte.
+    expect(await s.ledger.read()).toHaveLength(before);
+    expect(s.approver.cards).toHaveLength(asked);
+    expect(received(fake, 'ob-def', 'POST')).toBe(1);
+    expect((await s.view(opId)).attempts).toHaveLength(1);
+  });
+});
+
 describe('approval cards show the request that will be sent', () => {
   it('the card carries the prepared request of that attempt, as the fake received it', async () => {
     const s = setup(fake, ['approved']);

@@ -130,3 +130,71 @@ describe('encoded and escaped forms of a secret', () => {
     expect(r.redactString(`a ${TOKEN.slice(0, 9)} b`)).toBe(`a ${TOKEN.slice(0, 9)} b`);
   });
 });
+
+describe('short query tokens (8 to 15 characters)', () => {
+  // A key or token from 8 characters on is hidden whatever its length; shorter values are
+  // ordinary words (`key=short`). The bound is the boundary a mutation audit found untested.
+  const KEY = 'abcd1234';
+
+  it.each(['abcd1234', 'abcd12345', 'abcd1234567890Z'])(
+    'api_key=%s in a URL, a query string and an env line is redacted',
+    (value) => {
+      const r = createRedactor();
+      expect(r.redactString(`GET /v1/items?api_key=${value}&page=2`)).toBe(
+        `GET /v1/items?api_key=${REDACTED}&page=2`,
+      );
+      expect(r.redactString(`https://h/x?token=${value}`)).toBe(`https://h/x?token=${REDACTED}`);
+      expect(r.redactString(`API_KEY=${value} ./run`)).toBe(`API_KEY=${REDACTED} ./run`);
+    },
+  );
+
+  it('a 7-character value is left alone', () => {
+    const r = createRedactor();
+    expect(r.redactString('GET /v1/items?api_key=abcd123&page=2')).toBe(
+      'GET /v1/items?api_key=abcd123&page=2',
+    );
+  });
+
+  it('reaches neither the ledger nor the envelope (request path, reply body, error body)', async () => {
+    const link = `/v1/items?page=2&api_key=${KEY}`;
+    const server = createServer((req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const failing = req.url?.startsWith('/v1/fail') === true;
+        res.writeHead(failing ? 500 : 200, { 'content-type': 'application/json' });
+        // The provider echoes the URL it was called with, key included.
+        res.end(JSON.stringify({ next: link, called: req.url }));
+      });
+    });
+    servers.push(server);
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const origin = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+    const ledger = openMemoryLedger();
+    const runtime = createRuntime({
+      ledger,
+      credentials: staticCredentials({ 'vault:legacy': { 'x-client': 'candor' } }),
+      sleep: () => Promise.resolve(),
+    });
+    const read = (path: string) =>
+      defineAction({
+        name: `read_${path}`,
+        class: 'read',
+        subject: 'the items',
+        input: z.object({}),
+        // A legacy API that takes its key in the query string.
+        request: () => ({ method: 'GET', path: `/v1/${path}?api_key=${KEY}` }),
+        response: z.unknown(),
+        destination: { origin, authority_ref: 'vault:legacy' },
+        timeouts: { total_ms: 5_000, connect_ms: 1_000 },
+      });
+    const ok = await runtime.run(read('items'), {});
+    expect(ok).toMatchObject({ ok: true, category: 'succeeded' });
+    expect(ok.data).toMatchObject({ next: `/v1/items?page=2&api_key=${REDACTED}` });
+    const failed = await runtime.run(read('fail'), {});
+    expect(failed.ok).toBe(false);
+    const stored = JSON.stringify(await ledger.read());
+    expect(stored).toContain(REDACTED);
+    for (const text of [JSON.stringify(ok), JSON.stringify(failed), stored])
+      expect(text).not.toContain(KEY);
+  });
+});

@@ -2,12 +2,13 @@
 // service on real sockets, with an approval gate whose lock the test flips.
 import {
   createApprovalGate,
+  createLockGate,
   scriptedApprover,
   type ScriptedAnswer,
 } from '../../src/approvals/index.js';
 import type { Envelope } from '../../src/core/envelope.js';
 import type { ActionDefinition } from '../../src/engine/action.js';
-import { staticCredentials, type CredentialProvider } from '../../src/engine/ports.js';
+import { staticCredentials, type CredentialProvider, type Gate } from '../../src/engine/ports.js';
 import { createRuntime } from '../../src/runtime.js';
 import { lookupRefusingInvalid, type FakeService } from '../../src/fakes/index.js';
 import { openMemoryLedger } from '../../src/ledger/memory/store.js';
@@ -22,7 +23,8 @@ export interface Setup {
   ledger: LedgerStore;
   approver: ReturnType<typeof scriptedApprover>;
   runtime: ReturnType<typeof createRuntime>;
-  lock: { locked: boolean };
+  /** The lock the gate reads; `unreadable` makes reading it throw. */
+  lock: { locked: boolean; unreadable: boolean };
   action(name: string): ActionDefinition;
   run(name: string, input: unknown, opts?: { cor?: string; op?: string }): Promise<Envelope>;
   view(operationId: string): Promise<NonNullable<ReturnType<typeof projectOperation>>>;
@@ -31,16 +33,26 @@ export interface Setup {
 export function setup(
   fake: FakeService,
   answers: ScriptedAnswer[] = [],
-  options: { credentials?: CredentialProvider; ledger?: LedgerStore } = {},
+  options: {
+    credentials?: CredentialProvider;
+    ledger?: LedgerStore;
+    /** `lock`: the gate without approvals (createLockGate); `approval` (default) asks `answers`. */
+    gate?: 'approval' | 'lock' | ((ledger: LedgerStore) => Gate);
+  } = {},
 ): Setup {
   const ledger = options.ledger ?? openMemoryLedger();
   const approver = scriptedApprover(answers);
-  const lock = { locked: false };
-  const gate = createApprovalGate({
-    ledger,
-    approver,
-    lock: () => Promise.resolve(lock.locked),
-  });
+  const lock = { locked: false, unreadable: false };
+  const isLocked = () =>
+    lock.unreadable
+      ? Promise.reject(new Error('EACCES: the lock state cannot be read'))
+      : Promise.resolve(lock.locked);
+  const gate =
+    typeof options.gate === 'function'
+      ? options.gate(ledger)
+      : options.gate === 'lock'
+        ? createLockGate({ ledger, lock: { name: 'test_lock', isLocked } })
+        : createApprovalGate({ ledger, approver, lock: isLocked });
   // Deadlines wide enough for a loaded machine: these suites inject their faults explicitly.
   const actions = new Map(
     referenceActions(fake.url).map((a) => [a.name, { ...a, timeouts: WIDE }]),
