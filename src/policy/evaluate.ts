@@ -5,6 +5,12 @@
 //                     policy errored (fail closed: Cedar skips an erroring policy; Candor does not).
 //   require_approval  only @approval("required") forbids stand in the way: without them Cedar
 //                     would allow.
+//
+// Per call, Cedar gets only what can matter (reads.ts): the policies whose scope can match the
+// request (a prepared set per distinct subset, made once) and the attributes those policies read.
+// When no policy's scope matches, Cedar's answer is known without asking it: deny, no reasons, no
+// errors. The decision, reasons and errors are Cedar's own in every case; the cuts only remove
+// what cannot change them (bench/policy-eval.js measures the cost).
 import {
   preparsePolicySet,
   statefulIsAuthorized,
@@ -13,6 +19,7 @@ import {
 } from '@cedar-policy/cedar-wasm/nodejs';
 import { NAMESPACE } from './cedar-types.js';
 import type { LoadedPolicy } from './load.js';
+import { prune, readsOf, shapeOf, type PolicyShape, type Reads } from './reads.js';
 
 export interface CedarRequest {
   principal: { id: string; attrs: Record<string, CedarValueJson> };
@@ -44,29 +51,92 @@ function preparse(policies: readonly LoadedPolicy[]): string {
   return id;
 }
 
-export function createEvaluator(policies: readonly LoadedPolicy[]): Evaluator {
-  const byId = new Map(policies.map((p) => [p.id, p]));
-  const full = preparse(policies);
-  const hard = preparse(policies.filter((p) => !p.approval));
+/** Prepared subsets kept per evaluator; past this, calls use the whole set (same answer). */
+const MAX_SUBSETS = 256;
 
-  const run = (set: string, req: CedarRequest) => {
-    const entities: EntityJson[] = [
-      {
-        uid: { type: `${NAMESPACE}::Caller`, id: req.principal.id },
-        attrs: req.principal.attrs,
-        parents: [],
-      },
-      {
-        uid: { type: `${NAMESPACE}::Resource`, id: req.resource.id },
-        attrs: req.resource.attrs,
-        parents: [],
-      },
-    ];
+export interface EvaluatorOptions {
+  /** false: every call sends the whole set and the whole request (tests compare both ways). */
+  narrow?: boolean;
+}
+
+export function createEvaluator(
+  policies: readonly LoadedPolicy[],
+  options: EvaluatorOptions = {},
+): Evaluator {
+  const byId = new Map(policies.map((p) => [p.id, p]));
+  const narrow = options.narrow ?? true;
+  // A null shape (not understood) reads everything and matches every request.
+  const shapes: Array<PolicyShape | null> = narrow ? policies.map((p) => shapeOf(p.text)) : [];
+  const all = policies.map((_, i) => i);
+  const whole = {
+    full: preparse(policies),
+    hard: preparse(policies.filter((p) => !p.approval)),
+    reads: narrow ? readsOf(shapes) : readsOf([null]),
+  };
+  // Prepared sets by subset key (indices of the policies in it), with what the subset reads.
+  const subsets = new Map<string, typeof whole>([[all.join(','), whole]]);
+
+  const principalType = `${NAMESPACE}::Caller`;
+  const resourceType = `${NAMESPACE}::Resource`;
+  const actionType = `${NAMESPACE}::Action`;
+
+  /** The prepared sets of the policies whose scope can match `req`; null: none can. */
+  const setsFor = (req: CedarRequest): typeof whole | null => {
+    if (!narrow) return whole;
+    const principal = { type: principalType, id: req.principal.id };
+    const action = { type: actionType, id: req.action };
+    const resource = { type: resourceType, id: req.resource.id };
+    const picked: number[] = [];
+    for (let i = 0; i < policies.length; i++) {
+      const s = shapes[i];
+      if (
+        !s ||
+        (s.scope.action(action) && s.scope.principal(principal) && s.scope.resource(resource))
+      )
+        picked.push(i);
+    }
+    if (picked.length === 0) return null;
+    const key = picked.join(',');
+    const known = subsets.get(key);
+    if (known) return known;
+    if (subsets.size >= MAX_SUBSETS) return whole;
+    const chosen = picked.map((i) => policies[i]!);
+    try {
+      const made = {
+        full: preparse(chosen),
+        hard: preparse(chosen.filter((p) => !p.approval)),
+        reads: readsOf(picked.map((i) => shapes[i] ?? null)),
+      };
+      subsets.set(key, made);
+      return made;
+    } catch {
+      return whole; // the whole set gives the same answer
+    }
+  };
+
+  const entityOf = (
+    type: string,
+    part: { id: string; attrs: Record<string, CedarValueJson> },
+    need: Reads['principal'],
+    opaque: boolean,
+  ): EntityJson | null => {
+    if (opaque) return { uid: { type, id: part.id }, attrs: part.attrs, parents: [] };
+    // No attribute read: Cedar treats an absent entity as one without attributes or parents.
+    if (need === null) return null;
+    return { uid: { type, id: part.id }, attrs: prune(part.attrs, need), parents: [] };
+  };
+
+  const run = (set: string, reads: Reads, req: CedarRequest) => {
+    const entities: EntityJson[] = [];
+    const principal = entityOf(principalType, req.principal, reads.principal, reads.opaque);
+    if (principal) entities.push(principal);
+    const resource = entityOf(resourceType, req.resource, reads.resource, reads.opaque);
+    if (resource) entities.push(resource);
     const answer = statefulIsAuthorized({
-      principal: { type: `${NAMESPACE}::Caller`, id: req.principal.id },
-      action: { type: `${NAMESPACE}::Action`, id: req.action },
-      resource: { type: `${NAMESPACE}::Resource`, id: req.resource.id },
-      context: req.context,
+      principal: { type: principalType, id: req.principal.id },
+      action: { type: actionType, id: req.action },
+      resource: { type: resourceType, id: req.resource.id },
+      context: reads.context === null ? {} : prune(req.context, reads.context),
       preparsedPolicySetId: set,
       entities,
     });
@@ -75,6 +145,13 @@ export function createEvaluator(policies: readonly LoadedPolicy[]): Evaluator {
     return { response: answer.response } as const;
   };
 
+  // Cedar reports its policy ids as sets (no order): Candor lists them in file order, so a decision
+  // reads the same whichever prepared set gave it.
+  const order = new Map(policies.map((p, i) => [p.id, i]));
+  const rank = (id: string) => order.get(id) ?? policies.length;
+  const inOrder = (ids: Iterable<string>) =>
+    [...new Set(ids)].sort((a, b) => rank(a) - rank(b) || (a < b ? -1 : a > b ? 1 : 0));
+
   const reasonOf = (ids: readonly string[], fallback: string): string =>
     ids.map((id) => byId.get(id)?.reason).find((r): r is string => typeof r === 'string') ??
     fallback;
@@ -82,7 +159,11 @@ export function createEvaluator(policies: readonly LoadedPolicy[]): Evaluator {
   return {
     size: policies.length,
     evaluate(req) {
-      const first = run(full, req);
+      const chosen = setsFor(req);
+      // No policy's scope matches: Cedar denies with no reasons and no errors.
+      if (chosen === null)
+        return { decision: 'deny', policy_ids: [], reason: 'no policy permits this call' };
+      const first = run(chosen.full, chosen.reads, req);
       if ('failed' in first)
         return {
           decision: 'deny',
@@ -91,15 +172,18 @@ export function createEvaluator(policies: readonly LoadedPolicy[]): Evaluator {
         };
       const { decision, diagnostics } = first.response;
       if (diagnostics.errors.length > 0) {
-        const ids = [...new Set(diagnostics.errors.map((e) => e.policyId))];
-        const what = diagnostics.errors.map((e) => `${e.policyId}: ${e.error.message}`).join('; ');
+        const ids = inOrder(diagnostics.errors.map((e) => e.policyId));
+        const what = [...diagnostics.errors]
+          .sort((a, b) => rank(a.policyId) - rank(b.policyId))
+          .map((e) => `${e.policyId}: ${e.error.message}`)
+          .join('; ');
         return {
           decision: 'deny',
           policy_ids: ids,
           reason: `a policy failed to evaluate (${what})`,
         };
       }
-      const ids = diagnostics.reason;
+      const ids = inOrder(diagnostics.reason);
       if (decision === 'allow')
         return { decision: 'allow', policy_ids: ids, reason: reasonOf(ids, 'permitted') };
       if (ids.length === 0)
@@ -113,7 +197,7 @@ export function createEvaluator(policies: readonly LoadedPolicy[]): Evaluator {
         };
       // Only approval forbids stand in the way: the call is allowed once a person agrees, if and
       // only if the rest of the set allows it.
-      const second = run(hard, req);
+      const second = run(chosen.hard, chosen.reads, req);
       if (
         'failed' in second ||
         second.response.decision !== 'allow' ||

@@ -78,10 +78,7 @@ function formatterOf(zone: string): Intl.DateTimeFormat {
   return f;
 }
 
-export function zoneParts(
-  at: number,
-  zone: string,
-): {
+export interface ZoneParts {
   year: number;
   month: number;
   day: number;
@@ -89,11 +86,20 @@ export function zoneParts(
   minute: number;
   second: number;
   weekday: string;
-} {
+}
+
+/** The last second formatted per zone: formatting costs more than the rest of a request. */
+const lastParts = new Map<string, { second: number; parts: Readonly<ZoneParts> }>();
+
+/** Calendar parts of `at` in `zone` (second resolution, so one formatting serves a whole second). */
+export function zoneParts(at: number, zone: string): Readonly<ZoneParts> {
+  const second = Math.floor(at / 1000);
+  const last = lastParts.get(zone);
+  if (last && last.second === second) return last.parts;
   const f = formatterOf(zone);
   const parts = f.formatToParts(at);
   const get = (type: string): string => parts.find((p) => p.type === type)?.value ?? '0';
-  return {
+  const out: ZoneParts = {
     year: Number(get('year')),
     month: Number(get('month')),
     day: Number(get('day')),
@@ -102,6 +108,8 @@ export function zoneParts(
     second: Number(get('second')),
     weekday: get('weekday').toLowerCase(),
   };
+  lastParts.set(zone, { second, parts: out });
+  return out;
 }
 
 /** Totals over one ledger; facts of an operation (who, how much) are read once and kept. */
