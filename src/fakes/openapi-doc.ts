@@ -303,6 +303,11 @@ function modelOf(
     if (path.startsWith('x-')) continue;
     const itemPointer = pointerOf(['paths', path]);
     if (!path.startsWith('/')) throw new DocError(itemPointer, 'a path must start with "/"');
+    if (path.startsWith('//'))
+      throw new DocError(
+        itemPointer,
+        'a path must start with a single "/" (a request path starting "//" names another host)',
+      );
     const { value: item, pointer: ip } = r.deref(rawItem, itemPointer);
     if (!isObj(item)) throw new DocError(ip, 'a path item must be a mapping');
     const itemServer = r.server(item.servers, `${ip}/servers`, vars) ?? docServer;

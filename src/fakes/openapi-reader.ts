@@ -102,6 +102,11 @@ export class Reader {
         continue;
       }
       const parsed = parseServerUrl(url);
+      if (parsed && /^[^?#]*[^/:?#]\/\//.test(url))
+        this.warn(
+          `${pointer}/${i}/url`,
+          `"${url}" has "//" in its path; taken as the prefix ${parsed.prefix || '/'}`,
+        );
       if (parsed) return parsed;
       problems.push(`${pointer}/${i}/url: "${url}" is not an http(s) URL or a path`);
     }
@@ -230,7 +235,13 @@ function parseServerUrl(url: string): ApiServer | undefined {
       return undefined;
     }
     if (u.protocol !== 'http:' && u.protocol !== 'https:') return undefined;
-    return { url, origin: u.origin, prefix: u.pathname.replace(/\/+$/, '') };
+    // `https://host/{basePath}` with a basePath of `/v1` gives `https://host//v1`: the document
+    // means one prefix `/v1` (a request path starting `//` would name another host).
+    return {
+      url,
+      origin: u.origin,
+      prefix: u.pathname.replace(/\/{2,}/g, '/').replace(/\/+$/, ''),
+    };
   }
   if (url.startsWith('//')) return undefined;
   const path = url.split(/[?#]/)[0] ?? '';

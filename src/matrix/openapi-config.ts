@@ -4,7 +4,6 @@
 // vault: references); what Candor has to guess (the action class, the key's retention, a lookup)
 // says so in a comment naming its evidence; what the document cannot tell (a lookup for a write
 // nothing can find) is a `# TODO: lookup`, and until then the action's unknown outcomes escalate.
-import { Document, isMap, isScalar, isSeq } from 'yaml';
 import {
   objectShapeOf,
   type ApiModel,
@@ -14,6 +13,7 @@ import {
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { guessClass, type ClassChoice } from './openapi-class.js';
 import { lookupFor, type LookupPlan } from './openapi-lookup.js';
+import { writeYaml } from './openapi-yaml.js';
 
 export { CLIENT_REF_FIELDS } from './openapi-lookup.js';
 export type { ClassChoice } from './openapi-class.js';
@@ -24,6 +24,8 @@ const CLASSES: readonly string[] = valuesOf(ActionClass);
 const PLACEHOLDER_ORIGIN = 'http://127.0.0.1:8080';
 /** Nesting of the response schema kept in the configuration (deeper: any value is accepted). */
 const RESPONSE_DEPTH = 1;
+/** Nested schemas an action's input keeps (see `bounded`). */
+const INPUT_SCHEMAS = 40;
 
 export interface InitOptions {
   /** The client deadline written into every action (`timeouts.total_ms`). */
@@ -313,12 +315,19 @@ function planOne(
   };
   if (bodyWhole !== undefined) request.body = template(bodyWhole);
   else if (op.body !== undefined) request.body = body;
-  const input: JsonSchema = {
-    type: 'object',
-    properties,
-    ...(required.length ? { required } : {}),
-    additionalProperties: false,
-  };
+  const input = bounded(
+    {
+      type: 'object',
+      properties,
+      ...(required.length ? { required } : {}),
+      additionalProperties: false,
+    },
+    INPUT_SCHEMAS,
+  );
+  if (input.properties !== properties)
+    comments.push(
+      `the input schema is cut to about ${INPUT_SCHEMAS} nested schemas (what lies deeper is checked by the service, not by Candor)`,
+    );
   const response = shallow(op.success.schema ?? {}, RESPONSE_DEPTH);
   const hasId = Object.hasOwn(objectShape(op.success.schema).props, 'id');
   const action: Obj = {
@@ -406,16 +415,124 @@ export function shallow(schema: unknown, depth: number): JsonSchema {
   return out;
 }
 
-/** Leaf maps and lists of scalars read best on one line; nesting stays in block style. */
-function compact(node: unknown): void {
-  if (isMap(node) || isSeq(node)) {
-    const items = isMap(node) ? node.items.map((p) => p.value) : node.items;
-    items.forEach(compact);
-    node.flow = items.every(
-      (v) => isScalar(v) || ((isMap(v) || isSeq(v)) && v.flow === true && v.items.length <= 3),
-    );
-    if (node.flow && JSON.stringify(node.toJSON()).length > 90) node.flow = false;
+/** Keywords that say something to a person, kept only on the input's own properties when cut. */
+const NOTES = new Set(['description', 'title', 'default', 'example', 'examples']);
+/** The deepest level `bounded` keeps. */
+const CUT_MAX = 6;
+
+/** Subschemas of a schema, each one level deeper: properties, items, union branches. */
+function forEachChild(schema: Obj, f: (child: unknown) => void): void {
+  for (const k of ['properties', 'patternProperties']) {
+    const v = schema[k];
+    if (isObj(v)) for (const c of Object.values(v)) f(c);
   }
+  for (const k of ['items', 'additionalProperties']) if (isObj(schema[k])) f(schema[k]);
+  for (const k of ['allOf', 'anyOf', 'oneOf', 'prefixItems']) {
+    const v = schema[k];
+    if (Array.isArray(v)) v.forEach(f);
+  }
+}
+
+/** Schemas per level, counting down to `CUT_MAX + 1` levels (`counts[0]`: the schema itself). */
+function countLevels(schema: unknown, level: number, counts: number[]): void {
+  if (!isObj(schema) || level > CUT_MAX) return;
+  counts[level] = (counts[level] ?? 0) + 1;
+  forEachChild(schema, (c) => countLevels(c, level + 1, counts));
+}
+
+/**
+ * The schema down to `depth` levels (a property, an array's items and each branch of a union are
+ * one level deeper): below it, only the type and enum stay; past the top level, notes go.
+ */
+function cut(schema: unknown, depth: number, top: boolean): JsonSchema {
+  if (!isObj(schema)) return {};
+  if (depth <= 0) {
+    const out: JsonSchema = {};
+    if (typeof schema.type === 'string' || Array.isArray(schema.type)) out.type = schema.type;
+    if (Array.isArray(schema.enum)) out.enum = schema.enum;
+    return out;
+  }
+  const out: JsonSchema = {};
+  for (const [k, v] of Object.entries(schema)) {
+    if (!top && NOTES.has(k)) continue;
+    if ((k === 'properties' || k === 'patternProperties') && isObj(v))
+      out[k] = Object.fromEntries(Object.entries(v).map(([n, s]) => [n, cut(s, depth - 1, false)]));
+    else if ((k === 'items' || k === 'additionalProperties') && isObj(v))
+      out[k] = cut(v, depth - 1, false);
+    else if (
+      (k === 'allOf' || k === 'anyOf' || k === 'oneOf' || k === 'prefixItems') &&
+      Array.isArray(v)
+    )
+      out[k] = v.map((s) => cut(s, depth - 1, false));
+    else out[k] = v;
+  }
+  return out;
+}
+
+/**
+ * An action's input schema within `budget` schemas (the input's parameters and body fields and
+ * every schema nested in them): unchanged when it fits; otherwise cut at the deepest level that
+ * fits, and never above the parameters and fields themselves, which keep their type, enum and
+ * description. A looser input only lets the service, not Candor, refuse a bad nested value —
+ * which the outcome then says (rejected) — while a schema of thousands of nodes (Microsoft
+ * Graph's bodies) is sent to the agent with every tool list and converted for every action.
+ */
+function bounded(input: JsonSchema, budget: number): JsonSchema {
+  const props = isObj(input.properties) ? input.properties : {};
+  const counts: number[] = [];
+  for (const s of Object.values(props)) countLevels(s, 0, counts);
+  let total = 0;
+  let depth = -1;
+  for (const [level, n] of counts.entries()) {
+    total += n;
+    if (total > budget) break;
+    depth = level;
+  }
+  // Every level within the budget, and nothing deeper than the count looked: unchanged.
+  if (depth === counts.length - 1 && depth < CUT_MAX) return input;
+  const keep = Math.max(1, depth);
+  return {
+    ...input,
+    properties: Object.fromEntries(Object.entries(props).map(([n, s]) => [n, cut(s, keep, true)])),
+  };
+}
+
+/** Longest one-line form of a schema map or list (`{ type: string }`). */
+const ONE_LINE_MAX = 90;
+
+/**
+ * Leaf maps and lists of a schema read best on one line (`{ type: string }`): those whose items
+ * are scalars or one-line collections of at most 3 items, within 90 characters of JSON; nesting
+ * stays in block style. The memo holds each collection's JSON length, or -1 when it is not one line.
+ */
+function oneLine(v: Obj | unknown[], memo: WeakMap<object, number>): boolean {
+  return jsonLength(v, memo) >= 0;
+}
+
+function jsonLength(v: Obj | unknown[], memo: WeakMap<object, number>): number {
+  const known = memo.get(v);
+  if (known !== undefined) return known;
+  const entries: Array<[string | undefined, unknown]> = Array.isArray(v)
+    ? v.map((x) => [undefined, x])
+    : Object.entries(v);
+  let length = 2 + Math.max(0, entries.length - 1);
+  for (const [k, x] of entries) {
+    if (k !== undefined) length += JSON.stringify(k).length + 1;
+    if (typeof x === 'object' && x !== null) {
+      const inner = x as Obj | unknown[];
+      const n = jsonLength(inner, memo);
+      const size = Array.isArray(inner) ? inner.length : Object.keys(inner).length;
+      if (n < 0 || size > 3) return remember(memo, v, -1);
+      length += n;
+    } else length += JSON.stringify(x)?.length ?? 0;
+    if (length > ONE_LINE_MAX) return remember(memo, v, -1);
+  }
+  return remember(memo, v, length);
+}
+
+function remember(memo: WeakMap<object, number>, v: object, n: number): number {
+  memo.set(v, n);
+  return n;
 }
 
 function render(
@@ -425,41 +542,34 @@ function render(
   destComments: Map<string, string>,
   model: ApiModel,
 ): string {
-  const doc = new Document(config, { aliasDuplicateObjects: false });
   const base = model.file.split(/[\\/]/).at(-1) ?? model.file;
-  doc.commentBefore = [
-    ` Generated by \`candor init --openapi ${base}\` from "${model.title}": one action per operation.`,
-    ' Check every comment marked "a guess" or TODO before an agent uses these tools.',
-    ' Credentials are vault: references; the values never go in this file.',
-    ' Next: candor matrix generate --openapi SPEC --config THIS_FILE --out matrix.yaml',
-  ].join('\n');
-  const creds = doc.get('credentials', true);
-  if (isMap(creds))
-    for (const pair of creds.items) {
-      const name = isScalar(pair.key) ? String(pair.key.value) : '';
-      const c = credComments.get(name);
-      if (c !== undefined && isScalar(pair.key)) pair.key.commentBefore = ` ${c}`;
-    }
-  const dests = doc.get('destinations', true);
-  if (isMap(dests))
-    for (const pair of dests.items) {
-      const c = isScalar(pair.key) ? destComments.get(String(pair.key.value)) : undefined;
-      if (c !== undefined && isScalar(pair.key)) pair.key.commentBefore = ` ${c}`;
-    }
-  const actions = doc.get('actions', true);
-  if (isSeq(actions))
-    actions.items.forEach((item, i) => {
-      const plan = plans[i];
-      if (!plan || !isMap(item)) return;
-      item.commentBefore = plan.comments.map((c) => ` ${c}`).join('\n');
-      for (const pair of item.items) {
-        const key = isScalar(pair.key) ? String(pair.key.value) : '';
-        if (['request', 'timeouts', 'reconcile'].includes(key) && isMap(pair.value)) {
-          const v = pair.value;
-          v.flow = v.items.every((p) => isScalar(p.value) || key !== 'request');
-        }
-        if (['input', 'response'].includes(key)) compact(pair.value);
+  const header = [
+    `Generated by \`candor init --openapi ${base}\` from "${model.title}": one action per operation.`,
+    'Check every comment marked "a guess" or TODO before an agent uses these tools.',
+    'Credentials are vault: references; the values never go in this file.',
+    'Next: candor matrix generate --openapi SPEC --config THIS_FILE --out matrix.yaml',
+  ];
+  const memo = new WeakMap<object, number>();
+  return writeYaml(config, header, {
+    flowRule: (v, path) => {
+      if (path[0] !== 'actions' || path.length < 3) return false;
+      const key = path[2]!;
+      if (path.length === 3 && !Array.isArray(v)) {
+        if (key === 'timeouts' || key === 'reconcile') return true;
+        if (key === 'request')
+          return Object.values(v).every((x) => typeof x !== 'object' || x === null);
       }
-    });
-  return doc.toString({ lineWidth: 100 });
+      return (key === 'input' || key === 'response') && oneLine(v, memo);
+    },
+    commentOf: (path) => {
+      if (path.length !== 2) return undefined;
+      const [section, name] = path as [string, string];
+      if (section === 'credentials') return lines(credComments.get(name));
+      if (section === 'destinations') return lines(destComments.get(name));
+      if (section === 'actions') return plans[Number(name)]?.comments;
+      return undefined;
+    },
+  });
 }
+
+const lines = (c: string | undefined): string[] | undefined => (c === undefined ? undefined : [c]);
