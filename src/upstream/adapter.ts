@@ -76,6 +76,12 @@ function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
         detail:
           "The authorization server refused to exchange the caller's token for this upstream (RFC 8693); nothing was sent. A person must check the caller's grants at the authorization server.",
       };
+    case 'lookup_needs_caller':
+      return {
+        code: 'lookup_needs_caller',
+        detail:
+          "This upstream's tokens are per caller: the lookup runs only as the caller who made the operation (reconcile_operation through the team gateway); nothing was sent.",
+      };
     case 'no_subject_token':
       return {
         code: 'token_exchange_refused',

@@ -8,6 +8,9 @@
 //   the operator's token for an authenticated caller: without its own, nothing is sent.
 // - Connections are kept by principal (issuer and subject) while the gateway runs, at most `max`;
 //   past it the least recently used idle one is closed (it reconnects when its caller returns).
+// - A reconciliation lookup outside an authenticated call (`candor recover`) is not sent: whose
+//   operation it is is not known here, and another identity's "not found" proves nothing.
+import { IdPrefix } from '../core/ids.js';
 import type { CallFacts, UpstreamConnection } from './connection.js';
 import { grantKey, type GrantPrincipal } from './oauth/port.js';
 import {
@@ -68,7 +71,14 @@ export function principalConnection(
     async call(tool, args, opts): Promise<CallFacts> {
       const p = currentUpstreamPrincipal();
       const principal = grantPrincipalOf(p);
-      if (!p || !principal) return o.operator.call(tool, args, opts);
+      if (!p || !principal) {
+        // A reconciliation lookup (an observation id) outside an authenticated call may concern
+        // any caller's operation: run with the operator's token it could miss a record only that
+        // caller can see and "prove" an absence. It is not sent; the caller reconciles it.
+        if (opts.id.startsWith(`${IdPrefix.observation}_`))
+          return { stage: 'auth', facts: { kind: 'credential', reason: 'lookup_needs_caller' } };
+        return o.operator.call(tool, args, opts);
+      }
       const entry = connectionFor(p, principal);
       entry.busy++;
       try {

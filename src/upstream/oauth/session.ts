@@ -39,7 +39,9 @@ export type CredentialReason =
   /** token_exchange: the authorization server refused to exchange the caller's token. */
   | 'exchange_refused'
   /** token_exchange: the caller presented no token that could be exchanged. */
-  | 'no_subject_token';
+  | 'no_subject_token'
+  /** Per-principal upstream: a reconciliation lookup with no caller to run it as. */
+  | 'lookup_needs_caller';
 
 /** What an upstream's auth said, as facts for the MCP adapter (no token, no server text). */
 export type AuthFacts =
