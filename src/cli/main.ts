@@ -80,14 +80,17 @@ const COMMANDS: Record<string, CommandEntry> = {
   },
   upstream: {
     usage:
-      'candor upstream login NAME [--config FILE] [--scope S] [--timeout-s N] | upstream status [NAME] [--config FILE] [--json]',
+      'candor upstream login NAME [--as SUBJECT [--issuer URL|static]] [--config FILE] [--scope S] [--timeout-s N] | upstream status [NAME] [--config FILE] [--json]',
     summary:
       'OAuth for upstream MCP servers (auth: oauth): log in once (tokens kept in the vault, refreshed by the gateway), or show expiry and scopes (never a token)',
     details: [
       'login NAME: discovers the authorization server (RFC 9728, RFC 8414), registers Candor where',
       'needed, prints the authorization URL and waits for the redirect on 127.0.0.1 (or a pasted',
       'redirected URL); --scope S asks for more scopes; --timeout-s N (default 600). Exit 1: failed.',
-      'status [NAME]: per OAuth upstream: logged in, token expiry, scopes, refreshable; --json.',
+      "--as SUBJECT (oauth.tokens: per_principal): one gateway caller's own login, kept for that",
+      "caller only (the gateway's issuer, or --issuer static for a static token's name).",
+      'status [NAME]: per OAuth upstream (and per principal): logged in, token expiry, scopes,',
+      'refreshable; --json.',
       'Exit 1 when an upstream needs a login.',
     ].join('\n'),
     load: () => import('./commands/upstream.js'),

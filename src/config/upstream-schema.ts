@@ -98,6 +98,19 @@ export const upstreamOAuthSchema = z.strictObject({
     .describe(
       'the URL of a Client ID Metadata Document describing Candor (used as the client id where the server supports it)',
     ),
+  tokens: z
+    .enum(['shared', 'per_principal', 'token_exchange'])
+    .default('shared')
+    .describe(
+      "whose tokens a call uses: `shared` (the operator's one login), `per_principal` (each authenticated caller's own login: candor upstream login NAME --as SUBJECT), `token_exchange` (the caller's inbound token exchanged at the authorization server, RFC 8693); local callers use the operator's login",
+    ),
+  audience: z
+    .string()
+    .min(1)
+    .optional()
+    .describe(
+      'token_exchange: the `audience` sent with the exchange, where the authorization server wants one besides the resource',
+    ),
 });
 export type UpstreamOAuthConfig = z.output<typeof upstreamOAuthSchema>;
 
@@ -176,6 +189,12 @@ export const upstreamSchema = z
         code: 'custom',
         path: ['oauth'],
         message: '`oauth:` settings need `auth: oauth`',
+      });
+    if (u.oauth?.audience !== undefined && u.oauth.tokens !== 'token_exchange')
+      ctx.addIssue({
+        code: 'custom',
+        path: ['oauth', 'audience'],
+        message: '`audience` is sent with a token exchange only (`tokens: token_exchange`)',
       });
     if (u.oauth?.client_id !== undefined && u.oauth.client_credential !== undefined)
       ctx.addIssue({

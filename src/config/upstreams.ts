@@ -20,6 +20,9 @@ import {
   type TokenSource,
 } from '../upstream/oauth/session.js';
 import type { OAuthSettings } from '../upstream/oauth/port.js';
+import { discover } from '../upstream/oauth/discovery.js';
+import { exchangeSource } from '../upstream/oauth/exchange.js';
+import { principalConnection } from '../upstream/principal-connection.js';
 import type { Vault } from '../vault/index.js';
 import type { ConfiguredAction } from './actions.js';
 import type { GatewayConfig } from './schema.js';
@@ -71,17 +74,26 @@ export async function startUpstreams(
       }),
     );
   }
-  for (const [name, spec] of specs)
-    connections.set(
+  for (const [name, spec] of specs) {
+    const operator = upstreamConnection(
       name,
-      upstreamConnection(name, () => endpointOf(name, spec, options, sources.get(name)), {
+      () => endpointOf(name, spec, options, sources.get(name)),
+      {
         log,
         connect_timeout_ms: spec.connect_timeout_ms,
         max_message_bytes: spec.max_message_bytes,
         // A restarted upstream may be a different build: its annotations are compared again.
         onReopen: () => void relistOne(name).catch(() => undefined),
-      }),
+      },
     );
+    const mode = spec.auth === 'oauth' ? (spec.oauth?.tokens ?? 'shared') : 'shared';
+    connections.set(
+      name,
+      mode === 'shared' || !options.vault
+        ? operator
+        : perPrincipal(name, spec, mode, operator, options.vault, options.onSecret, log),
+    );
+  }
   const actions: ConfiguredAction[] = [];
   for (const [name, spec] of specs) {
     let tools: UpstreamTool[];
@@ -192,6 +204,70 @@ export function oauthSettings(spec: UpstreamConfig, vault: Vault): OAuthSettings
         }
       : {}),
   };
+}
+
+/**
+ * An OAuth upstream with per-principal tokens: each authenticated caller's calls go through a
+ * connection made with that caller's own token source (its login, or its exchanged token).
+ */
+function perPrincipal(
+  name: string,
+  spec: UpstreamConfig,
+  mode: 'per_principal' | 'token_exchange',
+  operator: UpstreamConnection,
+  vault: Vault,
+  onSecret: ((s: string) => void) | undefined,
+  log: (line: string) => void,
+): UpstreamConnection {
+  const settings = oauthSettings(spec, vault);
+  let found: ReturnType<typeof discover> | null = null;
+  const discovered = () => {
+    found ??= discover(spec.url!).then((r) => {
+      if (!r.ok) found = null;
+      return r;
+    });
+    return found;
+  };
+  return principalConnection(name, {
+    operator,
+    open: (principal, latest) => {
+      const source =
+        mode === 'per_principal'
+          ? tokenSource({
+              upstream: name,
+              server_url: spec.url!,
+              store: vault.oauth,
+              settings,
+              principal,
+              log,
+            })
+          : exchangeSource({
+              upstream: name,
+              store: vault.oauth,
+              settings,
+              discovered,
+              subjectToken: () => latest().subject_token,
+              audience: spec.oauth?.audience,
+              onSecret,
+              log,
+            });
+      return upstreamConnection(
+        name,
+        () =>
+          Promise.resolve({
+            kind: 'http' as const,
+            url: spec.url!,
+            headers: {},
+            fetch: authorizedFetch(source),
+          }),
+        {
+          log,
+          connect_timeout_ms: spec.connect_timeout_ms,
+          max_message_bytes: spec.max_message_bytes,
+        },
+      );
+    },
+  });
 }
 
 async function endpointOf(

@@ -22,6 +22,7 @@ import { NodeStreamableHTTPServerTransport, toWebRequest } from '@modelcontextpr
 import { createMcpHandler, isLegacyRequest, type Server } from '@modelcontextprotocol/server';
 import type { Gateway } from './gateway.js';
 import { runAs } from '../auth/context.js';
+import { asUpstreamPrincipal } from '../upstream/oauth/principal.js';
 import type { Principal, ResourceServer } from '../auth/resource-server.js';
 
 export interface HttpGateway {
@@ -165,6 +166,8 @@ export async function serveHttp(
       return;
     }
     let principal: Principal | null = null;
+    /** Runs request handling as the authenticated principal (nobody's, without auth). */
+    let as = <T>(fn: () => T): T => runAs(principal, fn);
     if (guard) {
       const checked = await guard.authenticate(req.headers.authorization);
       if (!checked.ok) {
@@ -186,6 +189,12 @@ export async function serveHttp(
         return;
       }
       principal = checked.value;
+      // Per-principal upstream tokens (src/upstream/oauth/principal.ts): the caller, and its own
+      // token for a token exchange (never forwarded to an upstream).
+      const bearer = /^Bearer +(\S+)$/i.exec(req.headers.authorization?.trim() ?? '')?.[1] ?? null;
+      const upstreamPrincipal = { caller: checked.value.caller, subject_token: bearer };
+      const p = principal;
+      as = (fn) => runAs(p, () => asUpstreamPrincipal(upstreamPrincipal, fn));
     }
     const sid = req.headers['mcp-session-id'];
     const found = typeof sid === 'string' ? sessions.get(sid) : undefined;
@@ -200,7 +209,7 @@ export async function serveHttp(
       return;
     }
     if (req.method !== 'POST') {
-      if (session) await runAs(principal, () => session.transport.handleRequest(req, res));
+      if (session) await as(() => session.transport.handleRequest(req, res));
       else rpcError(res, 405, -32000, 'Method not allowed.');
       return;
     }
@@ -224,12 +233,12 @@ export async function serveHttp(
         rpcError(res, 400, -32600, `Invalid Request: protocol ${version} has no JSON-RPC batches`);
         return;
       }
-      await runAs(principal, () => session.transport.handleRequest(req, res, body));
+      await as(() => session.transport.handleRequest(req, res, body));
       return;
     }
     const web = await toWebRequest(req as Parameters<typeof toWebRequest>[0], body);
     if (!(await isLegacyRequest(web, body))) {
-      await sendResponse(res, await runAs(principal, () => modern.fetch(web)));
+      await sendResponse(res, await as(() => modern.fetch(web)));
       return;
     }
     if (Array.isArray(body)) {
@@ -251,7 +260,7 @@ export async function serveHttp(
       if (transport.sessionId) sessions.delete(transport.sessionId);
     };
     await server.connect(transport);
-    await runAs(principal, () => transport.handleRequest(req, res, body));
+    await as(() => transport.handleRequest(req, res, body));
   };
 
   const http = createServer((req, res) => {

@@ -8,7 +8,8 @@
 //   a result with isError                                     -> mcp_reply tool_error
 //   a result whose structuredContent breaks the outputSchema  -> mcp_reply result, contract violated
 //   OAuth (src/upstream/oauth/session.ts), before the tool request was accepted:
-//     no token to send: not logged in, login required, refresh refused -> not_sent,
+//     no token to send: not logged in, login required, refresh refused, token exchange refused
+//       (per-principal: this caller's own token only) -> not_sent,
 //       credential_unavailable (escalate: a person must log in again); vault locked -> gate_locked;
 //       the authorization server unreachable -> not_sent (a local failure, allowed)
 //     the upstream answered 401 (after one refresh) / 403 -> that status (authentication_failed /
@@ -38,7 +39,8 @@ function authEvidence(f: AuthFacts): Evidence {
 }
 
 function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
-  const login = `candor upstream login ${upstream}`;
+  const login =
+    (f.kind === 'credential' ? f.login : undefined) ?? `candor upstream login ${upstream}`;
   if (f.kind === 'refused') {
     if (f.status === 403 && f.error === 'insufficient_scope')
       return {
@@ -66,7 +68,26 @@ function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
     case 'not_logged_in':
       return {
         code: 'login_required',
-        detail: `Nobody has logged in to this upstream yet: ${login}`,
+        detail: `${f.login && f.login !== `candor upstream login ${upstream}` ? 'This caller has' : 'Nobody has'} not logged in to this upstream yet; nothing was sent. A person must log in once: ${login}`,
+      };
+    case 'exchange_refused':
+      return {
+        code: 'token_exchange_refused',
+        detail:
+          "The authorization server refused to exchange the caller's token for this upstream (RFC 8693); nothing was sent. A person must check the caller's grants at the authorization server.",
+      };
+    case 'lookup_needs_caller':
+      return {
+        code: 'lookup_needs_caller',
+        detail:
+          "This upstream's tokens are per caller: the lookup runs only as the caller who made the operation (reconcile_operation through the team gateway); nothing was sent.",
+      };
+    case 'no_subject_token':
+      return {
+        code: 'token_exchange_refused',
+        detail:
+          'This caller presented no access token that could be exchanged for this upstream; nothing was sent. Call through the authenticated HTTP gateway, or a person logs in: ' +
+          login,
       };
     case 'refresh_refused':
     case 'login_required':

@@ -3,7 +3,16 @@
 // ships no types.
 declare module 'oidc-provider' {
   import type { IncomingMessage, ServerResponse } from 'node:http';
-  export const errors: { InvalidTarget: new () => Error };
+  export const errors: {
+    InvalidTarget: new () => Error;
+    InvalidRequest: new (description?: string) => Error;
+    InvalidGrant: new (description?: string) => Error;
+  };
+  /** The token endpoint's context, as a registered grant type's handler sees it. */
+  export interface TokenContext {
+    oidc: { params?: Record<string, unknown>; client?: { clientId: string } };
+    body?: unknown;
+  }
   interface Client {
     grantTypeAllowed(type: string): boolean;
   }
@@ -29,5 +38,11 @@ declare module 'oidc-provider' {
     );
     callback(): (req: IncomingMessage, res: ServerResponse) => void;
     on(event: string, listener: (...args: never[]) => void): this;
+    /** A custom grant type at the token endpoint (e.g. RFC 8693 token exchange). */
+    registerGrantType(
+      name: string,
+      handler: (ctx: TokenContext) => Promise<void>,
+      params?: string[],
+    ): void;
   }
 }

@@ -1,30 +1,41 @@
-// candor upstream login NAME [--config FILE] [--scope S ...] [--timeout-s N]
+// candor upstream login NAME [--as SUBJECT [--issuer URL|static]] [--config FILE] [--scope S ...] [--timeout-s N]
 // candor upstream status [NAME] [--config FILE] [--json]
 // OAuth for upstream MCP servers (`auth: oauth` in candor.yaml): `login` runs the authorization-
 // code flow once (the URL is printed; the browser's redirect reaches a listener on 127.0.0.1, or
 // the person pastes the redirected URL), and stores the tokens in the vault, bound to the upstream.
 // `status` shows, per upstream, who logged in, when the token expires and which scopes it holds —
-// never a token. Exit 0 ok, 1 login failed / status shows an upstream that needs a login, 2 usage,
+// never a token. Per-principal upstreams (`oauth.tokens: per_principal`): `login --as SUBJECT` is
+// one caller's own login (the person who is SUBJECT opens the URL; the tokens are kept for that
+// caller only, and refused when the authorization server says someone else logged in); `status`
+// lists every principal's grant. Exit 0 ok, 1 login failed / status shows an upstream that needs a login, 2 usage,
 // 3 the vault cannot be opened.
 import { createInterface } from 'node:readline';
 import { createRedactor } from '../../core/redact.js';
 import { oauthSettings } from '../../config/upstreams.js';
 import type { UpstreamConfig } from '../../config/upstream-schema.js';
 import { login } from '../../upstream/oauth/login.js';
-import { grantKey, type OAuthGrantInfo } from '../../upstream/oauth/port.js';
+import { loginCommand } from '../../upstream/oauth/session.js';
+import {
+  grantKey,
+  principalOfKey,
+  type GrantPrincipal,
+  type OAuthGrantInfo,
+} from '../../upstream/oauth/port.js';
 import { listOAuthGrants } from '../../vault/index.js';
 import { configFrom } from '../config-ledger.js';
 import { CliUsageError, Exit, parseFlags, type CommandIo } from '../io.js';
 import { openVaultOrExit } from '../vault.js';
 
 const USAGE =
-  'usage: candor upstream login NAME [--config FILE] [--scope S] [--timeout-s N] | upstream status [NAME] [--config FILE] [--json]';
+  'usage: candor upstream login NAME [--as SUBJECT [--issuer URL|static]] [--config FILE] [--scope S] [--timeout-s N] | upstream status [NAME] [--config FILE] [--json]';
 
 export async function run(args: string[], io: CommandIo): Promise<number> {
   const { flags, positional } = parseFlags(args, {
     config: 'string',
     scope: 'string',
     'timeout-s': 'string',
+    as: 'string',
+    issuer: 'string',
     json: 'boolean',
   });
   const [sub, name, ...rest] = positional;
@@ -56,6 +67,26 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       io,
     );
 
+  const spec0 = upstreams[name!]!;
+  const perPrincipal = spec0.oauth?.tokens === 'per_principal';
+  if (typeof flags.issuer === 'string' && typeof flags.as !== 'string')
+    throw new CliUsageError(`--issuer goes with --as SUBJECT (${USAGE})`);
+  let principal: GrantPrincipal | undefined;
+  if (typeof flags.as === 'string') {
+    if (!perPrincipal)
+      throw new CliUsageError(
+        `${loaded.file}: upstreams.${name}: --as is for per-principal tokens (oauth.tokens: per_principal)`,
+      );
+    if (flags.as.trim() === '') throw new CliUsageError("--as takes the caller's subject");
+    // The gateway's own issuer names its JWT callers; `static` names its static-token callers.
+    const issuer =
+      typeof flags.issuer === 'string' ? flags.issuer : loaded.config.mcp?.http?.auth?.issuer;
+    if (issuer === undefined)
+      throw new CliUsageError(
+        `${loaded.file}: mcp.http.auth has no issuer; give --issuer URL, or --issuer static for a static token's name`,
+      );
+    principal = { issuer: issuer === 'static' ? null : issuer, subject: flags.as };
+  }
   const timeout = typeof flags['timeout-s'] === 'string' ? Number(flags['timeout-s']) : 600;
   if (!Number.isInteger(timeout) || timeout <= 0)
     throw new CliUsageError('--timeout-s takes a whole number of seconds');
@@ -75,6 +106,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       server_url: spec.url!,
       store: vault.oauth,
       settings: oauthSettings(spec, vault),
+      ...(principal ? { principal } : {}),
       ...(typeof flags.scope === 'string'
         ? { extra_scopes: flags.scope.split(/[\s,]+/).filter(Boolean) }
         : {}),
@@ -88,7 +120,9 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       );
       return Exit.check_failed;
     }
-    io.err(`candor upstream login ${name}: logged in; ${describe(r.value, Date.now())}\n`);
+    io.err(
+      `candor upstream login ${name}: logged in${principal ? ` as ${principal.subject}` : ''}; ${describe(r.value, Date.now())}\n`,
+    );
     return Exit.ok;
   } finally {
     lines.close();
@@ -112,18 +146,34 @@ async function status(
   const byKey = new Map(listed.value.map((g) => [g.key, g]));
   const now = Date.now();
   let needsLogin = false;
-  const rows = names.map((n) => {
-    const g = byKey.get(grantKey(n)) as OAuthGrantInfo | undefined;
+  type Row = {
+    upstream: string;
+    principal: GrantPrincipal | null;
+    state: string;
+    grant: OAuthGrantInfo | null;
+  };
+  const rowOf = (n: string, principal: GrantPrincipal | null, g: OAuthGrantInfo | undefined) => {
     const current = g !== undefined && g.server_url === upstreams[n]!.url;
     const state = !current ? 'not_logged_in' : g.login_required ? 'login_required' : 'logged_in';
     if (state !== 'logged_in') needsLogin = true;
-    return { upstream: n, state, grant: current ? g : null };
-  });
+    return { upstream: n, principal, state, grant: current ? g : null };
+  };
+  const rows: Row[] = [];
+  for (const n of names) {
+    // The operator's own login (the tool listing, local calls), then every principal's.
+    rows.push(rowOf(n, null, byKey.get(grantKey(n))));
+    if ((upstreams[n]!.oauth?.tokens ?? 'shared') !== 'per_principal') continue;
+    for (const g of listed.value) {
+      const of = principalOfKey(g.key);
+      if (of?.upstream === n && of.principal) rows.push(rowOf(n, of.principal, g));
+    }
+  }
   if (json) {
     io.out(
       `${JSON.stringify(
         rows.map((r) => ({
           upstream: r.upstream,
+          principal: r.principal,
           state: r.state,
           ...(r.grant
             ? {
@@ -144,12 +194,17 @@ async function status(
       )}\n`,
     );
   } else {
-    for (const r of rows)
+    for (const r of rows) {
+      const who = r.principal
+        ? ` as ${r.principal.subject} (${r.principal.issuer ?? 'static token'})`
+        : '';
+      const login = loginCommand(r.upstream, r.principal ?? undefined);
       io.out(
         r.grant
-          ? `${r.upstream}: ${r.state === 'logged_in' ? 'logged in' : `LOGIN REQUIRED (${r.grant.login_required}): candor upstream login ${r.upstream}`}; ${describe(r.grant, now)}\n`
-          : `${r.upstream}: not logged in: candor upstream login ${r.upstream}\n`,
+          ? `${r.upstream}${who}: ${r.state === 'logged_in' ? 'logged in' : `LOGIN REQUIRED (${r.grant.login_required}): ${login}`}; ${describe(r.grant, now)}\n`
+          : `${r.upstream}${who}: not logged in: ${login}\n`,
       );
+    }
   }
   return needsLogin ? Exit.check_failed : Exit.ok;
 }

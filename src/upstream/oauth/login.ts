@@ -19,7 +19,13 @@ import {
 } from '@modelcontextprotocol/client';
 import { clientInformation, obtainClient } from './client.js';
 import { codeOf, discover } from './discovery.js';
-import { grantKey, type OAuthGrantInfo, type OAuthSettings, type OAuthStore } from './port.js';
+import {
+  grantKey,
+  type GrantPrincipal,
+  type OAuthGrantInfo,
+  type OAuthSettings,
+  type OAuthStore,
+} from './port.js';
 import { problem, type OAuthResult } from './problem.js';
 
 export interface LoginOptions {
@@ -29,7 +35,11 @@ export interface LoginOptions {
   settings?: OAuthSettings | undefined;
   /** Scopes asked for on top of the usual ones (`--scope`). */
   extra_scopes?: string[];
-  subject?: string;
+  /**
+   * Whose grant (`--as`): an authenticated caller of the gateway, for per-principal tokens.
+   * Absent: the operator's own login.
+   */
+  principal?: GrantPrincipal | undefined;
   /** Shows the person what to do (the authorization URL). */
   say: (line: string) => void;
   /** Lines the person types: a redirected URL (or a bare code) pasted instead of the redirect. */
@@ -48,7 +58,7 @@ export async function login(o: LoginOptions): Promise<OAuthResult<OAuthGrantInfo
   const found = await discover(o.server_url, o.fetchFn);
   if (!found.ok) return found;
   const d = found.value;
-  const key = grantKey(o.upstream, o.subject);
+  const key = grantKey(o.upstream, o.principal);
   const before = await o.store.grant(key).catch(() => null);
   const prior = before?.ok ? before.value : null;
   const base = o.settings?.scopes?.join(' ') ?? d.challenge_scope ?? d.scopes_supported?.join(' ');
@@ -134,10 +144,28 @@ export async function login(o: LoginOptions): Promise<OAuthResult<OAuthGrantInfo
           )
         : problem('token_request_failed', `the code exchange failed (${codeOf(error)})`);
     }
+    // A login for a principal is kept for it only when the person who logged in is that principal
+    // (where the same issuer names both, so the subjects can be compared): a link opened by
+    // someone else must not become this principal's token.
+    const who = o.principal ? loggedInSubject(tokens) : null;
+    if (
+      o.principal &&
+      o.principal.issuer !== null &&
+      sameIssuer(o.principal.issuer, d.issuer) &&
+      who !== o.principal.subject
+    ) {
+      listener.reply(403, 'Candor: this login is not for the principal it was started for.');
+      return problem(
+        'wrong_principal',
+        who === null
+          ? `the authorization server did not say who logged in; nothing was stored for ${o.principal.subject}`
+          : `the person who logged in is ${JSON.stringify(who)}, not ${JSON.stringify(o.principal.subject)}; nothing was stored`,
+      );
+    }
     const at = now();
     const saved = await o.store.saveGrant(key, {
       upstream: o.upstream,
-      subject: o.subject ?? 'local',
+      subject: o.principal?.subject ?? 'local',
       server_url: o.server_url,
       resource: d.resource,
       issuer: d.issuer,
@@ -163,6 +191,31 @@ export async function login(o: LoginOptions): Promise<OAuthResult<OAuthGrantInfo
   } finally {
     await listener.close();
   }
+}
+
+const sameIssuer = (a: string, b: string) => a.replace(/\/$/, '') === b.replace(/\/$/, '');
+
+/**
+ * Who logged in, as the token response says: the ID token's `sub`, else a JWT access token's.
+ * Read without verifying the signature: the response came straight from the token endpoint.
+ */
+function loggedInSubject(tokens: {
+  id_token?: string | undefined;
+  access_token: string;
+}): string | null {
+  for (const t of [tokens.id_token, tokens.access_token]) {
+    const payload = t?.split('.')[1];
+    if (!payload || t.split('.').length !== 3) continue;
+    try {
+      const sub = (
+        JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as { sub?: unknown }
+      ).sub;
+      if (typeof sub === 'string') return sub;
+    } catch {
+      // Not a JWT: opaque.
+    }
+  }
+  return null;
 }
 
 /** A loopback HTTP listener on 127.0.0.1 (ephemeral port) for the authorization redirect. */

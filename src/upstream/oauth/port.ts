@@ -74,6 +74,39 @@ export interface OAuthSettings {
     | undefined;
 }
 
-/** The key of an upstream's grant: its name, and the caller's subject for per-principal tokens. */
-export const grantKey = (upstream: string, subject = 'local'): string =>
-  subject === 'local' ? upstream : `${upstream}#${subject}`;
+/** Whose grant: an authenticated caller's issuer (null: a static token) and subject. */
+export interface GrantPrincipal {
+  issuer: string | null;
+  subject: string;
+}
+
+/**
+ * The key of an upstream's grant: its name alone for the operator's own login, or the name, the
+ * caller's issuer and subject for a per-principal grant (each part escaped, so no two principals
+ * share a key).
+ */
+export const grantKey = (upstream: string, principal?: GrantPrincipal): string =>
+  principal
+    ? `${upstream}#${encodeURIComponent(principal.issuer ?? 'static')}#${encodeURIComponent(principal.subject)}`
+    : upstream;
+
+/** The principal a grant key names, or null for the operator's own (the upstream's name alone). */
+export function principalOfKey(
+  key: string,
+): { upstream: string; principal: GrantPrincipal | null } | null {
+  const parts = key.split('#');
+  if (parts.length === 1) return { upstream: key, principal: null };
+  if (parts.length !== 3) return null;
+  try {
+    const issuer = decodeURIComponent(parts[1]!);
+    return {
+      upstream: parts[0]!,
+      principal: {
+        issuer: issuer === 'static' ? null : issuer,
+        subject: decodeURIComponent(parts[2]!),
+      },
+    };
+  } catch {
+    return null;
+  }
+}

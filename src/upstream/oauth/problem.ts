@@ -15,6 +15,7 @@ export type OAuthProblemCode =
   | 'state_mismatch'
   | 'authorization_refused'
   | 'token_request_failed'
+  | 'wrong_principal'
   | 'vault';
 
 export interface OAuthProblem {

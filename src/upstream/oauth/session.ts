@@ -21,6 +21,7 @@ import { clientInformation, configuredClient } from './client.js';
 import { codeOf } from './discovery.js';
 import {
   grantKey,
+  type GrantPrincipal,
   type OAuthClient,
   type OAuthGrant,
   type OAuthSettings,
@@ -34,11 +35,18 @@ export type CredentialReason =
   | 'refresh_refused'
   | 'locked'
   | 'store_unavailable'
-  | 'authorization_server_unreachable';
+  | 'authorization_server_unreachable'
+  /** token_exchange: the authorization server refused to exchange the caller's token. */
+  | 'exchange_refused'
+  /** token_exchange: the caller presented no token that could be exchanged. */
+  | 'no_subject_token'
+  /** Per-principal upstream: a reconciliation lookup with no caller to run it as. */
+  | 'lookup_needs_caller';
 
 /** What an upstream's auth said, as facts for the MCP adapter (no token, no server text). */
 export type AuthFacts =
-  | { kind: 'credential'; reason: CredentialReason }
+  /** `login`: the command a person runs to log in (per-principal grants name the principal). */
+  | { kind: 'credential'; reason: CredentialReason; login?: string }
   | { kind: 'refused'; status: 401 | 403; error?: string; scope?: string };
 
 /** Thrown by the authorized fetch; the connection turns it into call facts. */
@@ -78,10 +86,20 @@ export interface TokenSourceOptions {
   server_url: string;
   store: OAuthStore;
   settings?: OAuthSettings | undefined;
-  subject?: string;
+  /** Whose grant (per-principal tokens); absent: the operator's own login. */
+  principal?: GrantPrincipal | undefined;
   fetchFn?: FetchLike;
   now?: () => number;
   log?: (line: string) => void;
+}
+
+/** The command a person runs to log in for this grant (never a token). */
+export function loginCommand(upstream: string, principal?: GrantPrincipal): string {
+  if (!principal) return `candor upstream login ${upstream}`;
+  const who = /^[\w.@:+-]+$/.test(principal.subject)
+    ? principal.subject
+    : `'${principal.subject.replace(/'/g, "'\\''")}'`;
+  return `candor upstream login ${upstream} --as ${who}${principal.issuer === null ? ' --issuer static' : ''}`;
 }
 
 /** Refresh this long before expiry: a quarter of the token's life, between 1 s and 60 s. */
@@ -93,13 +111,14 @@ function margin(g: OAuthGrant): number {
 
 export function tokenSource(o: TokenSourceOptions): TokenSource {
   const now = o.now ?? Date.now;
-  const key = grantKey(o.upstream, o.subject);
+  const key = grantKey(o.upstream, o.principal);
+  const login = loginCommand(o.upstream, o.principal);
   const log = o.log ?? (() => undefined);
   let metadata: AuthorizationServerMetadata | undefined;
   let inflight: Promise<TokenAnswer> | null = null;
   const no = (reason: CredentialReason): TokenAnswer => ({
     ok: false,
-    facts: { kind: 'credential', reason },
+    facts: { kind: 'credential', reason, login },
   });
 
   async function load(): Promise<
@@ -164,7 +183,7 @@ export function tokenSource(o: TokenSourceOptions): TokenSource {
       ) {
         await o.store.markGrant(key, { login_required: `refresh_refused:${oauthCode}` });
         log(
-          `upstream ${o.upstream}: the authorization server refused the refresh (${oauthCode}); a person must log in again: candor upstream login ${o.upstream}`,
+          `upstream ${o.upstream}: the authorization server refused the refresh (${oauthCode}); a person must log in again: ${login}`,
         );
         return no('refresh_refused');
       }
