@@ -207,3 +207,32 @@ describe('review 5: ops show never says "none" of an attempt whose effect is not
     expect(outcomes.at(-1)).toMatch(/remote effect not known from this answer/);
   });
 });
+
+describe('review 3: recover from another configuration leaves a live gateway’s operations alone', () => {
+  it('the live owner holds a lease (as every composed gateway now does): recover reports left_to_owner and sends nothing', async () => {
+    const p = plan('unkeyed', [{ kind: 'reset_after_commit', action: 'rst' }]);
+    // The lone gateway as `candor serve` composes it: a stable owner holding a lease.
+    const live = await gatewayAs('gateway:host:config-a', { ttl_ms: 30_000 });
+    const other = await gatewayAs('gateway:host:config-b');
+    try {
+      const action = world.actions.find((x) => x.name === actionName('unkeyed'))!;
+      const env = await live.runtime.run(action, { name: p.id }, { correlationId: p.id });
+      expect(env.remote_effect).toBe('unknown');
+      const sentBefore = world.requests(p.id).length;
+      const items = await other.runtime.recover();
+      const mine = items.find((i) => i.operation_id === env.operation_id);
+      expect(mine).toMatchObject({ outcome: 'left_to_owner', unresolved: true });
+      expect(mine!.detail).toMatch(/owned by gateway:host:config-a, whose lease is live/);
+      expect(mine!.envelope.remote_effect).toBe('unknown');
+      // Nothing sent or looked up, no takeover in the ledger, the owner unchanged.
+      expect(world.requests(p.id)).toHaveLength(sentBefore);
+      const view = await viewOf(live.ledger, env.operation_id!);
+      expect(view.owner).toBe('gateway:host:config-a');
+      expect(view.owner_changes).toHaveLength(0);
+      expect(view.state).toBe('unknown');
+    } finally {
+      await other.stop(true);
+      await live.stop(true);
+    }
+  });
+});
