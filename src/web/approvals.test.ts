@@ -219,8 +219,9 @@ describe('approvals page', () => {
         requested_via: 'agent',
       },
     ]);
-    // The first decision stands.
+    // The first decision stands: the request has left the queue, nothing more can be decided.
     const again = await t.decide(carol, { decision: 'deny' });
-    expect(again.status).toBe(409);
+    expect(again.status).toBe(404);
+    expect((await t.ledger.read()).filter((e) => e.kind === 'approval_decided')).toHaveLength(1);
   });
 });

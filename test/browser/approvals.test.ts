@@ -102,7 +102,7 @@ approvals:
       store: uiStore,
       ledger: 'sqlite:ledger.db',
       approvals: {
-        queue: approvalQueue(approvals.dir!),
+        queue: approvalQueue(approvals.dir),
         signIn: approverSignIn({ config: approvals.web! }),
         four_eyes: approvals.four_eyes,
       },
@@ -253,9 +253,7 @@ approvals:
     // 4. Alice approves with a reason: the held call proceeds and the fake receives it once.
     await alice.page.goto(`${ui.url}approvals`);
     await alice.page.fill(`#reason-${card.approval_id}`, 'payroll run approved by finance');
-    await alice.page
-      .locator(`#approval-${card.approval_id} button[value="approve"]`)
-      .click();
+    await alice.page.locator(`#approval-${card.approval_id} button[value="approve"]`).click();
     expect(await text(alice.page.locator('#decided'))).toBe('Approved');
     const result = await held;
     expect(result.structuredContent).toMatchObject({ ok: true, category: 'succeeded' });

@@ -87,7 +87,7 @@ export async function listenLoginIssuer(): Promise<LoginIssuer> {
         },
       } as never);
       provider.on('server_error', () => undefined);
-      handler = provider.callback() as never;
+      handler = provider.callback();
     },
     async token(agent, scope) {
       const res = await fetch(`${issuer}/token`, {

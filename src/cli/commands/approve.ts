@@ -56,7 +56,8 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
   const dir = typeof flags.dir === 'string' ? flags.dir : settings.dir;
   if (flags.by === '') throw new CliUsageError('--by needs a name');
   const identity = localApprover(typeof flags.by === 'string' ? flags.by : undefined);
-  const by = approverLabel(identity);
+  // `--by` is recorded as given (as before); otherwise `console:<OS user>`.
+  const by = typeof flags.by === 'string' ? flags.by : approverLabel(identity);
   const queue = approvalQueue(dir);
   const [sub, ...rest] = positional;
   const wantArgs = (n: number): void => {
