@@ -1,7 +1,7 @@
 // The `candor approve` console against a gate that waits on the approval queue, and the lock-file
 // gate flipped from the console.
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { tmpdir, userInfo } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import {
@@ -77,6 +77,31 @@ describe('candor approve', () => {
     const empty = io();
     await run(['list', '--dir', dir], empty.io);
     expect(empty.out.join('')).toBe('no pending approval requests\n');
+  });
+
+  it('records the local OS user (or --by) as the approver, with the reason and the request', async () => {
+    const dir = join(root, 'who');
+    const ledger = openMemoryLedger();
+    const gate = createApprovalGate({ ledger, approver: consoleApprover({ dir, poll_ms: 10 }) });
+    const decision = gate.check(ctx({ operation_id: 'op_cli_who' }));
+    const id = await until(async () => {
+      const t = io();
+      await run(['list', '--dir', dir, '--json'], t.io);
+      return (JSON.parse(t.out.join('')) as Array<{ approval_id: string }>)[0]?.approval_id ?? null;
+    });
+    expect(await run(['yes', id, '--dir', dir, '--reason', 'release is obsolete'], io().io)).toBe(
+      0,
+    );
+    expect(await decision).toEqual({ decision: 'approved' });
+    const decided = (await ledger.read()).find((e) => e.kind === 'approval_decided')!;
+    const me = userInfo().username;
+    expect(decided.data).toMatchObject({
+      approver: `console:${me}`,
+      decided_by: { kind: 'local', subject: me, issuer: null },
+      reason: 'release is obsolete',
+      request_fingerprint: 'sha256:abc',
+      requested_via: 'agent',
+    });
   });
 
   it('no denies; answering twice or an unknown id exits 1; usage errors exit 2', async () => {

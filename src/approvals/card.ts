@@ -3,7 +3,9 @@
 // holds the intent (kind, subject reference, parameter digest), fingerprints and the request this
 // attempt will send, rendered from its prepared request (secrets redacted) — never a stored summary
 // of an earlier request, and never credentials.
+import type { Caller } from '../core/caller.js';
 import type { GateRequest } from '../engine/ports.js';
+import type { RequestedVia } from './identity.js';
 import type { ApprovalScope } from './policy.js';
 
 /** Why a person is being asked. */
@@ -64,6 +66,10 @@ export interface ApprovalCard {
   planned_recovery: PlannedRecovery | null;
   /** `policy_required`: the policies that asked for a person, and their reason. */
   policy?: { policy_ids: string[]; reason: string } | null;
+  /** Who asked for the call (the operation's recorded caller); null when not recorded. */
+  requested_by?: Caller | null;
+  /** Whether an agent (MCP tool call) or a person (an operator's command) made the call. */
+  requested_via?: RequestedVia;
 }
 
 export function questionFor(

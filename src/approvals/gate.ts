@@ -39,6 +39,7 @@ import {
 } from './card.js';
 import type { Approver, ApproverVerdict } from './approvers/approver.js';
 import type { LockSource } from './lock.js';
+import type { RequestedVia } from './identity.js';
 import { defaultPolicy, type ApprovalPolicy } from './policy.js';
 
 /**
@@ -57,6 +58,11 @@ export interface ApprovalGateOptions {
   random?: Random;
   /** How long one call waits for an answer before `pending` (default 10 s). */
   wait_ms?: number;
+  /**
+   * Whether the calls this gate sees come from an agent (the MCP gateway, the default) or from a
+   * person's own command (`candor recover`): written on every card and approval event.
+   */
+  requested_via?: RequestedVia;
 }
 
 export const DEFAULT_APPROVAL_WAIT_MS = 10_000;
@@ -121,6 +127,7 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
         : options.lock;
   const instanceId = Buffer.from((options.random ?? systemRandom).bytes(12)).toString('hex');
   const waitMs = options.wait_ms ?? DEFAULT_APPROVAL_WAIT_MS;
+  const requestedVia: RequestedVia = options.requested_via ?? 'agent';
   /** Open per-call cards by operation id, and open session cards by (session, action). */
   // Promises, set before the first await, so concurrent checks share one card.
   const openCalls = new Map<string, Promise<OpenCard>>();
@@ -219,6 +226,8 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
       ...(reason === 'policy_required' && ctx.policy_approval
         ? { policy: { ...ctx.policy_approval } }
         : {}),
+      requested_by: view?.caller ? { ...view.caller, scopes: [...view.caller.scopes] } : null,
+      requested_via: requestedVia,
     };
     const card: ApprovalCard = { ...base, question: questionFor(base) };
     const meta = {
@@ -236,6 +245,8 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
           scope,
           request_fingerprint: scope === 'per_call' ? ctx.request_fingerprint || null : null,
           card: { ...card },
+          requested_by: card.requested_by ?? null,
+          requested_via: requestedVia,
         },
       },
     ]);
@@ -256,13 +267,30 @@ export function createApprovalGate(options: ApprovalGateOptions): ApprovalGate {
             ? { decision: 'denied', by: 'gateway:stopped' }
             : { decision: 'expired', by: WITHDRAWN };
       if (verdict.decision === 'approved' && clock.now() > card.expires_at)
-        verdict = { decision: 'expired', by: verdict.by };
+        verdict = { ...verdict, decision: 'expired' };
+      // An approval given for another request approves nothing (DESIGN.md §2: per call is bound to
+      // operation id + request fingerprint).
+      if (
+        verdict.decision === 'approved' &&
+        verdict.request_fingerprint !== undefined &&
+        verdict.request_fingerprint !== card.request_fingerprint
+      )
+        verdict = { ...verdict, decision: 'denied' };
       await ledger.append([
         {
           kind: 'approval_decided',
           at: clock.now(),
           ...meta,
-          data: { approval_id: approvalId, decision: verdict.decision, approver: verdict.by },
+          data: {
+            approval_id: approvalId,
+            decision: verdict.decision,
+            approver: verdict.by,
+            decided_by: verdict.identity ?? null,
+            reason: verdict.reason ?? null,
+            request_fingerprint: verdict.request_fingerprint ?? card.request_fingerprint,
+            requested_by: card.requested_by ?? null,
+            requested_via: requestedVia,
+          },
         },
       ]);
       settle(verdict, card);

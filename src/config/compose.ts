@@ -50,6 +50,11 @@ export interface ComposeOptions {
   /** Who runs the session, as the ledger records it (default `candor`). */
   agent?: string;
   /**
+   * Whether the calls come from an agent (the MCP gateway; default) or a person's own command
+   * (`candor recover`): recorded on approval cards and events.
+   */
+  requested_via?: 'agent' | 'person';
+  /**
    * The approver of the client being served, for `approvals.approver: elicitation` — asked only
    * while `available()` (the MCP gateway: a call whose client offered form elicitation); the
    * configured console or terminal approver otherwise.
@@ -231,6 +236,7 @@ function approvalGate(options: ComposeOptions): ApprovalGate | Gate | null {
     policy: policy.value,
     lock,
     ...(spec.wait_ms !== undefined ? { wait_ms: spec.wait_ms } : {}),
+    requested_via: options.requested_via ?? 'agent',
   });
 }
 

@@ -2,6 +2,7 @@
 // declared contracts, and actions that become MCP tools. Every object is strict: an unknown key is
 // an error, because a typo (`idempotncy:`) must never silently weaken a contract.
 import { z } from 'zod';
+import { approvalsWebSchema } from './approvals-web-schema.js';
 import { upstreamsSchema } from './upstream-schema.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import { DEFAULT_LEDGER_URL, parseLedgerUrl } from '../ledger/open.js';
@@ -337,6 +338,10 @@ export const configSchema = z.strictObject({
           max_answer_bytes: z.number().int().min(256).max(1_048_576).default(65_536),
         })
         .optional(),
+      /** Four-eyes: the caller that asked for a call cannot approve it (web page and console). */
+      four_eyes: z.boolean().default(false),
+      /** Sign-in of the approvals page in `candor ui` (OpenID or per-approver tokens). */
+      web: approvalsWebSchema.optional(),
     })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),

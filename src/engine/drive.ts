@@ -67,6 +67,12 @@ export async function gateRefusal<I, O>(
             ? `mcp:${dest.upstream}`
             : dest.origin,
       body: prepared.body === undefined ? null : redactor.redactValue(prepared.body),
+      ...(prepared.request.kind === 'http'
+        ? {
+            headers: redactor.redactValue({ ...prepared.request.headers }),
+            credential: dest.authority_ref ?? null,
+          }
+        : {}),
     },
     prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
     prior_attempt: last?.finish

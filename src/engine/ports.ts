@@ -105,6 +105,12 @@ export interface GateRequest {
   destination: string;
   /** JSON body (redacted), or null. */
   body: unknown;
+  /**
+   * HTTP: the headers the attempt will send (redacted), less the credential, which is added at
+   * dispatch and never shown; `credential` names where it comes from.
+   */
+  headers?: Record<string, string>;
+  credential?: string | null;
 }
 
 /**

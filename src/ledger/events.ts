@@ -158,11 +158,28 @@ export interface EventPayloads {
     scope: 'session' | 'per_call';
     request_fingerprint: string | null;
     card: Record<string, unknown>;
+    /** The caller the operation recorded (absent in records written before it was recorded). */
+    requested_by?: Caller | null;
+    /** An agent's tool call, or a person's own command (absent in older records). */
+    requested_via?: 'agent' | 'person';
   };
   approval_decided: {
     approval_id: string;
     decision: 'approved' | 'denied' | 'expired';
+    /** Who answered, as one string (`oidc:alice@https://id…`, `console:bob`, `tty`, `ttl`). */
     approver: string;
+    /** The person who decided, when known: web sign-in, per-approver token or the OS user. */
+    decided_by?: {
+      kind: 'oidc' | 'token' | 'local';
+      subject: string;
+      issuer: string | null;
+    } | null;
+    /** The approver's justification. */
+    reason?: string | null;
+    /** The request the decision is bound to. */
+    request_fingerprint?: string;
+    requested_by?: Caller | null;
+    requested_via?: 'agent' | 'person';
   };
   /**
    * A policy decision (src/policy) before one attempt: evaluated before any send and before

@@ -1,7 +1,9 @@
 // `candor ui`: a read-only investigation view served by Candor itself (hono on node:http). Every
 // request must carry the access token (query once, then an HttpOnly SameSite=Strict cookie), name
 // an expected Host (no DNS rebinding) and, when it has an Origin, come from this origin. Only GET
-// and HEAD exist. The ledger is read through the LedgerStore port and tailed for live updates
+// and HEAD exist — except on the approvals page (/approvals, approvals.ts), served when configured,
+// which has its own sign-in instead of the token, may be reached by a link from elsewhere (a
+// webhook message, the issuer's redirect) and accepts same-origin POSTs with a CSRF token. The ledger is read through the LedgerStore port and tailed for live updates
 // (Server-Sent Events), so SQLite and PostgreSQL behave alike.
 import { randomBytes, timingSafeEqual } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
@@ -18,6 +20,7 @@ import { APP_CSS, APP_JS } from './assets.js';
 import { ext, html, type Html } from './html.js';
 import { page, type Section } from './layout.js';
 import { CheckpointScan, LiveTail, type CheckpointSummary, type LiveEvent } from './live.js';
+import { mountApprovals, type ApprovalsPageOptions } from './approvals.js';
 import { auditBody, auditPending } from './pages/audit.js';
 import { MATRIX_FILTERS, matrixBody, type MatrixFilter, type MatrixLoad } from './pages/matrix.js';
 import { operationBody } from './pages/operation.js';
@@ -44,6 +47,8 @@ export interface UiOptions {
   hosts?: Iterable<string>;
   /** How `/audit` verifies the ledger (injected by tests to count runs). */
   verify?: (store: LedgerStore, opts: Record<string, never>) => Promise<VerifyReport>;
+  /** The approvals page and its sign-in (`approvals.web` in candor.yaml); absent: not served. */
+  approvals?: ApprovalsPageOptions | null;
 }
 
 /**
@@ -210,6 +215,13 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     const host = c.req.header('host') ?? '';
     if (!hosts.has(host) && !(interfacePort !== null && interfaceHosts(interfacePort).has(host)))
       return c.text('403: unexpected Host header\n', 403);
+    const path = new URL(c.req.url).pathname;
+    // The approvals page checks its own sign-in, and every write's origin and CSRF token.
+    if (
+      options.approvals &&
+      (path === '/approvals' || path.startsWith('/approvals/') || path === '/static/app.css')
+    )
+      return next();
     const origin = c.req.header('origin');
     if (origin !== undefined && origin !== `http://${host}`)
       return c.text('403: cross-origin request refused\n', 403);
@@ -242,6 +254,7 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
     status: 200 | 404 = 200,
   ): Response | Promise<Response> => c.html(page({ title, section, ledger, body }).text, status);
 
+  if (options.approvals) mountApprovals(app, options.approvals);
   app.get('/static/app.css', (c) =>
     c.body(APP_CSS, 200, { 'content-type': 'text/css; charset=utf-8' }),
   );

@@ -155,7 +155,12 @@ describe('console approver and queue', () => {
         }
       },
     });
-    expect(await approver.ask(card())).toEqual({ decision: 'approved', by: 'console:alice' });
+    // The queue writes the card's fingerprint with the decision: it is bound to that request.
+    expect(await approver.ask(card())).toEqual({
+      decision: 'approved',
+      by: 'console:alice',
+      request_fingerprint: 'sha256:f',
+    });
     expect(await queue.pending(clock.now())).toEqual([]);
   });
 

@@ -32,7 +32,22 @@ export function consoleApprover(options: ConsoleApproverOptions = {}): Approver 
           // Withdrawn: the card leaves the queue, so a late `candor approve` finds nothing to approve.
           if (signal?.aborted) return { decision: 'expired', by: 'withdrawn' };
           const d = await queue.decisionFor(card.approval_id);
-          if (d) return { decision: d.decision, by: d.by };
+          if (d) {
+            // A decision for another request approves nothing (the queue refuses to write one;
+            // this holds for a file written by hand too).
+            const bound =
+              d.request_fingerprint === undefined ||
+              d.request_fingerprint === card.request_fingerprint;
+            return {
+              decision: d.decision === 'approved' && !bound ? 'denied' : d.decision,
+              by: d.by,
+              ...(d.identity ? { identity: d.identity } : {}),
+              ...(d.reason !== undefined ? { reason: d.reason } : {}),
+              ...(d.request_fingerprint !== undefined
+                ? { request_fingerprint: d.request_fingerprint }
+                : {}),
+            };
+          }
           if (clock.now() > card.expires_at) {
             const standing = await queue.expire(card.approval_id, clock.now());
             return { decision: standing.decision, by: standing.by };

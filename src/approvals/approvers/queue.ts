@@ -10,15 +10,37 @@
 import { mkdir, readdir, readFile, rename, rm, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ApprovalCard } from '../card.js';
+import { isSelfApproval, type ApproverIdentity } from '../identity.js';
 import { DEFAULT_APPROVALS_DIR, isCode } from '../lock.js';
 
 export interface QueueDecision {
   decision: 'approved' | 'denied' | 'expired';
   by: string;
   at: number;
+  /** The person who decided, when known. */
+  identity?: ApproverIdentity;
+  reason?: string | null;
+  /** The request fingerprint the decision was made for (the card's, checked when written). */
+  request_fingerprint?: string;
 }
 
-export type DecideFailureCode = 'not_found' | 'ambiguous' | 'already_decided' | 'expired';
+/** What a person's decision carries beyond yes or no. */
+export interface DecideDetails {
+  identity?: ApproverIdentity;
+  reason?: string | null;
+  /** The fingerprint the person was shown: it must be the card's, or nothing is decided. */
+  request_fingerprint?: string;
+  /** The four-eyes rule: the caller that asked for the call may not approve it. */
+  four_eyes?: boolean;
+}
+
+export type DecideFailureCode =
+  | 'not_found'
+  | 'ambiguous'
+  | 'already_decided'
+  | 'expired'
+  | 'fingerprint_mismatch'
+  | 'self_approval';
 
 export type DecideResult =
   | { ok: true; value: { approval_id: string; card: ApprovalCard }; failure?: never }
@@ -31,12 +53,17 @@ export interface ApprovalQueue {
   pending(now: number): Promise<ApprovalCard[]>;
   /** Finds a request by its full id or a unique prefix (at least 8 characters). */
   find(idOrPrefix: string): Promise<{ card: ApprovalCard } | { failure: DecideFailureCode }>;
-  /** Records a person's answer; the first decision for a request wins. */
+  /**
+   * Records a person's answer; the first decision for a request wins. Refused without writing
+   * anything: a fingerprint that is not the card's (the person saw another request), and under
+   * four-eyes an approval by the caller that asked for the call.
+   */
   decide(
     idOrPrefix: string,
     decision: 'approved' | 'denied',
     by: string,
     now: number,
+    details?: DecideDetails,
   ): Promise<DecideResult>;
   /** Records `expired` unless a decision exists; returns the decision that stands. */
   expire(approvalId: string, now: number): Promise<QueueDecision>;
@@ -122,7 +149,7 @@ export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueu
       return card ? { card } : { failure: 'not_found' };
     },
 
-    async decide(idOrPrefix, decision, by, now) {
+    async decide(idOrPrefix, decision, by, now, details = {}) {
       const found = await queue.find(idOrPrefix);
       if ('failure' in found) {
         return {
@@ -145,7 +172,41 @@ export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueu
           failure: { code: 'expired', message: `request ${id} expired; nothing was approved` },
         };
       }
-      if (!(await writeDecision(id, { decision, by, at: now }))) {
+      if (
+        details.request_fingerprint !== undefined &&
+        details.request_fingerprint !== card.request_fingerprint
+      )
+        return {
+          ok: false,
+          failure: {
+            code: 'fingerprint_mismatch',
+            message: `request ${id} is for ${card.request_fingerprint}, not the request shown (${details.request_fingerprint}); nothing was decided`,
+          },
+        };
+      if (
+        details.four_eyes === true &&
+        decision === 'approved' &&
+        details.identity &&
+        isSelfApproval(card.requested_by, details.identity)
+      )
+        return {
+          ok: false,
+          failure: {
+            code: 'self_approval',
+            message: card.requested_by
+              ? `${details.identity.subject} asked for this call and cannot approve it (four-eyes rule); another approver must decide`
+              : `the caller of this call is not recorded, so the four-eyes rule cannot tell it from ${details.identity.subject}; another way of deciding is needed`,
+          },
+        };
+      const record: QueueDecision = {
+        decision,
+        by,
+        at: now,
+        request_fingerprint: card.request_fingerprint,
+        ...(details.identity ? { identity: details.identity } : {}),
+        ...(details.reason !== undefined ? { reason: details.reason } : {}),
+      };
+      if (!(await writeDecision(id, record))) {
         const standing = await queue.decisionFor(id);
         return {
           ok: false,
@@ -171,7 +232,16 @@ export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueu
         d.decision === 'approved' || d.decision === 'denied' || d.decision === 'expired'
           ? d.decision
           : 'denied'; // an unreadable answer is not an approval
-      return { decision, by: typeof d.by === 'string' ? d.by : 'unknown', at: Number(d.at) || 0 };
+      return {
+        decision,
+        by: typeof d.by === 'string' ? d.by : 'unknown',
+        at: Number(d.at) || 0,
+        ...(validIdentity(d.identity) ? { identity: d.identity } : {}),
+        ...(typeof d.reason === 'string' ? { reason: d.reason } : {}),
+        ...(typeof d.request_fingerprint === 'string'
+          ? { request_fingerprint: d.request_fingerprint }
+          : {}),
+      };
     },
 
     async remove(approvalId) {
@@ -182,4 +252,14 @@ export function approvalQueue(dir: string = DEFAULT_APPROVALS_DIR): ApprovalQueu
     },
   };
   return queue;
+}
+
+function validIdentity(v: unknown): v is ApproverIdentity {
+  if (typeof v !== 'object' || v === null) return false;
+  const o = v as Record<string, unknown>;
+  return (
+    (o['kind'] === 'oidc' || o['kind'] === 'token' || o['kind'] === 'local') &&
+    typeof o['subject'] === 'string' &&
+    (o['issuer'] === null || typeof o['issuer'] === 'string')
+  );
 }

@@ -2,8 +2,10 @@
 // Pending requests come from gates using the console approver (src/approvals/approvers/queue.ts);
 // `yes`/`no` answer one by id (or a unique prefix of at least 8 characters). `lock`/`unlock` flip
 // the lock file used when no vault is configured (with a vault, use `candor vault lock|unlock`).
-// Exit: 0 done, 1 no such pending request / already answered / expired, 2 usage.
-import { userInfo } from 'node:os';
+// The decision is recorded with the local OS user as the approver (`--by NAME` names someone else)
+// and `--reason` as the justification; under `approvals.four_eyes` the caller that asked for the
+// call cannot approve it.
+// Exit: 0 done, 1 no such pending request / already answered / expired / refused, 2 usage.
 import {
   approvalQueue,
   cardLines,
@@ -11,12 +13,13 @@ import {
   lockFile,
   type ApprovalCard,
 } from '../../approvals/index.js';
+import { approverLabel, localApprover } from '../../approvals/identity.js';
 import { configFrom } from '../config-ledger.js';
 import { defaultApprovalsDir } from '../../config/paths.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
-  'usage: candor approve list [--json] | show ID | yes ID | no ID | watch [--interval MS] | lock | unlock   [--config FILE | --dir DIR] [--by NAME]';
+  'usage: candor approve list [--json] | show ID | yes ID | no ID [--reason TEXT] | watch [--interval MS] | lock | unlock   [--config FILE | --dir DIR] [--by NAME]';
 
 export async function run(
   args: string[],
@@ -36,6 +39,7 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     dir: 'string',
     config: 'string',
     by: 'string',
+    reason: 'string',
     json: 'boolean',
     interval: 'string',
     help: 'boolean',
@@ -44,8 +48,16 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
     io.out(`${USAGE}\n`);
     return Exit.ok;
   }
-  const dir = typeof flags.dir === 'string' ? flags.dir : await approvalsDirFrom(flags);
-  const by = typeof flags.by === 'string' ? flags.by : `console:${whoami()}`;
+  // `--dir` alone names a queue without reading any configuration (as before).
+  const settings =
+    typeof flags.dir === 'string' && typeof flags.config !== 'string'
+      ? { dir: flags.dir, four_eyes: false }
+      : await approvalsFrom(flags);
+  const dir = typeof flags.dir === 'string' ? flags.dir : settings.dir;
+  if (flags.by === '') throw new CliUsageError('--by needs a name');
+  const identity = localApprover(typeof flags.by === 'string' ? flags.by : undefined);
+  // `--by` is recorded as given (as before); otherwise `console:<OS user>`.
+  const by = typeof flags.by === 'string' ? flags.by : approverLabel(identity);
   const queue = approvalQueue(dir);
   const [sub, ...rest] = positional;
   const wantArgs = (n: number): void => {
@@ -84,6 +96,11 @@ async function dispatch(args: string[], io: CommandIo): Promise<number> {
         sub === 'yes' ? 'approved' : 'denied',
         by,
         Date.now(),
+        {
+          identity,
+          reason: typeof flags.reason === 'string' ? flags.reason : null,
+          four_eyes: settings.four_eyes,
+        },
       );
       if (!result.ok) {
         io.err(`candor approve: ${result.failure.message}\n`);
@@ -155,20 +172,18 @@ async function watch(
   }
 }
 
-function whoami(): string {
-  try {
-    return userInfo().username;
-  } catch {
-    return 'unknown';
-  }
-}
-
 /**
  * The queue of the gateway `--config FILE` (default ./candor.yaml, when it exists) configures: its
- * approvals.dir, or .candor/approvals beside it; without a configuration ./.candor/approvals.
+ * approvals.dir, or .candor/approvals beside it; without a configuration ./.candor/approvals. With
+ * it, whether the four-eyes rule holds.
  */
-async function approvalsDirFrom(flags: Record<string, string | boolean>): Promise<string> {
+async function approvalsFrom(
+  flags: Record<string, string | boolean>,
+): Promise<{ dir: string; four_eyes: boolean }> {
   const loaded = await configFrom(flags);
-  if (!loaded) return DEFAULT_APPROVALS_DIR;
-  return loaded.config.approvals?.dir ?? defaultApprovalsDir(loaded.dir!);
+  if (!loaded) return { dir: DEFAULT_APPROVALS_DIR, four_eyes: false };
+  return {
+    dir: loaded.config.approvals?.dir ?? defaultApprovalsDir(loaded.dir!),
+    four_eyes: loaded.config.approvals?.four_eyes ?? false,
+  };
 }

@@ -85,6 +85,7 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     // The composition root `serve` uses, without the MCP server around it.
     ({ runtime } = composeRuntime({
       agent: 'candor recover',
+      requested_via: 'person',
       loaded: loaded.value,
       ledger,
       env: process.env,

@@ -1,6 +1,7 @@
 // candor ui [--config FILE | --ledger URL] [--port N] [--host H] [--matrix REPORT.json]
 // Serves the read-only investigation view and prints its URL with a fresh access token; runs until
-// interrupted (Ctrl-C).
+// interrupted (Ctrl-C). With `approvals.web` in the configuration it also serves the approvals page
+// (/approvals) with its own sign-in, answering the gateway's approval queue.
 import { readFile } from 'node:fs/promises';
 import { openLedger } from '../../ledger/open.js';
 import { DEFAULT_LEDGER_URL } from '../../ledger/open.js';
@@ -8,6 +9,9 @@ import { configFrom } from '../config-ledger.js';
 import { cliCommand } from '../invocation.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
 import { startUi } from '../../web/server.js';
+import { approvalQueue } from '../../approvals/approvers/queue.js';
+import { defaultApprovalsDir } from '../../config/paths.js';
+import { approverSignIn } from '../../web/approver-signin.js';
 import { Exit, parseFlags, untilStopped, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
@@ -58,6 +62,15 @@ export async function run(
     return Exit.environment;
   }
   const store = opened.value;
+  const approvalsSpec = config?.config.approvals;
+  const approvals = approvalsSpec?.web
+    ? {
+        queue: approvalQueue(approvalsSpec.dir ?? defaultApprovalsDir(config!.dir!)),
+        signIn: approverSignIn({ config: approvalsSpec.web }),
+        four_eyes: approvalsSpec.four_eyes,
+        ...(approvalsSpec.web.redirect_uri ? { redirect_uri: approvalsSpec.web.redirect_uri } : {}),
+      }
+    : null;
   let started;
   try {
     started = await startUi({
@@ -66,6 +79,7 @@ export async function run(
       matrix,
       host,
       port,
+      approvals,
       commands: {
         cli: cliCommand(),
         config:
@@ -93,6 +107,7 @@ export async function run(
       `candor ui: ${total} operation(s) from ${shown(url)}, read-only`,
       `open ${started.urlWithToken}`,
       '(the token is new each start; press Ctrl-C to stop)',
+      ...(approvals ? [`approvals: ${started.url}approvals (approvers sign in there)`] : []),
       '',
     ].join('\n'),
   );
