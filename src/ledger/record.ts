@@ -6,19 +6,42 @@ import { canonicalJson } from '../core/canonical.js';
 import { merged } from '../core/merge.js';
 import { EVENT_VERSION, type NewEvent, type StoredEvent } from './events.js';
 
+/**
+ * A record's canonical text around its two head-dependent members: `prefix` runs up to and
+ * including `"prev_hash":"`, `suffix` is what follows the seq (from `,"session_id":` on). The
+ * record's members are written in their canonical (sorted) order directly, so only `data` is
+ * walked by the canonical encoder: no record object is built and no key list sorted per record.
+ * Members that are `undefined` are left out, as canonicalJson leaves them out.
+ */
+export interface RecordTemplate {
+  prefix: string;
+  suffix: string;
+}
+
+/** `"key":value,` for a member canonicalJson would write, else nothing. */
+const member = (key: string, value: unknown): string =>
+  value === undefined ? '' : `"${key}":${canonicalJson(value)},`;
+
+export function recordTemplate(event: NewEvent): RecordTemplate {
+  // Sorted by UTF-16 code units: at, correlation_id, data, kind, operation_id, prev_hash, seq,
+  // session_id, v.
+  const head =
+    member('at', event.at) +
+    member('correlation_id', event.correlation_id) +
+    member('data', event.data) +
+    member('kind', event.kind) +
+    member('operation_id', event.operation_id);
+  const session =
+    event.session_id === undefined ? '' : `,"session_id":${canonicalJson(event.session_id)}`;
+  return { prefix: `{${head}"prev_hash":"`, suffix: `${session},"v":${EVENT_VERSION}}` };
+}
+
 /** The canonical JSON text of a record (what `recordBytes` encodes as UTF-8). */
 function recordText(event: NewEvent, seq: number, prevHash: string): string {
-  return canonicalJson({
-    at: event.at,
-    correlation_id: event.correlation_id,
-    data: event.data,
-    kind: event.kind,
-    operation_id: event.operation_id,
-    prev_hash: prevHash,
-    seq,
-    session_id: event.session_id,
-    v: EVENT_VERSION,
-  });
+  const t = recordTemplate(event);
+  // The prefix ends inside the quotes of prev_hash: its value is written without them.
+  const prev = canonicalJson(prevHash).slice(1, -1);
+  return `${t.prefix}${prev}","seq":${canonicalJson(seq)}${t.suffix}`;
 }
 
 /** Canonical JSON bytes of a record: `{at,correlation_id,data,kind,operation_id,prev_hash,seq,session_id,v}`. */

@@ -8,7 +8,7 @@
 import pg from 'pg';
 import { EVENT_VERSION, GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { RELATIVE_SEQ } from './listing.js';
-import { decodeSealed, sealRecord } from '../record.js';
+import { decodeSealed, recordTemplate } from '../record.js';
 
 /**
  * SQLSTATE of `candor_append` when an operation's listing row no longer ends at the seq the fold
@@ -79,22 +79,13 @@ export interface Template {
   suffix: string;
 }
 
-const HOLE = '"prev_hash":"","seq":0';
-const BEFORE = '"prev_hash":"'.length;
-
 /**
- * The record text of `event` with its hole. The last occurrence is the record's own: `data` (the
- * only member that may hold such keys) comes before it, and what follows (`session_id`, `v`)
- * cannot hold an unescaped quote. Throws what sealing throws (a batch that cannot be encoded).
+ * The record text of `event` around its hole (record.ts writes the record's members in order, so
+ * nothing is sealed or hashed here: the server hashes each record once). Throws what sealing
+ * throws (a batch that cannot be encoded).
  */
 export function templateOf(event: NewEvent): Template {
-  const text = sealRecord(event, 0, '').text;
-  const at = text.lastIndexOf(HOLE);
-  return {
-    event,
-    prefix: text.slice(0, at + BEFORE),
-    suffix: text.slice(at + HOLE.length),
-  };
+  return { event, ...recordTemplate(event) };
 }
 
 /** The record's text once its seq and previous hash are known (what the server hashed). */
