@@ -153,6 +153,23 @@ describe('parseConfig', () => {
     ]);
   });
 
+  it('refuses four_eyes with the elicitation approver (the caller would approve its own call)', () => {
+    const elicit = `${GOOD}approvals:\n  four_eyes: true\n`;
+    const lines = GOOD.split('\n').length;
+    expect(problems(elicit)).toEqual([
+      expect.stringMatching(
+        new RegExp(
+          `^candor\\.yaml:${lines + 1}:\\d+: approvals\\.four_eyes: four_eyes needs a person other than the caller`,
+        ),
+      ),
+    ]);
+    const consoleApprover = parseConfig(
+      `${GOOD}approvals:\n  approver: console\n  four_eyes: true\n`,
+      'candor.yaml',
+    );
+    expect(consoleApprover.ok && consoleApprover.value.config.approvals?.four_eyes).toBe(true);
+  });
+
   it('reports an unknown key at the key', () => {
     expect(
       problems(

@@ -343,6 +343,12 @@ export const configSchema = z.strictObject({
       /** Sign-in of the approvals page in `candor ui` (OpenID or per-approver tokens). */
       web: approvalsWebSchema.optional(),
     })
+    // Elicitation asks the agent's own client: under four-eyes that is the caller approving itself.
+    .refine((a) => !(a.four_eyes && a.approver === 'elicitation'), {
+      path: ['four_eyes'],
+      message:
+        "four_eyes needs a person other than the caller to answer: set approver: console (the approvals page and `candor approve`) or terminal; elicitation asks the caller's own client",
+    })
     .optional()
     .describe('human approvals before actions run; absent: every action runs without a prompt'),
   policy: policySchema.optional(),
