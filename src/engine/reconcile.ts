@@ -39,12 +39,6 @@ export type ReconcileStep =
 export interface Reconciled {
   step: ReconcileStep;
   envelope: Envelope;
-  /**
-   * What the lookup itself met, for a step that learned nothing decisive (failed, absent without
-   * a usable key, ambiguous, no lookup): `reconcile_operation` says it before the operation's own
-   * answer, which is then exactly what `operation_status` says.
-   */
-  lead?: string;
 }
 
 /** Whether any attempt of the operation may have reached the destination. */
@@ -63,19 +57,14 @@ export async function reconcileOperation(
   const action = ctx.actions.get(view.action);
   if (!action)
     throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
-  const r = await reconcileView(ctx, action, view, signal);
-  const envelope = r.envelope;
+  const envelope = (await reconcileView(ctx, action, view, signal)).envelope;
   // What the lookup found adds to what was known; it never lowers a settled operation's answer.
   if (envelope.remote_effect === 'applied' || envelope.category === 'duplicate_effect')
     return envelope;
   const after = await ctx.load(operationId);
-  if (after && after.remote_effect === 'applied') return operationEnvelope(ctx, action, after);
-  if (after && r.lead !== undefined) {
-    // One answer per state: what the lookup met, then the operation as operation_status states it.
-    const op = operationEnvelope(ctx, action, after);
-    return { ...op, message: `${r.lead} ${op.message}`, data: envelope.data };
-  }
-  return envelope;
+  return after && after.remote_effect === 'applied'
+    ? operationEnvelope(ctx, action, after)
+    : envelope;
 }
 
 /** The envelope for a lookup that was not sent: nothing learned, the operation as it was. */
@@ -133,7 +122,6 @@ export async function reconcileView(
   if (dest.kind !== 'ssh' && !dest.reconciliation) {
     return {
       step: 'no_lookup',
-      lead: `${action.name} has no lookup, so nothing was looked up.`,
       envelope: envelopeOf({
         action,
         view,
@@ -233,13 +221,7 @@ export async function reconcileView(
   const stateNow: OperationState = view.state ?? 'unknown';
   if (matches === null) {
     // The lookup itself failed: nothing learned, state unchanged — but it is evidence that a
-    // lookup was tried (and what it met), so it is recorded too. Its verdict `failed` moves the
-    // fold nowhere (core/fold.ts): an unknown operation stays unknown.
-    const met = tooLarge
-      ? `it answered ${status ?? '?'} with a body over the limit of ${lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES} bytes`
-      : status === null
-        ? `it got no answer (${out.evidence.phase})`
-        : `it answered ${status} with no usable list of records`;
+    // lookup was tried (and what it met), so it is recorded too.
     await observe(view, {
       source: 'lookup',
       checked,
@@ -256,16 +238,16 @@ export async function reconcileView(
       request,
       status,
     });
-    const data = { lookup: { verdict: 'failed', request, status, met } };
-    const lead = `The lookup failed (${met}), so it learned nothing about this operation.`;
-    const env = envelopeOf({
-      action,
-      view,
-      outcome: unknownOutcome('reconcile_first'),
-      data,
-      diagnosticsRef: null,
-    });
-    return { step: 'lookup_failed', lead, envelope: { ...env, message: `${lead} ${env.message}` } };
+    return {
+      step: 'lookup_failed',
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: unknownOutcome('reconcile_first'),
+        data: null,
+        diagnosticsRef: null,
+      }),
+    };
   }
   const { bound, unbound } = bindRecords(lookup, matches, requestCtx, params, view.opened_at);
   const refs = bound.map((m) => m.ref);
@@ -315,7 +297,6 @@ export async function reconcileView(
     });
     return {
       step: 'ambiguous',
-      lead: `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous).`,
       envelope: {
         ...env,
         message: `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous); whether ${action.subject} was applied is still unknown and a person must decide.`,
@@ -343,7 +324,6 @@ export async function reconcileView(
   }
   return {
     step: 'absent',
-    lead: `The lookup found no record of this operation, but without an idempotency key the destination still honours that does not rule out a late effect.`,
     envelope: envelopeOf({
       action,
       view,

@@ -24,7 +24,7 @@ import {
 import { changedRequest, changedRequestEnvelope, paramsDigest } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
-import { createLeaseKeeper, ownerHold, takeOver } from './ownership.js';
+import { createLeaseKeeper, takeOver } from './ownership.js';
 import type { PreparedAttempt } from './request.js';
 import { identifyCall, traced } from './trace.js';
 import { operationEnvelope } from './truth.js';
@@ -144,21 +144,10 @@ export function createEngine(options: EngineOptions): Runtime {
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
           const taken = await takeOver(ctx, view, 'run', keeper, true);
           if (!taken.ok) {
-            return operationEnvelope(
-              ctx,
-              action,
-              view,
-              {
-                code: 'not_owner',
-                sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
-                data: {
-                  owner: taken.held?.owner ?? view.owner,
-                  owner_lease_until:
-                    taken.held?.until != null ? new Date(taken.held.until).toISOString() : null,
-                },
-              },
-              taken.held ?? { owner: view.owner ?? 'unknown', until: null },
-            );
+            return operationEnvelope(ctx, action, view, {
+              code: 'not_owner',
+              sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
+            });
           }
           view = taken.view;
         }
@@ -231,9 +220,7 @@ export function createEngine(options: EngineOptions): Runtime {
         ctx,
         async (view) => {
           const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
-          return taken.ok
-            ? { view: taken.view }
-            : { view: null, why: taken.why, ...(taken.held ? { held: taken.held } : {}) };
+          return taken.ok ? taken.view : null;
         },
         sweep,
       );
@@ -259,16 +246,11 @@ export function createEngine(options: EngineOptions): Runtime {
     async status(operationId) {
       const view = await load(operationId);
       if (!view) return null;
-      // The registered action when this runtime knows it: its key, lookup and budget decide the
-      // next step exactly as they do for a call with this operation_id (one answer per state).
-      const action = actions.get(view.action ?? '') ?? {
+      const action = {
         name: view.action ?? 'unknown',
-        subject: 'the operation',
+        subject: actions.get(view.action ?? '')?.subject ?? 'the operation',
       };
-      // On a gateway that does not own it, the next step waits for its owner as a call would.
-      const settled = view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed';
-      const held = settled ? null : await ownerHold(ctx, view, true);
-      return { view, envelope: envelopeFromView(ctx, action, view, held) };
+      return { view, envelope: envelopeFromView(ctx, action, view) };
     },
 
     async endSession(reason = 'finished') {

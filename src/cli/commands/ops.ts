@@ -4,8 +4,7 @@
 // Read-only views of the ledger for investigators. `show` puts the state and intent on top, then
 // every attempt and observation, and a verdict line that separates "retried under a licence and
 // the target deduplicated" from "sent twice and got lucky".
-import { attemptEffectText } from '../../core/fold.js';
-import { OperationState, valuesOf, type RemoteEffect } from '../../core/vocabulary.js';
+import { OperationState, valuesOf } from '../../core/vocabulary.js';
 import { callerText } from '../../core/caller-text.js';
 import { openLedger, parseLedgerUrl } from '../../ledger/open.js';
 import { ledgerUrlFrom } from '../config-ledger.js';
@@ -216,7 +215,7 @@ export function formatOperation(v: OperationView): string {
   if (v.superseded_by) lines.push(`superseded   by ${v.superseded_by}`);
   lines.push(`verdict      [${verdict.code}] ${verdict.line}`);
   const first = v.attempts[0];
-  for (const a of v.attempts) lines.push('', ...attemptLines(a, first, v.remote_effect));
+  for (const a of v.attempts) lines.push('', ...attemptLines(a, first));
   v.observations.forEach((o, i) => {
     lines.push(
       '',
@@ -261,11 +260,7 @@ function destinationText(d: NonNullable<OperationView['destination']>): string {
   return `${text || '-'}${d.authority_ref ? ` via ${d.authority_ref}` : ''}`;
 }
 
-function attemptLines(
-  a: AttemptView,
-  first: AttemptView | undefined,
-  operationEffect: RemoteEffect,
-): string[] {
+function attemptLines(a: AttemptView, first: AttemptView | undefined): string[] {
   const f = a.finish;
   const sameFp =
     first && first !== a
@@ -290,7 +285,7 @@ function attemptLines(
         : 'none'
     }`,
     `  duration     ${f.duration_ms} ms`,
-    `  outcome      ${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${attemptEffectText(f, operationEffect)}`,
+    `  outcome      ${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${f.remote_effect}`,
   );
   if (f.diagnostics_ref) out.push(`  diagnostics  ${f.diagnostics_ref}`);
   return out;
