@@ -167,11 +167,23 @@ describe('approval cards show the request that will be sent', () => {
     const pay = await s.run('create_payment', { amount: 73, currency: 'CHF' }, { cor: 'ob-4' });
     expect(pay).toMatchObject({ ok: true });
     const card = s.approver.cards[0]!;
+    // The headers the engine sends (the credential only named, never its value), for the
+    // approvals page to show the exact request.
+    const idempotencyKey = card.request?.headers?.['idempotency-key'];
+    expect(idempotencyKey).toMatch(/^candor-/);
     expect(card.request).toEqual({
       method: 'POST',
       target: '/v1/payments',
       destination: fake.url,
       body: { amount: 73, currency: 'CHF', client_ref: 'ob-4' },
+      headers: {
+        accept: 'application/json',
+        'content-type': 'application/json',
+        'idempotency-key': idempotencyKey,
+        'x-candor-call-id': 'ob-4',
+        'x-correlation-id': 'ob-4',
+      },
+      credential: 'vault:reference-api',
     });
     expect(JSON.stringify(card)).not.toContain(TOKEN_FRAGMENT);
     expect(fake.resources.list('payments', { client_ref: 'ob-4' })).toMatchObject([
