@@ -90,7 +90,7 @@ const callerArb: fc.Arbitrary<Caller> = fc.record({
   client_id: fc.option(fc.constantFrom('c', 'd'), { nil: null }),
   issuer: fc.option(fc.constantFrom('https://id.example'), { nil: null }),
   scopes: fc.subarray(['read', 'write']),
-}) as fc.Arbitrary<Caller>;
+});
 
 const argsArb = fc.record(
   {
