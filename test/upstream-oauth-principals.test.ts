@@ -514,6 +514,11 @@ upstreams:
       expect(requests.filter((r) => r.text === 'lost alice' && r.tool === 'add_note')).toEqual([
         { sub: 'agent-alice', act: null, tool: 'add_note', text: 'lost alice' },
       ]);
+      // Bob asks to reconcile alice's operation: his token may not see her note, so his "not
+      // found" would prove nothing. The lookup is not sent as him and the outcome stays unknown.
+      const byBob = await b.call('reconcile_operation', { operation_id: lost.operation_id });
+      expect(byBob).toMatchObject({ ok: false, remote_effect: 'unknown' });
+      expect(requests.filter((r) => r.tool === 'find_notes')).toEqual([]);
       const settled = await a.call('reconcile_operation', { operation_id: lost.operation_id });
       expect(settled).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
       expect(requests.filter((r) => r.tool === 'find_notes').map((r) => r.sub)).toEqual([

@@ -113,6 +113,12 @@ export interface McpPrepared {
   tool: string;
   arguments: Record<string, unknown>;
   deadline_ms: number;
+  /**
+   * On a reconciliation lookup: who the operation recorded as its caller (null: the local operator
+   * or an older record). An upstream whose tokens are per caller sends the lookup only as that
+   * caller, since another identity's "not found" proves nothing.
+   */
+  operation_caller?: { issuer: string | null; subject: string } | null;
 }
 
 /**

@@ -50,6 +50,10 @@ export async function reconcileMcpOperation(
       tool: lookup.tool,
       arguments: args,
       deadline_ms: dest.deadline_ms,
+      operation_caller:
+        view.caller && view.caller.kind === 'token'
+          ? { issuer: view.caller.issuer ?? null, subject: view.caller.subject }
+          : null,
     },
     signal,
   );

@@ -17,6 +17,7 @@
 // that window.
 import type { ConfiguredAction } from '../config/actions.js';
 import type { Envelope } from '../core/envelope.js';
+import type { RunOptions } from '../engine/context.js';
 import type { Runtime } from '../engine/runtime.js';
 import type { LedgerStore } from '../ledger/store.js';
 
@@ -27,13 +28,15 @@ export interface DuplicateGuard {
   /**
    * Runs `forward(operationId)` for a call that is not a duplicate, after opening its operation;
    * answers a duplicate with the earlier operation's directive instead. Calls that are not guarded
-   * (reads, continuations, non-MCP actions) go straight to `direct()`.
+   * (reads, continuations, non-MCP actions) go straight to `direct()`. `open` holds what the
+   * opening records besides the input (who asked: the caller).
    */
   run(
     action: ConfiguredAction,
     input: Record<string, unknown>,
     direct: () => Promise<Envelope>,
     forward: (operationId: string) => Promise<Envelope>,
+    open?: Pick<RunOptions, 'caller'>,
   ): Promise<Envelope>;
 }
 
@@ -114,7 +117,7 @@ export function duplicateGuard(runtime: Runtime, ledger: LedgerStore): Duplicate
   }
 
   return {
-    async run(action, input, direct, forward) {
+    async run(action, input, direct, forward, open = {}) {
       const d = action.definition;
       if (d.destination.kind !== 'mcp' || d.class === 'read') return direct();
       const digest = runtime.paramsDigest(d, input);
@@ -130,7 +133,7 @@ export function duplicateGuard(runtime: Runtime, ledger: LedgerStore): Duplicate
         const prior = await earlier(d.name, digest);
         if (prior) return await held(action, prior);
         // Opened (durably) before the call is forwarded: the next identical call finds it.
-        operationId = await runtime.open(d, input);
+        operationId = await runtime.open(d, input, open);
       } finally {
         release();
         if (queues.get(key) === tail) queues.delete(key);

@@ -314,6 +314,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       input,
       () => run(),
       (operationId) => run(operationId),
+      caller ? { caller } : {},
     );
   }
 

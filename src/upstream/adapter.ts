@@ -131,6 +131,7 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
         id: p.id,
         deadline_ms: p.deadline_ms,
         signal,
+        ...(p.operation_caller !== undefined ? { operation_caller: p.operation_caller } : {}),
       });
       const finished_at = now();
       const { evidence, data, diagnostics } = read(facts, p.upstream);

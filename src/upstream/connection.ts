@@ -64,7 +64,13 @@ export interface UpstreamConnection {
   call(
     tool: string,
     args: Record<string, unknown>,
-    opts: { id: string; deadline_ms: number; signal?: AbortSignal | undefined },
+    opts: {
+      id: string;
+      deadline_ms: number;
+      signal?: AbortSignal | undefined;
+      /** On a lookup: the operation's recorded caller (see McpRequest.operation_caller). */
+      operation_caller?: { issuer: string | null; subject: string } | null | undefined;
+    },
   ): Promise<CallFacts>;
   close(): Promise<void>;
 }

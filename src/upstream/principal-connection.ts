@@ -9,7 +9,8 @@
 // - Connections are kept by principal (issuer and subject) while the gateway runs, at most `max`;
 //   past it the least recently used idle one is closed (it reconnects when its caller returns).
 // - A reconciliation lookup outside an authenticated call (`candor recover`) is not sent: whose
-//   operation it is is not known here, and another identity's "not found" proves nothing.
+//   operation it is is not known here, and another identity's "not found" proves nothing. Inside
+//   one, it is sent only when the caller is the one the operation recorded.
 import { IdPrefix } from '../core/ids.js';
 import type { CallFacts, UpstreamConnection } from './connection.js';
 import { grantKey, type GrantPrincipal } from './oauth/port.js';
@@ -78,6 +79,17 @@ export function principalConnection(
         if (opts.id.startsWith(`${IdPrefix.observation}_`))
           return { stage: 'auth', facts: { kind: 'credential', reason: 'lookup_needs_caller' } };
         return o.operator.call(tool, args, opts);
+      }
+      // A lookup for an operation another principal (or the local operator) made is not sent as
+      // this caller: its token may not see that record, and its "not found" would prove nothing.
+      if (opts.id.startsWith(`${IdPrefix.observation}_`) && opts.operation_caller !== undefined) {
+        const owner = opts.operation_caller;
+        if (
+          owner === null ||
+          owner.subject !== principal.subject ||
+          (owner.issuer ?? null) !== (principal.issuer ?? null)
+        )
+          return { stage: 'auth', facts: { kind: 'credential', reason: 'lookup_needs_caller' } };
       }
       const entry = connectionFor(p, principal);
       entry.busy++;
