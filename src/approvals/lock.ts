@@ -113,8 +113,16 @@ export function lockFile(
     path,
     holder,
     async isLocked() {
-      // No folder, no lock file: nothing to read (and no error to build).
-      const folder = statSync(dir, { bigint: true, throwIfNoEntry: false });
+      // No folder, no lock file: nothing to read. Only "does not exist" means unlocked: a path
+      // through a file (ENOTDIR, which Node 22+ folds into throwIfNoEntry: false) or a folder it
+      // may not examine throws, and the gate then fails closed.
+      let folder;
+      try {
+        folder = statSync(dir, { bigint: true });
+      } catch (err) {
+        if (!isCode(err, 'ENOENT')) throw err;
+        folder = undefined;
+      }
       if (folder === undefined) {
         cached = null;
         return false;
