@@ -184,8 +184,15 @@ for v in "$@"; do
   else
     summary+=("$label: FAILED (exit $status) after $took (${counts:-no vitest summary; see the output above})")
     failed+=("$label")
+    # The failing tests and their first error lines, so that the end of the output (all a CI
+    # excerpt may keep) names them.
+    failing="$(strip_ansi <"$log" 2>/dev/null | awk '
+      /Failed Tests [0-9]+/ { on = 1 }
+      on && /^ *Test Files / { exit }
+      on && (/^ *FAIL / || /Error/ || /^ *❯ .*:[0-9]+:[0-9]+/) { print; if (++n >= 40) exit }' || true)"
+    [ -n "$failing" ] && summary+=("  failing on $label:" "$(sed 's/^/    /' <<<"$failing")")
   fi
-  echo "=== test-node: ${summary[-1]} ==="
+  echo "=== test-node: $label: $([ "$status" = 0 ] && echo passed || echo "FAILED (exit $status)") in $took ==="
 done
 
 echo
