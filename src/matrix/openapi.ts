@@ -440,7 +440,7 @@ export const PHASE_CASES: readonly ConditionCase[] = [
   when(
     'after-commit-delay',
     'committed, reply delayed past the client deadline',
-    { phase: 'after_commit', action: 'delay', delay_ms: 600 },
+    { phase: 'after_commit', action: 'delay', delay_ms: 2600 },
     sent('deadline'),
     true,
   ),
@@ -597,7 +597,7 @@ function render(matrix: GeneratedMatrix, ops: SpecOperation[], file: string): st
     " Expectations follow Candor's rules for each operation's declared contract: x-candor-action-class (or the",
     ' method), an Idempotency-Key header parameter (honoured key) and x-candor-lookup (reconciliation).',
     ' TODO: `operation` must name an action the runner knows; inputs are placeholders from the spec;',
-    '   after-commit rows assume a client deadline below 600 ms; every `remote` block is a guess (TODO).',
+    '   after-commit rows assume a client deadline below 2600 ms (the reference actions wait 2000 ms); every `remote` block is a guess (TODO).',
   ].join('\n');
   const byName = new Map(ops.map((o) => [o.operation, o]));
   const rows = doc.get('rows', true);
