@@ -106,6 +106,10 @@ describe('one truth per operation: random histories on one gateway (SQLite)', ()
     [Claim.duplicate_commit, 'never commits one operation twice'],
     [Claim.settled_reopened, 'never reopens a settled operation without positive evidence'],
     [Claim.incoherent, 'never gives an envelope whose fields and sentence disagree'],
+    [
+      Claim.status_disagrees,
+      'operation_status right after a call says what the call said (one answer per state)',
+    ],
   ];
   it.each(families)('%s: %s', (claim) => {
     const classes = failureClasses(results).filter((c) => c.claim === claim);

@@ -111,10 +111,11 @@ export function composeRuntime(options: ComposeOptions): Composed {
     ...(audit ? { audit } : {}),
     ...(ssh ? { ssh } : {}),
     ...(options.upstreams ? { transports: { mcp: options.upstreams.transport } } : {}),
-    // A fleet member holds an ownership lease (src/engine/ownership.ts).
-    ...(options.loaded.config.fleet
-      ? { lease: { ttl_ms: options.loaded.config.fleet.lease_ms } }
-      : {}),
+    // Every gateway holds an ownership lease while it has a session (src/engine/ownership.ts): a
+    // fleet member so others take its operations over when it stalls; a lone gateway so that a
+    // `candor recover` run from another configuration on the same ledger leaves its operations
+    // alone while it lives (its restart is the same owner and takes them back at once).
+    lease: options.loaded.config.fleet ? { ttl_ms: options.loaded.config.fleet.lease_ms } : {},
     ...(options.telemetry ? { telemetry: options.telemetry } : {}),
     // Registered up front so that recovery and reconciliation of older operations find them.
     actions: [...options.loaded.actions, ...(options.upstreams?.actions ?? [])].map(

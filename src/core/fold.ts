@@ -248,3 +248,21 @@ export function decodeFold(text: unknown, state: OperationState | null): Operati
   }
   return foldFromState(state);
 }
+
+/**
+ * What one attempt's line may say about its remote effect (`ops show`, the web view's operation
+ * page). An attempt's own `none` stands only when nothing of it left (`not_sent`) or when the
+ * operation's fold is `none` too: a refusal of a later attempt (429, 4xx, "key in use" under the
+ * same key) speaks for that answer alone and never says the effect is absent while an earlier
+ * attempt may have applied it (or did).
+ */
+export function attemptEffectText(
+  attempt: { remote_effect: RemoteEffect; dispatch_state: string },
+  operation: RemoteEffect,
+): string {
+  if (attempt.remote_effect !== 'none') return attempt.remote_effect;
+  if (attempt.dispatch_state === 'not_sent' || operation === 'none') return 'none';
+  return operation === 'applied'
+    ? 'not shown by this answer (an earlier attempt applied it: the operation is applied)'
+    : 'not known from this answer (an earlier attempt may have applied it: the operation is unknown)';
+}

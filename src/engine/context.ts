@@ -325,9 +325,18 @@ function recorders(
 ): Pick<EngineContext, 'observe' | 'resolve'> {
   return {
     observe: async (view, data) => {
-      // The same finding again (a repeated lookup or recovery run) adds no duplicate record.
+      // The same finding again (a repeated lookup or recovery run) adds no duplicate record —
+      // unless an attempt came after it: then the same finding is news about a later state (a
+      // lookup after attempt #4 is not the lookup before it), and the fold needs it on record.
       const events = await ledger.query({ operation_id: view.operation_id });
-      const newest = events.filter((e) => e.kind === 'observation_recorded').at(-1);
+      const newest = events
+        .filter(
+          (e) =>
+            e.kind === 'observation_recorded' ||
+            e.kind === 'attempt_started' ||
+            e.kind === 'attempt_finished',
+        )
+        .at(-1);
       if (newest?.kind === 'observation_recorded' && sameFinding(newest.data, data)) return;
       await append([
         {

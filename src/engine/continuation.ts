@@ -6,7 +6,6 @@
 // a changed request is a new operation (which may supersede the old one).
 //
 // Also here: the attempt budget, a hard limit per operation across run, reconcile and recover.
-import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { sha256Hex } from '../core/fingerprint.js';
@@ -83,18 +82,7 @@ export function changedRequestEnvelope(
   });
 }
 
-/**
- * Attempts left for the operation (never below 0). The hard limit counts the attempts that may
- * have reached the destination (started and not proven `not_sent`): it bounds how many times the
- * intent may have been delivered. One run still stops its own retries after `attempt_budget`
- * attempts of any kind.
- */
-export function budgetLeft(action: AnyAction, view: OperationView): number {
-  const delivered = view.attempts.filter(
-    (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
-  ).length;
-  return Math.max(0, (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - delivered);
-}
+export { budgetLeft } from './truth.js';
 
 /**
  * The answer once the budget is spent and no further attempt may be made: what the earlier

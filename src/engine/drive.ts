@@ -10,7 +10,7 @@ import { attempt } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } from './context.js';
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
 import { openGate } from './ports.js';
-import { operationLicence, unknownNextStep } from '../core/operation-outcome.js';
+import { operationLicence } from '../core/operation-outcome.js';
 import { attemptEnvelope, factsOf, operationEnvelope } from './truth.js';
 import { prepare, type PreparedAttempt } from './request.js';
 import { policyStep } from './policy-step.js';
@@ -195,24 +195,8 @@ export async function drive<I, O>(
       factsOf(action, view),
     );
     // A delegated worker is held to the same licence: it never repeats an unknown write on its own.
-    if (!lic) {
-      const c = last.finish;
-      return attemptEnvelope(
-        ctx,
-        action,
-        view,
-        c
-          ? {
-              category: c.category,
-              retry: c.retry === 'allowed' ? 'reconcile_first' : c.retry,
-              remote_effect: c.remote_effect,
-              retry_after_ms: null,
-              rule: c.rule,
-            }
-          : unknownOutcome(unknownNextStep(factsOf(action, view))),
-        { data: null, diagnosticsRef: c?.diagnostics_ref ?? null },
-      );
-    }
+    // Nothing is sent: the answer is the operation's, exactly what operation_status says.
+    if (!lic) return operationEnvelope(ctx, action, view);
     retry = lic;
   }
   for (;;) {

@@ -176,6 +176,7 @@ export function envelopeFromView(
   ctx: EngineContext,
   action: Parameters<typeof operationEnvelope>[1],
   view: OperationView,
+  held: Parameters<typeof operationEnvelope>[4] = null,
 ): Envelope {
-  return operationEnvelope(ctx, action, view);
+  return operationEnvelope(ctx, action, view, undefined, held);
 }

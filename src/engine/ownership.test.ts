@@ -110,7 +110,11 @@ describe('ownership leases between gateways', () => {
     const op = env.operation_id!;
 
     now += LEASE - 1;
-    expect(await b.runtime.recover()).toEqual([]);
+    // Left to its live owner: reported (still unresolved), nothing sent or taken over.
+    const left = await b.runtime.recover();
+    expect(left).toMatchObject([{ operation_id: op, outcome: 'left_to_owner', unresolved: true }]);
+    expect(left[0]!.envelope).toMatchObject({ remote_effect: 'unknown' });
+    expect(left[0]!.envelope.data).toMatchObject({ refusal: { code: 'not_owner' } });
     // Refused, and the envelope states the operation (unknown), not the refused call.
     const refused = await b.runtime.run(createDeployment, { service: 'api' }, { operationId: op });
     expect(refused).toMatchObject({
@@ -178,7 +182,10 @@ describe('ownership leases between gateways', () => {
     now += LEASE;
     const b = gateway(ledger, 'gw-b', clock);
     const c = gateway(ledger, 'gw-c', clock);
-    const [rb, rc] = await Promise.all([b.runtime.recover(), c.runtime.recover()]);
+    const [rbAll, rcAll] = await Promise.all([b.runtime.recover(), c.runtime.recover()]);
+    // What the other gateway won is left to it (reported, nothing sent).
+    const rb = rbAll.filter((i) => i.outcome !== 'left_to_owner');
+    const rc = rcAll.filter((i) => i.outcome !== 'left_to_owner');
     expect(rb.length + rc.length).toBe(ops.length);
     for (const op of ops) {
       const changes = await ownerEvents(ledger, op);

@@ -51,7 +51,33 @@ export function createLeaseKeeper(
   };
 }
 
-export type TakeOver = { ok: true; view: OperationView } | { ok: false; why: string; view?: never };
+export type TakeOver =
+  { ok: true; view: OperationView } | { ok: false; why: string; view?: never; held?: OwnerHold };
+
+/**
+ * Another gateway's hold on an operation: `until` is when its live lease expires, `null` when it
+ * holds no lease that could lapse (a lone gateway from an older version).
+ */
+export interface OwnerHold {
+  owner: string;
+  until: number | null;
+}
+
+/**
+ * The hold another owner has on `view`'s operation, as a call with its operation_id would meet it
+ * (`takeOver(…, requireLease)`), or null when this runtime owns it or its owner's lease lapsed.
+ */
+export async function ownerHold(
+  ctx: EngineContext,
+  view: OperationView,
+  requireLease: boolean,
+): Promise<OwnerHold | null> {
+  if (view.owner === ctx.owner || view.owner === null) return null;
+  const [lease] = ctx.ledger.leases ? await ctx.ledger.leases.leases([view.owner]) : [];
+  if (leaseLive(lease, ctx.clock.now())) return { owner: view.owner, until: lease!.expires_at };
+  if (requireLease && !lease) return { owner: view.owner, until: null };
+  return null;
+}
 
 /**
  * Makes this runtime the owner of `view`'s operation. Refused (with the reason) when its owner's
@@ -74,10 +100,15 @@ export async function takeOver(
     return {
       ok: false,
       why: `owned by ${from}, whose lease is live until ${new Date(lease!.expires_at).toISOString()}`,
+      held: { owner: from, until: lease!.expires_at },
     };
   }
   if (requireLease && !lease) {
-    return { ok: false, why: `owned by ${from}, which holds no lease that could lapse` };
+    return {
+      ok: false,
+      why: `owned by ${from}, which holds no lease that could lapse`,
+      held: { owner: from, until: null },
+    };
   }
   // The new owner must itself be alive in the lease table before it owns anything.
   await keeper.hold();

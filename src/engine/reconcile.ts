@@ -39,6 +39,12 @@ export type ReconcileStep =
 export interface Reconciled {
   step: ReconcileStep;
   envelope: Envelope;
+  /**
+   * What the lookup itself met, for a step that learned nothing decisive (failed, absent without
+   * a usable key, ambiguous, no lookup): `reconcile_operation` says it before the operation's own
+   * answer, which is then exactly what `operation_status` says.
+   */
+  lead?: string;
 }
 
 /** Whether any attempt of the operation may have reached the destination. */
@@ -57,14 +63,19 @@ export async function reconcileOperation(
   const action = ctx.actions.get(view.action);
   if (!action)
     throw new UsageError('unknown_action', `no action named ${view.action} is registered`);
-  const envelope = (await reconcileView(ctx, action, view, signal)).envelope;
+  const r = await reconcileView(ctx, action, view, signal);
+  const envelope = r.envelope;
   // What the lookup found adds to what was known; it never lowers a settled operation's answer.
   if (envelope.remote_effect === 'applied' || envelope.category === 'duplicate_effect')
     return envelope;
   const after = await ctx.load(operationId);
-  return after && after.remote_effect === 'applied'
-    ? operationEnvelope(ctx, action, after)
-    : envelope;
+  if (after && after.remote_effect === 'applied') return operationEnvelope(ctx, action, after);
+  if (after && r.lead !== undefined) {
+    // One answer per state: what the lookup met, then the operation as operation_status states it.
+    const op = operationEnvelope(ctx, action, after);
+    return { ...op, message: `${r.lead} ${op.message}`, data: envelope.data };
+  }
+  return envelope;
 }
 
 /** The envelope for a lookup that was not sent: nothing learned, the operation as it was. */
@@ -122,6 +133,7 @@ export async function reconcileView(
   if (dest.kind !== 'ssh' && !dest.reconciliation) {
     return {
       step: 'no_lookup',
+      lead: `${action.name} has no lookup, so nothing was looked up.`,
       envelope: envelopeOf({
         action,
         view,
@@ -221,7 +233,13 @@ export async function reconcileView(
   const stateNow: OperationState = view.state ?? 'unknown';
   if (matches === null) {
     // The lookup itself failed: nothing learned, state unchanged — but it is evidence that a
-    // lookup was tried (and what it met), so it is recorded too.
+    // lookup was tried (and what it met), so it is recorded too. Its verdict `failed` moves the
+    // fold nowhere (core/fold.ts): an unknown operation stays unknown.
+    const met = tooLarge
+      ? `it answered ${status ?? '?'} with a body over the limit of ${lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES} bytes`
+      : status === null
+        ? `it got no answer (${out.evidence.phase})`
+        : `it answered ${status} with no usable list of records`;
     await observe(view, {
       source: 'lookup',
       checked,
@@ -238,16 +256,16 @@ export async function reconcileView(
       request,
       status,
     });
-    return {
-      step: 'lookup_failed',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: unknownOutcome('reconcile_first'),
-        data: null,
-        diagnosticsRef: null,
-      }),
-    };
+    const data = { lookup: { verdict: 'failed', request, status, met } };
+    const lead = `The lookup failed (${met}), so it learned nothing about this operation.`;
+    const env = envelopeOf({
+      action,
+      view,
+      outcome: unknownOutcome('reconcile_first'),
+      data,
+      diagnosticsRef: null,
+    });
+    return { step: 'lookup_failed', lead, envelope: { ...env, message: `${lead} ${env.message}` } };
   }
   const { bound, unbound } = bindRecords(lookup, matches, requestCtx, params, view.opened_at);
   const refs = bound.map((m) => m.ref);
@@ -297,6 +315,7 @@ export async function reconcileView(
     });
     return {
       step: 'ambiguous',
+      lead: `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous).`,
       envelope: {
         ...env,
         message: `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous); whether ${action.subject} was applied is still unknown and a person must decide.`,
@@ -324,6 +343,7 @@ export async function reconcileView(
   }
   return {
     step: 'absent',
+    lead: `The lookup found no record of this operation, but without an idempotency key the destination still honours that does not rule out a late effect.`,
     envelope: envelopeOf({
       action,
       view,

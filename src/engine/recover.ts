@@ -19,6 +19,8 @@ import { budgetLeft } from './continuation.js';
 import { licensedAttempt } from './drive.js';
 import { lockedGate, maybeSent, reconcileView } from './reconcile.js';
 import { identifyCall, traced } from './trace.js';
+import type { OwnerHold } from './ownership.js';
+import { operationEnvelope } from './truth.js';
 
 /** What recovery did with one operation. */
 export const RecoveryOutcome = {
@@ -30,6 +32,11 @@ export const RecoveryOutcome = {
   first_attempt_made: 'first_attempt_made',
   /** Still unresolved (or needing a decision): a person must decide; `detail` says why. */
   needs_person: 'needs_person',
+  /**
+   * Another gateway owns it and its lease is live (or it holds no lease that could lapse): left
+   * to that owner, nothing sent or looked up from here (`candor recover`; a sweep says nothing).
+   */
+  left_to_owner: 'left_to_owner',
 } as const;
 export type RecoveryOutcome = (typeof RecoveryOutcome)[keyof typeof RecoveryOutcome];
 
@@ -51,11 +58,14 @@ export const RECOVERY_CONCURRENCY = 4;
 /**
  * `claim` makes this runtime the owner of an operation another process owns (src/engine/
  * ownership.ts) and answers its view, or null when that owner is alive (or another gateway won):
- * such an operation is left alone and has no report line.
+ * such an operation is left alone: a sweep gives it no report line, `candor recover` reports it
+ * as \`left_to_owner\` (it is still unresolved, and no one here may send for it).
  */
+export type Claimed = { view: OperationView } | { view: null; why: string; held?: OwnerHold };
+
 export async function recover(
   ctx: EngineContext,
-  claim?: (view: OperationView) => Promise<OperationView | null>,
+  claim?: (view: OperationView) => Promise<Claimed>,
   othersOnly = false,
 ): Promise<RecoveryItem[]> {
   const ids = await ctx.ledger.unresolved();
@@ -83,7 +93,7 @@ export async function recover(
 async function recoverOne(
   ctx: EngineContext,
   id: string,
-  claim?: (view: OperationView) => Promise<OperationView | null>,
+  claim?: (view: OperationView) => Promise<Claimed>,
   othersOnly = false,
 ): Promise<RecoveryItem | null> {
   const loaded = await ctx.load(id);
@@ -94,8 +104,29 @@ async function recoverOne(
   if (othersOnly && loaded.owner === ctx.owner && !takenOverUnattended(ctx, loaded)) return null;
   // Settled by another gateway since the list was read: nothing to do.
   if (loaded.state !== null && !UNRESOLVED_STATES.has(loaded.state)) return null;
-  const view = loaded.owner !== ctx.owner && claim ? await claim(loaded) : loaded;
-  if (!view) return null;
+  const claimed = loaded.owner !== ctx.owner && claim ? await claim(loaded) : { view: loaded };
+  if (claimed.view === null) {
+    if (othersOnly || !('why' in claimed)) return null;
+    const known = loaded.action ? ctx.actions.get(loaded.action) : undefined;
+    return {
+      operation_id: id,
+      action: loaded.action,
+      outcome: 'left_to_owner',
+      detail: `left to its owner: it is ${claimed.why}, so nothing was sent or looked up from here`,
+      unresolved: true,
+      envelope: operationEnvelope(
+        ctx,
+        known ?? { name: loaded.action ?? 'unknown', subject: 'the operation' },
+        loaded,
+        {
+          code: 'not_owner',
+          sentence: `Recovery sent nothing for operation ${id}: it is ${claimed.why}.`,
+        },
+        claimed.held ?? null,
+      ),
+    };
+  }
+  const view = claimed.view;
   identifyCall(view);
   const sent = maybeSent(view);
   const action = view.action ? ctx.actions.get(view.action) : undefined;

@@ -24,7 +24,7 @@ import {
 import { changedRequest, changedRequestEnvelope, paramsDigest } from './continuation.js';
 import { drive } from './drive.js';
 import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
-import { createLeaseKeeper, takeOver } from './ownership.js';
+import { createLeaseKeeper, ownerHold, takeOver } from './ownership.js';
 import type { PreparedAttempt } from './request.js';
 import { identifyCall, traced } from './trace.js';
 import { operationEnvelope } from './truth.js';
@@ -144,10 +144,21 @@ export function createEngine(options: EngineOptions): Runtime {
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
           const taken = await takeOver(ctx, view, 'run', keeper, true);
           if (!taken.ok) {
-            return operationEnvelope(ctx, action, view, {
-              code: 'not_owner',
-              sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
-            });
+            return operationEnvelope(
+              ctx,
+              action,
+              view,
+              {
+                code: 'not_owner',
+                sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
+                data: {
+                  owner: taken.held?.owner ?? view.owner,
+                  owner_lease_until:
+                    taken.held?.until != null ? new Date(taken.held.until).toISOString() : null,
+                },
+              },
+              taken.held ?? { owner: view.owner ?? 'unknown', until: null },
+            );
           }
           view = taken.view;
         }
@@ -220,7 +231,9 @@ export function createEngine(options: EngineOptions): Runtime {
         ctx,
         async (view) => {
           const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
-          return taken.ok ? taken.view : null;
+          return taken.ok
+            ? { view: taken.view }
+            : { view: null, why: taken.why, ...(taken.held ? { held: taken.held } : {}) };
         },
         sweep,
       );
@@ -246,11 +259,16 @@ export function createEngine(options: EngineOptions): Runtime {
     async status(operationId) {
       const view = await load(operationId);
       if (!view) return null;
-      const action = {
+      // The registered action when this runtime knows it: its key, lookup and budget decide the
+      // next step exactly as they do for a call with this operation_id (one answer per state).
+      const action = actions.get(view.action ?? '') ?? {
         name: view.action ?? 'unknown',
-        subject: actions.get(view.action ?? '')?.subject ?? 'the operation',
+        subject: 'the operation',
       };
-      return { view, envelope: envelopeFromView(ctx, action, view) };
+      // On a gateway that does not own it, the next step waits for its owner as a call would.
+      const settled = view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed';
+      const held = settled ? null : await ownerHold(ctx, view, true);
+      return { view, envelope: envelopeFromView(ctx, action, view, held) };
     },
 
     async endSession(reason = 'finished') {

@@ -3,16 +3,20 @@
 // lookup, a read) meet the fold of the operation's events here, for every envelope the engine
 // builds — after an attempt, on a refusal, and for `operation_status`.
 import type { Envelope } from '../core/envelope.js';
+import { isRuleId } from '../core/classify.js';
+import { licence } from '../core/licence.js';
 import {
   operationClaim,
+  operationLicence,
   unknownNextStep,
   type Claim,
   type OperationFacts,
 } from '../core/operation-outcome.js';
-import { classRule } from '../core/rules.js';
+import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
-import type { EngineContext, RefusalCode } from './context.js';
+import type { AnyAction, EngineContext, RefusalCode } from './context.js';
+import type { OwnerHold } from './ownership.js';
 
 type Described = { name: string; subject: string };
 type Known = Pick<EngineAction<never, never>, 'name' | 'subject' | 'class' | 'destination'>;
@@ -46,11 +50,12 @@ export function attemptEnvelope(
   claim: Claim,
   extra: { data: unknown; diagnosticsRef: string | null },
 ): Envelope {
-  const out = operationClaim(withDelay(claim), factsOf(action, view));
+  const facts = factsOf(action, view);
+  const out = operationClaim(withDelay(claim), facts);
   return ctx.envelopeOf({
     action,
     view,
-    outcome: out.claim,
+    outcome: nextStep(out.claim, action, view, facts),
     data: extra.data,
     diagnosticsRef: extra.diagnosticsRef,
     earlier: out.earlier ? { kind: out.earlier, attempt_category: claim.category } : undefined,
@@ -66,6 +71,8 @@ export function operationEnvelope(
   action: Described | Known,
   view: OperationView,
   refusal?: { code: RefusalCode; sentence: string; data?: Record<string, unknown> },
+  /** Another gateway owns the operation (ownership.ts `ownerHold`): only it may send. */
+  held?: OwnerHold | null,
 ): Envelope {
   const facts = factsOf(action, view);
   const last = view.attempts.at(-1) ?? null;
@@ -77,7 +84,7 @@ export function operationEnvelope(
     return ctx.envelopeOf({
       action,
       view,
-      outcome: out.claim,
+      outcome: heldBack(nextStep(out.claim, action, view, facts), held ?? null, ctx.clock.now()),
       data: refusal ? { ...refusal.data, remote_refs: remoteRefsOf(view) } : null,
       diagnosticsRef,
       earlier: out.earlier ? { kind: out.earlier, attempt_category: claim.category } : undefined,
@@ -90,6 +97,21 @@ export function operationEnvelope(
       retry: 'escalate',
       remote_effect: 'applied',
       retry_after_ms: null,
+    });
+  // An answer that showed the effect but not its details (a cut 2xx) keeps asking for the lookup
+  // until a lookup (or a later answer) gave the record.
+  if (
+    facts.effect === 'applied' &&
+    finish?.remote_effect === 'applied' &&
+    finish.retry !== 'never' &&
+    remoteRefsOf(view).length === 0
+  )
+    return build({
+      category: finish.category,
+      retry: finish.retry,
+      remote_effect: 'applied',
+      retry_after_ms: null,
+      rule: finish.rule,
     });
   if (facts.effect === 'applied')
     return build({
@@ -149,4 +171,86 @@ function withDelay(claim: Claim): Claim {
   return claim.retry === 'after_delay' && claim.retry_after_ms === null
     ? { ...claim, retry_after_ms: 0 }
     : claim;
+}
+
+/**
+ * Attempts left for the operation (never below 0). The hard limit counts the attempts that may
+ * have reached the destination (started and not proven `not_sent`): it bounds how many times the
+ * intent may have been delivered. One run still stops its own retries after `attempt_budget`
+ * attempts of any kind.
+ */
+export function budgetLeft(
+  action: Pick<AnyAction, 'attempt_budget'>,
+  view: Pick<OperationView, 'attempts'>,
+): number {
+  const delivered = view.attempts.filter(
+    (a) => a.finish === null || a.finish.dispatch_state !== 'not_sent',
+  ).length;
+  return Math.max(0, (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - delivered);
+}
+
+/**
+ * A lookup after the last attempt that answered and found nothing bound to the operation (absent
+ * without a usable key, or ambiguous): asking it again shows the same, so a person decides.
+ */
+function lookedUpInVain(view: OperationView): boolean {
+  const last = view.attempts.at(-1);
+  const after = last ? (last.finish?.finished_seq ?? last.started_seq) : 0;
+  const lookup = view.observations.filter((o) => o.source === 'lookup' && o.seq > after).at(-1);
+  return lookup?.verdict === 'absent' || lookup?.verdict === 'ambiguous';
+}
+
+/**
+ * One answer per state: the next step the operation stands at is what a call with its
+ * operation_id would do now — the same for the call that got here, for `operation_status`, for a
+ * refusal and for `reconcile_operation`. An invitation to call again (\`allowed\`,
+ * \`after_delay\`) stands only while such a call would send: the licence raised to the operation
+ * (core/operation-outcome.ts) and the attempt budget allow it; otherwise it is a lookup, or a person.
+ */
+function nextStep(
+  claim: Claim,
+  action: Described | Known,
+  view: OperationView,
+  facts: OperationFacts,
+): Claim {
+  const unknown = claim.remote_effect === 'unknown';
+  const lookupStep = (): Claim['retry'] =>
+    facts.lookup && !lookedUpInVain(view) ? 'reconcile_first' : 'escalate';
+  if (claim.retry === 'reconcile_first' && unknown && lookedUpInVain(view))
+    return { ...claim, retry: 'escalate' };
+  if (claim.retry !== 'allowed' && claim.retry !== 'after_delay') return claim;
+  if (!isKnown(action) || claim.remote_effect === 'applied') return claim;
+  const f = view.attempts.at(-1)?.finish;
+  if (!f) return claim;
+  const contract = contractOf(action);
+  const lic = operationLicence(
+    licence(
+      { ...f, rule: isRuleId(f.rule) ? f.rule : 'unreadable_evidence' },
+      {
+        read_only: classRule(action.class).read_only,
+        idempotency_honoured: contract.idempotency_honoured,
+      },
+      false,
+    ),
+    facts,
+  );
+  const left = budgetLeft(action as unknown as AnyAction, view);
+  if (lic && left > 0) return claim;
+  return {
+    ...claim,
+    retry: unknown ? lookupStep() : 'escalate',
+    retry_after_ms: null,
+  };
+}
+
+/**
+ * A call with this operation_id on a gateway that does not own it sends nothing until the
+ * owner's lease lapses (then that gateway takes it over): an invitation to call again waits out
+ * the lease's real remainder; an owner that holds no lease that could lapse is never displaced by
+ * a call, so a person (or \`candor recover\` with the owner's configuration) decides.
+ */
+function heldBack(claim: Claim, held: OwnerHold | null, now: number): Claim {
+  if (!held || (claim.retry !== 'allowed' && claim.retry !== 'after_delay')) return claim;
+  if (held.until === null) return { ...claim, retry: 'escalate', retry_after_ms: null };
+  return { ...claim, retry: 'after_delay', retry_after_ms: Math.max(1, held.until - now) };
 }

@@ -181,6 +181,13 @@ export class Connection {
         kind: 'normal',
       });
     }
+    if (fault?.phase === 'malformed' && fault.commit === false) {
+      // Not processed: nothing is committed and the ground truth says so; the garbled reply is a
+      // stand-in error answer (what a front proxy returns for a request it did not pass on).
+      return this.send(cur, renderMalformed(unprocessed(fault), fault, this.wireOptions(cur)), {
+        kind: 'normal',
+      });
+    }
     const req: ApiRequest = {
       method: cur.head.method,
       path: cur.path,
@@ -400,4 +407,14 @@ function statusResponse(fault: Extract<Fault, { phase: 'status' }>): StoredRespo
   }
   const body = fault.body === undefined ? { error: `status_${fault.status}` } : fault.body;
   return { status: fault.status, headers, body };
+}
+
+/** The reply a `malformed` fault with `commit: false` garbles: the request was not processed. */
+function unprocessed(fault: { status?: number | undefined }): StoredResponse {
+  const status = fault.status ?? 502;
+  return {
+    status,
+    headers: {},
+    body: { error: { code: 'not_processed', message: 'the request was not processed' } },
+  };
 }

@@ -78,11 +78,18 @@ export const faultSchema = z.discriminatedUnion('phase', [
     ...common,
     phase: z.literal('malformed'),
     variant: z.enum(Object.values(MalformedVariant) as [MalformedVariant, ...MalformedVariant[]]),
-    /** `html_error`: status of the HTML page (default 502). */
+    /**
+     * `html_error`: status of the HTML page (default 502). With `commit: false`: the status of
+     * the stand-in error reply the other variants garble (default 502).
+     */
     status: z.number().int().min(100).max(599).optional(),
     /** `missing_field`: which field is dropped (default `id`). */
     field: z.string().min(1).optional(),
-    /** Whether the request is processed (and a write committed) first. Default true. */
+    /**
+     * Whether the request is processed (and a write committed) first. Default true. `false`: it
+     * is not processed at all (nothing committed, no idempotency key taken) and the malformed
+     * reply garbles a stand-in error answer.
+     */
     commit: z.boolean().optional(),
   }),
   z.strictObject({

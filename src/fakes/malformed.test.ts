@@ -191,3 +191,40 @@ describe('fixed status faults', () => {
     await res.body.dump();
   });
 });
+
+describe('commit: false', () => {
+  // Ground truth must be exact: a malformed reply armed with `commit: false` is sent for a request
+  // the service never processed (review of issue 29: it committed anyway).
+  it.each(['bad_status_line', 'invalid_json', 'missing_field', 'wrong_content_length'] as const)(
+    '%s: the write is not committed, the ground truth says so, and the reply is still malformed',
+    async (variant) => {
+      const id = `nc-${variant}`;
+      fake.arm({ call_id: id, phase: 'malformed', variant, commit: false });
+      const raw = await rawExchange(
+        fake.url,
+        httpRequest(
+          'POST',
+          '/v1/deployments',
+          { 'x-candor-call-id': id, 'content-type': 'application/json', connection: 'close' },
+          JSON.stringify({ service: 'web', client_ref: id }),
+        ),
+        { timeoutMs: 1000 },
+      );
+      expect(fake.resources.list('deployments', { client_ref: id })).toHaveLength(0);
+      const truth = fake.groundTruth(id);
+      expect(truth.map((e) => e.event)).not.toContain('mutation_committed');
+      expect(truth.map((e) => e.event)).toContain('response_bytes_written');
+      const text = raw.bytes.toString('latin1');
+      if (variant === 'bad_status_line') expect(text).toMatch(/^HTTP\/1\.1 2x0 /);
+      else expect(text).toMatch(/^HTTP\/1\.1 502 /);
+      if (variant === 'invalid_json') expect(text).toMatch(/,\}$/);
+    },
+  );
+
+  it('commit omitted (the default) still commits before the malformed reply', async () => {
+    fake.arm({ call_id: 'c-default', phase: 'malformed', variant: 'invalid_json' });
+    const res = await createDeployment('c-default');
+    await res.body.text();
+    expect(fake.resources.list('deployments', { client_ref: 'c-default' })).toHaveLength(1);
+  });
+});

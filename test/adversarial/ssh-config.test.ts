@@ -38,6 +38,7 @@ describe.skipIf(skip !== undefined)('SSH actions from candor.yaml', { timeout: 2
   let root: string;
   let config: string;
   let otherConfig: string;
+  let shortLeaseConfig: string;
 
   const markerDir = () => join(dir, 'ops');
 
@@ -114,6 +115,14 @@ ssh:
     writeFileSync(config, yaml('deploy'));
     otherConfig = join(dir, 'other.yaml');
     writeFileSync(otherConfig, yaml('something_else'));
+    // A gateway whose ownership lease lapses 1 s after its last heartbeat: every gateway holds one,
+    // so another configuration's `recover` leaves a live (or just-killed) owner's operations alone
+    // until it lapses.
+    shortLeaseConfig = join(dir, 'short-lease.yaml');
+    writeFileSync(
+      shortLeaseConfig,
+      `${yaml('deploy')}fleet: { lease_ms: 1000, recover_on_start: false, sweep_every_ms: 0 }\n`,
+    );
   });
   afterAll(async () => {
     await sshd?.stop();
@@ -127,10 +136,10 @@ ssh:
     return d;
   };
 
-  async function gateway(ledger: string) {
+  async function gateway(ledger: string, file = config) {
     const transport = new StdioClientTransport({
       command: process.execPath,
-      args: [...serveCommand(), '--config', config, '--ledger', `sqlite:${ledger}`],
+      args: [...serveCommand(), '--config', file, '--ledger', `sqlite:${ledger}`],
       env: { PATH: process.env['PATH'] ?? '' },
       cwd: dir,
       stderr: 'pipe',
@@ -141,6 +150,9 @@ ssh:
     await client.connect(transport);
     return { client, transport, stderr: () => err };
   }
+
+  const recoverOther = (ledgerPath: string) =>
+    runCli(['recover', '--config', otherConfig, '--ledger', `sqlite:${ledgerPath}`]);
 
   /** Processes on this machine whose command line holds `secret`. */
   const argvHolding = (secret: string) =>
@@ -267,7 +279,7 @@ ssh:
 
   it('an SSH operation whose action the configuration does not define needs a person (exit 1)', async () => {
     const ledgerPath = join(dir, 'orphan.db');
-    const gw = await gateway(ledgerPath);
+    const gw = await gateway(ledgerPath, shortLeaseConfig);
     const d = jobDir('cfg-orphan', true);
     const pending = gw.client
       .callTool({ name: 'deploy', arguments: { job: 'cfg-orphan', pad: 0 } })
@@ -277,13 +289,17 @@ ssh:
     expect(await pending).toBe('gone');
     await gw.client.close().catch(() => undefined);
 
-    const run = await runCli([
-      'recover',
-      '--config',
-      otherConfig,
-      '--ledger',
-      `sqlite:${ledgerPath}`,
-    ]);
+    // While the killed gateway's lease is live, recovery from another configuration leaves the
+    // operation to it and sends nothing; once it lapses, the operation is this run's, and with no
+    // such action here a person decides.
+    let run = await recoverOther(ledgerPath);
+    // (Each run is a process start, about a second here: a few runs outlast the lease.)
+    for (let runs = 1; run.out.includes('left to its owner'); runs++) {
+      expect(run.out).toMatch(/deploy {2}left to its owner: .*lease is live until/);
+      expect(executions(root, 'cfg-orphan')).toBe(1);
+      expect(runs).toBeLessThan(30);
+      run = await recoverOther(ledgerPath);
+    }
     expect(run.out).toMatch(/deploy {2}needs a person: /);
     expect(run.out).toContain(
       '1 unresolved operation(s) worked through: 0 settled, 1 need a person',

@@ -4,7 +4,8 @@
 // Read-only views of the ledger for investigators. `show` puts the state and intent on top, then
 // every attempt and observation, and a verdict line that separates "retried under a licence and
 // the target deduplicated" from "sent twice and got lucky".
-import { OperationState, valuesOf } from '../../core/vocabulary.js';
+import { attemptEffectText } from '../../core/fold.js';
+import { OperationState, valuesOf, type RemoteEffect } from '../../core/vocabulary.js';
 import { callerText } from '../../core/caller-text.js';
 import { openLedger, parseLedgerUrl } from '../../ledger/open.js';
 import { ledgerUrlFrom } from '../config-ledger.js';
@@ -215,7 +216,7 @@ export function formatOperation(v: OperationView): string {
   if (v.superseded_by) lines.push(`superseded   by ${v.superseded_by}`);
   lines.push(`verdict      [${verdict.code}] ${verdict.line}`);
   const first = v.attempts[0];
-  for (const a of v.attempts) lines.push('', ...attemptLines(a, first));
+  for (const a of v.attempts) lines.push('', ...attemptLines(a, first, v.remote_effect));
   v.observations.forEach((o, i) => {
     lines.push(
       '',
@@ -260,7 +261,11 @@ function destinationText(d: NonNullable<OperationView['destination']>): string {
   return `${text || '-'}${d.authority_ref ? ` via ${d.authority_ref}` : ''}`;
 }
 
-function attemptLines(a: AttemptView, first: AttemptView | undefined): string[] {
+function attemptLines(
+  a: AttemptView,
+  first: AttemptView | undefined,
+  operationEffect: RemoteEffect,
+): string[] {
   const f = a.finish;
   const sameFp =
     first && first !== a
@@ -285,7 +290,7 @@ function attemptLines(a: AttemptView, first: AttemptView | undefined): string[] 
         : 'none'
     }`,
     `  duration     ${f.duration_ms} ms`,
-    `  outcome      ${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${f.remote_effect}`,
+    `  outcome      ${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${attemptEffectText(f, operationEffect)}`,
   );
   if (f.diagnostics_ref) out.push(`  diagnostics  ${f.diagnostics_ref}`);
   return out;

@@ -20,6 +20,7 @@ const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
   retried_under_key: 'retried',
   first_attempt_made: 'first attempt made',
   needs_person: 'needs a person',
+  left_to_owner: 'left to its owner',
 };
 
 /** The outcome's label and the detail, the label once (some details already start with it). */

@@ -7,6 +7,8 @@ import { deliveryVerdict, type AttemptView, type OperationView } from '../../led
 import { isSealedPayload } from '../../ledger/seal.js';
 import { createRedactor } from '../../core/redact.js';
 import { callerText } from '../../core/caller-text.js';
+import { attemptEffectText } from '../../core/fold.js';
+import type { RemoteEffect } from '../../core/vocabulary.js';
 import { clip, dash, ext, html, iso, seg, type Html } from '../html.js';
 import type { Hints } from '../hints.js';
 import { stateBadge } from '../layout.js';
@@ -70,7 +72,7 @@ export function verdictOf(v: OperationView): Verdict {
   const last = v.attempts.at(-1)?.finish;
   return {
     tone: 'ok',
-    headline: `${v.state ?? 'no state'} — ${last ? `${last.category}, remote effect ${last.remote_effect}` : 'no attempt'}`,
+    headline: `${v.state ?? 'no state'} — ${last ? `${last.category}, remote effect ${attemptEffectText(last, v.remote_effect)}` : 'no attempt'}`,
     detail: d.line,
   };
 }
@@ -147,6 +149,7 @@ function attemptCard(
   first: AttemptView | undefined,
   events: readonly StoredEvent[],
   whole: string,
+  operationEffect: RemoteEffect,
 ): Html {
   const f = a.finish;
   const lost = lostPhase(a);
@@ -166,7 +169,7 @@ function attemptCard(
       <dd><strong>${f ? f.dispatch_state : 'not recorded'}</strong></dd>
       <dt>outcome</dt>
       <dd>
-        ${f ? `${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${f.remote_effect}` : '–'}
+        ${f ? `${f.category} (rule ${f.rule}), retry ${f.retry}, remote effect ${attemptEffectText(f, operationEffect)}` : '–'}
       </dd>
       <dt>retry reason / decision</dt>
       <dd>
@@ -292,7 +295,7 @@ export function operationBody(
       </section>
     </div>
     <h2>Attempts (${v.attempts.length})</h2>
-    ${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events, whole))}
+    ${v.attempts.length === 0 ? html`<p class="muted">No attempt was started.</p>` : v.attempts.map((a) => attemptCard(a, v.attempts[0], events, whole, v.remote_effect))}
     <h2>Observations (${v.observations.length})</h2>
     ${
       v.observations.length === 0

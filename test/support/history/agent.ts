@@ -9,6 +9,7 @@ import type { Envelope } from '../../../src/core/envelope.js';
 import { projectOperation } from '../../../src/ledger/projection.js';
 import type { LedgerStore } from '../../../src/ledger/store.js';
 import {
+  checkAgreement,
   checkEnvelope,
   checkSettled,
   checkView,
@@ -128,6 +129,8 @@ export class Recorder {
     host: Host,
     operationId: string | null,
     gw: GatewayProcess | null,
+    /** The envelope the step's call returned (status must agree with it), if any. */
+    said: { source: string; envelope: Envelope } | null = null,
   ): Promise<void> {
     const commits = this.world.commits(this.plan.id);
     if (commits >= 2) this.add([duplicate(commits)]);
@@ -144,6 +147,8 @@ export class Recorder {
     if (status) {
       this.add(checkEnvelope('operation_status', status.envelope, commits, status.headline));
       if (this.settled) this.add(checkSettled('operation_status', status.envelope, null));
+      if (said && said.envelope.operation_id === operationId)
+        this.add(checkAgreement(said.source, said.envelope, status.envelope));
     }
     this.trace.push(`      truth: ${commits} commit(s); ledger state ${view?.state ?? '-'}`);
   }
@@ -235,6 +240,7 @@ export async function follow(
   let restartsLeft = restarts;
   const name = actionName(rec.plan.contract);
   while (rec.steps < limit) {
+    let said: { source: string; envelope: Envelope } | null = null;
     const move = nextMove(r, last, restartsLeft);
     if (move === 'stop') {
       rec.trace.push(`  (the agent stops: retry ${last.retry})`);
@@ -293,6 +299,7 @@ export async function follow(
         );
         if (!got) return last;
         rec.envelope('retry envelope', got.envelope, got.headline);
+        said = { source: 'retry envelope', envelope: got.envelope };
         last = got.envelope;
         break;
       }
@@ -301,11 +308,12 @@ export async function follow(
         rec.step(`reconcile_operation → ${got ? brief(got.envelope) : 'a protocol error'}`);
         if (!got) return last;
         rec.envelope('reconcile envelope', got.envelope, got.headline);
+        said = { source: 'reconcile envelope', envelope: got.envelope };
         last = got.envelope;
         break;
       }
     }
-    await rec.checkpoint(host, operationId, gw);
+    await rec.checkpoint(host, operationId, gw, said);
   }
   return last;
 }
@@ -325,7 +333,7 @@ export async function runHistory(
     const env = await gw.runtime.run(action, { name: plan.id }, { correlationId: plan.id });
     rec.step(`run ${action.name} → ${brief(env)}`);
     rec.envelope('run envelope', env);
-    await rec.checkpoint(host, env.operation_id, gw);
+    await rec.checkpoint(host, env.operation_id, gw, { source: 'run envelope', envelope: env });
     if (env.operation_id !== null) await follow(rec, host, r, env.operation_id, env);
   } catch (error) {
     rec.requests();

@@ -16,6 +16,7 @@ export const Claim = {
   duplicate_commit: 'duplicate_commit',
   settled_reopened: 'settled_reopened',
   incoherent: 'incoherent',
+  status_disagrees: 'status_disagrees',
   exception: 'exception',
 } as const;
 export type Claim = (typeof Claim)[keyof typeof Claim];
@@ -132,4 +133,20 @@ export function duplicate(commits: number): Violation {
     `${commits} commits`,
     'two or more commits',
   );
+}
+
+/**
+ * One answer per state: `operation_status` asked right after a call (nothing happened in between)
+ * must tell the agent what the call told it — the same category, directive and remote effect.
+ */
+export function checkAgreement(source: string, call: Envelope, status: Envelope): Violation[] {
+  if (shape(call) === shape(status)) return [];
+  return [
+    violation(
+      Claim.status_disagrees,
+      `${source} vs operation_status`,
+      `${shape(call)} "${call.message}" vs ${shape(status)} "${status.message}"`,
+      `${shape(call)} vs ${shape(status)}`,
+    ),
+  ];
 }
