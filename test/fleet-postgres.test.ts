@@ -10,8 +10,8 @@
 // for one that never committed); no duplicate effect; one chain, `audit verify` INTACT.
 //
 // 1,000 faulted operations per gateway (about 25 s alone, 80 s on a loaded 2-core machine);
-// FLEET_OPS sets fewer or more. The paused-owner test takes about 20 s (three rounds);
-// FLEET_DEBUG=1 prints each paused operation's events and every answer given about it.
+// FLEET_OPS sets fewer or more. The paused-owner test takes about 20 s for its three rounds
+// (FLEET_ROUNDS sets more); FLEET_DEBUG=1 prints each paused operation's events and answers.
 // bench/ledger-append.js measures the append rate of 1 vs 4 gateways against raw inserts.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
@@ -227,7 +227,7 @@ async function verifyIntact(url: string, events: readonly StoredEvent[]): Promis
 }
 
 /** Rounds of the paused-owner test: a round = pause past the lease → takeover → late answers. */
-const ROUNDS = 3;
+const ROUNDS = Math.max(3, Number(process.env['FLEET_ROUNDS'] ?? 3));
 /** How long the fake holds a paused owner's replies back: they arrive while it is stopped. */
 const HELD_MS = 4_000;
 
