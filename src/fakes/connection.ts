@@ -177,9 +177,12 @@ export class Connection {
     const fault = cur.armed?.fault;
     if (fault?.phase === 'after_request_body') return this.closeWith(cur, fault.action);
     if (fault?.phase === 'status' && fault.commit !== true) {
-      return this.send(cur, render(statusResponse(fault), this.wireOptions(cur)), {
-        kind: 'normal',
+      const reply = render(statusResponse(fault), this.wireOptions(cur));
+      if (!fault.delay_ms) return this.send(cur, reply, { kind: 'normal' });
+      this.ctx.later(fault.delay_ms, () => {
+        if (!this.dead && !cur.closed) this.send(cur, reply, { kind: 'normal' });
       });
+      return;
     }
     if (fault?.phase === 'malformed' && fault.commit === false) {
       // Not processed: nothing is committed and the ground truth says so; the garbled reply is a
@@ -264,6 +267,18 @@ export class Connection {
           { kind: 'stale', mode: fault.mode ?? 'reset_on_reuse' },
           replayed,
         );
+      case 'status':
+        if (fault.delay_ms) {
+          // As a delayed after_commit reply: the key stays in progress until it is handed over.
+          this.ctx.later(fault.delay_ms, () => {
+            settle();
+            if (!this.dead && !cur.closed)
+              this.send(cur, render(res, opts), { kind: 'normal' }, replayed);
+          });
+          return;
+        }
+        settle();
+        return this.send(cur, render(res, opts), { kind: 'normal' }, replayed);
       default:
         settle();
         return this.send(cur, render(res, opts), { kind: 'normal' }, replayed);

@@ -102,6 +102,11 @@ export const faultSchema = z.discriminatedUnion('phase', [
     retry_after: z.union([z.number().int().nonnegative(), z.string()]).optional(),
     /** Whether the request is processed (and a write committed) before this reply. Default false. */
     commit: z.boolean().optional(),
+    /**
+     * How long the reply is held back once it is ready (default 0): the answer arrives late, e.g.
+     * at a gateway that was paused meanwhile. With `commit`, the key stays in progress until then.
+     */
+    delay_ms: z.number().int().nonnegative().optional(),
   }),
   z.strictObject({
     ...common,

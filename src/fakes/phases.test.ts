@@ -204,6 +204,62 @@ describe('after_commit', () => {
   });
 });
 
+describe('status with delay_ms', () => {
+  it('the fixed reply is held back, nothing committed; the request already reached the fake', async () => {
+    fake.arm({ call_id: 's-1', phase: 'status', status: 429, retry_after: 0, delay_ms: 300 });
+    const answered = client({ headersTimeout: 5000 }).request({
+      method: 'POST',
+      path: '/v1/deployments',
+      headers: { 'x-candor-call-id': 's-1' },
+      body: '{"service":"a"}',
+    });
+    await fake.whenTruth((e) => e.call_id === 's-1' && e.event === 'body_complete');
+    // A timer shorter than the delay fires first: the reply has not been written by then.
+    await new Promise((r) => setTimeout(r, 20));
+    expect(kinds(fake.groundTruth('s-1'))).toEqual([
+      'received',
+      'headers_complete',
+      'body_complete',
+    ]);
+    const res = await answered;
+    expect(res.statusCode).toBe(429);
+    await res.body.dump();
+    const truth = await settled('s-1');
+    expect(kinds(truth)).toEqual([
+      'received',
+      'headers_complete',
+      'body_complete',
+      'response_bytes_written',
+      'close:keepalive',
+    ]);
+    expect(fake.resources.all('deployments')).toHaveLength(0);
+  });
+
+  it('with commit, the key stays in progress until the delayed reply is handed over', async () => {
+    fake.arm({ call_id: 's-2', phase: 'status', status: 422, commit: true, delay_ms: 300 });
+    const post = (callId: string) =>
+      client({ headersTimeout: 5000 }).request({
+        method: 'POST',
+        path: '/v1/releases',
+        headers: { 'x-candor-call-id': callId, 'idempotency-key': 'k-s-2' },
+        body: '{"version":"1.0"}',
+      });
+    const first = post('s-2');
+    await fake.whenTruth((e) => e.call_id === 's-2' && e.event === 'mutation_committed');
+    const during = await post('s-2b');
+    expect(during.statusCode).toBe(409);
+    await during.body.dump();
+    const late = await first;
+    expect(late.statusCode).toBe(422);
+    await late.body.dump();
+    const after = await post('s-2c');
+    expect(after.statusCode).toBe(201);
+    expect(after.headers['idempotent-replayed']).toBe('true');
+    await after.body.dump();
+    expect(fake.resources.all('releases')).toHaveLength(1);
+  });
+});
+
 describe('during_response_body', () => {
   it.each(['fin', 'rst'] as const)(
     '%s at byte 10: the head and exactly 10 body bytes arrive',
