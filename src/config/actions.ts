@@ -9,11 +9,11 @@ import {
   isHttpAction,
   type ActionDefinition,
   type Destination,
-  type EngineAction,
   type HttpDestination,
 } from '../engine/action.js';
 import { parseCreatedAt } from '../engine/lookup-binding.js';
 import { UsageError } from '../engine/runtime.js';
+import type { ConfiguredAction, Problem } from './configured.js';
 import type { FieldPath } from './locate.js';
 import type { ActionConfig, GatewayConfig } from './schema.js';
 import { buildSshActions, checkSshSection } from './ssh-actions.js';
@@ -25,6 +25,8 @@ import {
   renderPath,
   type TemplateScope,
 } from './template.js';
+
+export type { ConfiguredAction, Problem } from './configured.js';
 
 /**
  * Request headers that belong to the HTTP transport: they decide which host gets the request and
@@ -52,14 +54,6 @@ export const BUILTIN_TOOLS = [
   'list_unresolved_operations',
 ] as const;
 
-export interface ConfiguredAction {
-  definition: EngineAction<unknown, unknown>;
-  description: string;
-  title: string | undefined;
-  /** The tool arguments' JSON Schema as configured (without `operation_id`). */
-  input_schema: Record<string, unknown>;
-}
-
 /** A configured HTTP action's definition (an SSH action here is a programming error). */
 export function httpDefinition(
   a: ConfiguredAction,
@@ -67,12 +61,6 @@ export function httpDefinition(
   if (!isHttpAction(a.definition))
     throw new TypeError(`${a.definition.name} is not an HTTP action`);
   return a.definition;
-}
-
-export interface Problem {
-  path: FieldPath;
-  problem: string;
-  at?: 'key' | 'value';
 }
 
 /**

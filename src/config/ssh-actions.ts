@@ -3,7 +3,7 @@
 // engine's SSH action definitions built from them.
 import { z } from 'zod';
 import { defineSshAction } from '../engine/ssh-action.js';
-import type { ConfiguredAction, Problem } from './actions.js';
+import type { ConfiguredAction, Problem } from './configured.js';
 import type { FieldPath } from './locate.js';
 import type { GatewayConfig } from './schema.js';
 import { SECRET_ENV_SOURCE, type SshActionConfig } from './ssh-schema.js';

@@ -22,7 +22,6 @@ import type { Checkpointer } from '../ledger/chain/checkpointer.js';
 import type { EngineAction } from './action.js';
 import type { ResolveSshSecret } from './ssh-action.js';
 import type { Telemetry } from '../telemetry/port.js';
-import type { LeaseOptions } from './ownership.js';
 import { traceEvents } from './trace.js';
 import {
   openGate,
@@ -95,6 +94,12 @@ export interface EngineOptions {
    * Off when not given.
    */
   policy?: PolicyPort;
+}
+
+/** A fleet runtime's ownership lease (kept by src/engine/ownership.ts). */
+export interface LeaseOptions {
+  /** How long a heartbeat keeps the lease (default 30 s); renewed every third of that. */
+  ttl_ms?: number;
 }
 
 export interface RunOptions {

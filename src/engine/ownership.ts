@@ -7,12 +7,7 @@ import { isLedgerFault, LedgerError } from '../ledger/ledger-error.js';
 import { DEFAULT_LEASE_MS, leaseLive } from '../ledger/lease.js';
 import type { EventPayloads } from '../ledger/events.js';
 import type { OperationView } from '../ledger/projection.js';
-import type { EngineContext } from './context.js';
-
-export interface LeaseOptions {
-  /** How long a heartbeat keeps the lease (default 30 s); renewed every third of that. */
-  ttl_ms?: number;
-}
+import type { EngineContext, LeaseOptions } from './context.js';
 
 export interface LeaseKeeper {
   /** Takes or renews the lease now and keeps renewing it until `stop`. */

@@ -9,7 +9,7 @@ import type { OperationView } from '../ledger/projection.js';
 import type { McpDestination } from './action.js';
 import { dispatch } from './attempt.js';
 import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
-import { settleFromLookup, type Reconciled } from './reconcile.js';
+import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
 export async function reconcileMcpOperation(
   ctx: EngineContext,

@@ -19,33 +19,8 @@ import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from '
 import { licensedAttempt } from './drive.js';
 import { bindRecords, type LookupRecord } from './lookup-binding.js';
 import { reconcileMcpOperation } from './reconcile-mcp.js';
+import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
-
-/** What a reconciliation really did, for callers that must report it (recover). */
-export type ReconcileStep =
-  | 'found'
-  | 'duplicates'
-  | 'absent_retried'
-  | 'absent'
-  | 'lookup_failed'
-  /** Records matched, none bound to the operation (lookup_ambiguous): still unknown. */
-  | 'ambiguous'
-  | 'gate_locked'
-  | 'credential_unavailable'
-  | 'nothing_sent'
-  | 'no_lookup'
-  | 'ssh';
-
-export interface Reconciled {
-  step: ReconcileStep;
-  envelope: Envelope;
-  /**
-   * What the lookup itself met, for a step that learned nothing decisive (failed, absent without
-   * a usable key, ambiguous, no lookup): `reconcile_operation` says it before the operation's own
-   * answer, which is then exactly what `operation_status` says.
-   */
-  lead?: string;
-}
 
 /** Whether any attempt of the operation may have reached the destination. */
 export function maybeSent(view: OperationView): boolean {
@@ -355,58 +330,6 @@ export async function reconcileView(
 }
 
 /** The gate's lock, asking nobody; a lock that cannot be read counts as locked. */
-/**
- * What a lookup that found the effect settles, for every transport: one record → `succeeded`
- * (its record is the data), several → `duplicate_effect` for a person; none → null (the caller
- * decides what an absent effect means for its transport).
- */
-export async function settleFromLookup(
-  ctx: EngineContext,
-  action: AnyAction,
-  view: OperationView,
-  refs: string[],
-  firstRecord: unknown,
-): Promise<Reconciled | null> {
-  const { resolve, envelopeOf } = ctx;
-  if (refs.length === 1) {
-    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
-    return {
-      step: 'found',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'succeeded',
-          retry: 'never',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: firstRecord,
-        diagnosticsRef: null,
-      }),
-    };
-  }
-  if (refs.length >= 2) {
-    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
-    return {
-      step: 'duplicates',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'duplicate_effect',
-          retry: 'escalate',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: { remote_refs: refs },
-        diagnosticsRef: null,
-      }),
-    };
-  }
-  return null;
-}
-
 export async function lockedGate(ctx: EngineContext): Promise<boolean> {
   if (!ctx.gate.locked) return false;
   try {

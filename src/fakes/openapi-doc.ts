@@ -11,10 +11,10 @@
 import { createHash } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { schemaProblem } from './openapi-check.js';
-import { DocError, Reader } from './openapi-reader.js';
+import { DocError, Reader, type ApiServer, type JsonSchema } from './openapi-reader.js';
 import { bundled, hasExternalRefs, parseSource, pointerOf } from './openapi-source.js';
 
-export type JsonSchema = Record<string, unknown>;
+export type { ApiServer, JsonSchema } from './openapi-reader.js';
 type Obj = Record<string, unknown>;
 
 export const HTTP_METHODS = ['GET', 'POST', 'PUT', 'PATCH', 'DELETE'] as const;
@@ -24,15 +24,6 @@ export interface ApiParameter {
   name: string;
   required: boolean;
   schema: JsonSchema;
-}
-
-/** Where an operation's requests go: the server URL with its variables filled in. */
-export interface ApiServer {
-  url: string;
-  /** `https://api.example.com`; undefined for a relative server URL (`/v1`) or none. */
-  origin: string | undefined;
-  /** Path prefix before the operation's path, without a trailing `/` (`/v1`, or ``). */
-  prefix: string;
 }
 
 export interface ApiOperation {

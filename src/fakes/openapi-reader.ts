@@ -2,10 +2,21 @@
 // a reference that points nowhere there is a DocError at the reference's JSON pointer; schemas are
 // copied into plain JSON Schema with a node budget, so a document whose schemas reference each
 // other thousands of times (GitHub's) costs a bounded copy per operation, never a full dereference.
-import type { ApiServer, JsonSchema } from './openapi-doc.js';
 import { resolvePointer } from './openapi-source.js';
 
 type Obj = Record<string, unknown>;
+
+export type JsonSchema = Record<string, unknown>;
+
+/** Where an operation's requests go: the server URL with its variables filled in. */
+export interface ApiServer {
+  url: string;
+  /** `https://api.example.com`; undefined for a relative server URL (`/v1`) or none. */
+  origin: string | undefined;
+  /** Path prefix before the operation's path, without a trailing `/` (`/v1`, or ``). */
+  prefix: string;
+}
+
 const isObj = (v: unknown): v is Obj => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** A problem where Candor reads: the JSON pointer of the place and the rule broken. */

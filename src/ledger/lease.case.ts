@@ -5,9 +5,8 @@
 import { expect, it } from 'vitest';
 import type { NewEvent, OwnerChangeReason } from './events.js';
 import { LedgerError } from './ledger-error.js';
-import { opened, started } from './contract.case.js';
+import { opened, started, type ContractSubject } from './events.case.js';
 import { projectOperation } from './projection.js';
-import type { ContractSubject } from './contract.case.js';
 import type { OwnerLeases } from './lease.js';
 
 const T0 = Date.UTC(2026, 0, 1);

@@ -95,9 +95,7 @@ class InvalidInput extends Error {
   }
 }
 
-/** The first line of the text mirror, derived from (remote_effect, retry): core/headline.ts. */
-export { headline };
-
+/** The result of a tool call: the text mirror opens with core/headline.ts's line, then the JSON. */
 export function resultOf(envelope: Envelope): CallToolResult {
   return {
     content: [{ type: 'text', text: `${headline(envelope)}\n${JSON.stringify(envelope)}` }],

@@ -14,7 +14,7 @@ import type { Dispatched, HttpPrepared, Transport } from '../../../src/core/tran
 import type { ConfiguredAction } from '../../../src/config/actions.js';
 import { defineAction, type ActionDefinition } from '../../../src/engine/action.js';
 import { staticCredentials } from '../../../src/engine/ports.js';
-import type { LeaseOptions } from '../../../src/engine/ownership.js';
+import type { LeaseOptions } from '../../../src/engine/context.js';
 import type { FakeService, FaultSpec } from '../../../src/fakes/index.js';
 import { httpTransport } from '../../../src/http/adapter.js';
 import type { LedgerStore } from '../../../src/ledger/store.js';

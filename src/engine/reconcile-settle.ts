@@ -1,0 +1,84 @@
+// What a reconciliation did and what a lookup that found the effect settles: shared by the
+// reconciliation of every transport (reconcile.ts for HTTP, reconcile-mcp.ts for proxied MCP
+// tools), kept apart so that neither imports the other back.
+import type { OperationView } from '../ledger/projection.js';
+import type { Envelope } from '../core/envelope.js';
+import type { AnyAction, EngineContext } from './context.js';
+
+/** What a reconciliation really did, for callers that must report it (recover). */
+export type ReconcileStep =
+  | 'found'
+  | 'duplicates'
+  | 'absent_retried'
+  | 'absent'
+  | 'lookup_failed'
+  /** Records matched, none bound to the operation (lookup_ambiguous): still unknown. */
+  | 'ambiguous'
+  | 'gate_locked'
+  | 'credential_unavailable'
+  | 'nothing_sent'
+  | 'no_lookup'
+  | 'ssh';
+
+export interface Reconciled {
+  step: ReconcileStep;
+  envelope: Envelope;
+  /**
+   * What the lookup itself met, for a step that learned nothing decisive (failed, absent without
+   * a usable key, ambiguous, no lookup): `reconcile_operation` says it before the operation's own
+   * answer, which is then exactly what `operation_status` says.
+   */
+  lead?: string;
+}
+
+/**
+ * What a lookup that found the effect settles, for every transport: one record → `succeeded`
+ * (its record is the data), several → `duplicate_effect` for a person; none → null (the caller
+ * decides what an absent effect means for its transport).
+ */
+export async function settleFromLookup(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  refs: string[],
+  firstRecord: unknown,
+): Promise<Reconciled | null> {
+  const { resolve, envelopeOf } = ctx;
+  if (refs.length === 1) {
+    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
+    return {
+      step: 'found',
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: {
+          category: 'succeeded',
+          retry: 'never',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: firstRecord,
+        diagnosticsRef: null,
+      }),
+    };
+  }
+  if (refs.length >= 2) {
+    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
+    return {
+      step: 'duplicates',
+      envelope: envelopeOf({
+        action,
+        view,
+        outcome: {
+          category: 'duplicate_effect',
+          retry: 'escalate',
+          remote_effect: 'applied',
+          retry_after_ms: null,
+        },
+        data: { remote_refs: refs },
+        diagnosticsRef: null,
+      }),
+    };
+  }
+  return null;
+}
