@@ -1,6 +1,10 @@
 // `before_bytes` faults happen before any request byte can leave the client, so the fake cannot
 // inject them on its own socket. It hands out URLs that fail that way instead, all on loopback:
-//   refused       a 127.0.0.1 port that was bound and released (nothing listens: ECONNREFUSED).
+//   refused       a 127.0.0.1 port that was bound and released (nothing listens: ECONNREFUSED),
+//                 chosen below the system's ephemeral range where there is one: a port handed
+//                 out by the kernel for \`listen(0)\` could be handed out again to another
+//                 server while the URL is in use, which would then answer (and apply) a request
+//                 meant to be refused.
 //   unresolvable  a host under `.invalid` (RFC 6761). Resolving it with the system resolver may
 //                 send a DNS query off the machine, so tests pass `lookupRefusingInvalid` as the
 //                 client's `lookup`: it fails like NXDOMAIN without any query.
@@ -9,10 +13,22 @@
 //                 The listener lives in a worker thread that blocks its own event loop, because a
 //                 Node listener in a running loop accepts eagerly and the queue would never fill.
 import { lookup as dnsLookup, type LookupAddress, type LookupOptions } from 'node:dns';
+import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import { Worker } from 'node:worker_threads';
 
 export async function refusedUrl(): Promise<string> {
+  const below = ephemeralFloor();
+  if (below !== null && below > 2048) {
+    // Ports the kernel never hands out for listen(0): only a server told this exact port could
+    // take it. Start somewhere random so that two fakes rarely probe the same ports.
+    const span = below - 1024;
+    const start = 1024 + Math.floor(Math.random() * span);
+    for (let i = 0; i < 64; i++) {
+      const port = 1024 + ((start - 1024 + i * 7919) % span);
+      if (await bindsAndReleases(port)) return `http://127.0.0.1:${port}`;
+    }
+  }
   const server = net.createServer();
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
@@ -21,6 +37,28 @@ export async function refusedUrl(): Promise<string> {
   const { port } = server.address() as net.AddressInfo;
   await new Promise<void>((resolve) => server.close(() => resolve()));
   return `http://127.0.0.1:${port}`;
+}
+
+/** The lowest port of the kernel's ephemeral range (Linux), or null where it cannot be read. */
+function ephemeralFloor(): number | null {
+  try {
+    const text = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8');
+    const low = Number(text.trim().split(/\s+/)[0]);
+    return Number.isInteger(low) && low > 1024 && low <= 65535 ? low : null;
+  } catch {
+    return null;
+  }
+}
+
+/** Whether nothing listens on 127.0.0.1:`port` (it could be bound, and is released again). */
+function bindsAndReleases(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = net.createServer();
+    server.once('error', () => resolve(false));
+    server.listen({ host: '127.0.0.1', port, exclusive: true }, () =>
+      server.close(() => resolve(true)),
+    );
+  });
 }
 
 export function unresolvableUrl(port: number): string {
