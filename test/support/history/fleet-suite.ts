@@ -1,10 +1,11 @@
 // Model-based history test (issue 29, acceptance 1 and 4), fleet variant: two gateways on one
-// PostgreSQL ledger (started here). In every history the first owner stalls past its lease holding
-// the answer to one of its attempts (201, 4xx, 429, 5xx, cut or lost), the other gateway takes the
-// operation over and settles what it can, then the first owner resumes and acts on its late answer.
-// After every step every claim — both gateways' envelopes, operation_status at each, the ledger as
-// `ops` shows it — is checked against the fake's ground truth; every ledger ends as one intact
-// chain (`audit verify`). Used by test/truth-history-fleet.test.ts and truth-history-fleet-2.test.ts.
+// PostgreSQL ledger (the server started here; a fresh ledger every 100 histories). In every
+// history the first owner stalls past its lease holding the answer to one of its attempts (201,
+// 4xx, 429, 5xx, cut or lost), the other gateway takes the operation over and settles what it
+// can, then the first owner resumes and acts on its late answer. After every step every claim —
+// both gateways' envelopes, operation_status at each, the ledger as `ops` shows it — is checked
+// against the fake's ground truth; every ledger ends as one intact chain (`audit verify`). Used by
+// test/truth-history-fleet.test.ts and truth-history-fleet-2.test.ts.
 //   CANDOR_HISTORIES=N (default 2000, split between the two files) · CANDOR_HISTORY_SEED=S replays
 //   one history and prints it · CANDOR_HISTORY_BASE=B · CANDOR_HISTORY_REPORT=FILE (FILE.partN) ·
 //   CANDOR_HISTORY_CONCURRENCY=K (default 6) · CANDOR_HISTORIES_PER_LEDGER=L (default 100).
@@ -147,6 +148,12 @@ class Lanes {
   }
 }
 
+/**
+ * One half of the fleet campaign. The issue's 2,000 histories run as two files of 1,000 (seeds
+ * 1–1000 and 1001–2000 by default), each with its own PostgreSQL server, so the two halves use
+ * both cores side by side. CANDOR_HISTORIES=N splits N between the halves; CANDOR_HISTORY_SEED=S
+ * replays S in the first half only.
+ */
 export function defineFleetCampaign(part: 1 | 2): void {
   const skip = postgresSkipReason();
   const whole = settingsFromEnv(2000, Number(process.env['CANDOR_HISTORY_CONCURRENCY'] ?? 6));
