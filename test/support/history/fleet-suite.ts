@@ -93,7 +93,7 @@ class Lanes {
       return await one(await use.opened);
     } finally {
       use.finished += 1;
-      if (use.retired && use.finished === use.started) this.#closed.push(this.#close(use));
+      if (use.retired && use.finished === use.started) this.#closing(use);
     }
   }
 
@@ -107,7 +107,14 @@ class Lanes {
 
   #retire(use: LaneUse): void {
     use.retired = true;
-    if (use.finished === use.started) this.#closed.push(this.#close(use));
+    if (use.finished === use.started) this.#closing(use);
+  }
+
+  /** Starts closing a ledger; a failure surfaces from finish(), not as an unhandled rejection. */
+  #closing(use: LaneUse): void {
+    const closed = this.#close(use);
+    closed.catch(() => undefined);
+    this.#closed.push(closed);
   }
 
   async #open(n: number): Promise<Lane> {
