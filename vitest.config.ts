@@ -9,6 +9,10 @@ import { defineConfig } from 'vitest/config';
 // `npx vitest run --maxWorkers=N` overrides it for one run.
 const workers = Math.min(8, Math.max(2, 2 * availableParallelism()));
 
+// Unit test files that mock modules (see the `unit-isolated` project below); test/
+// unit-isolation.test.ts checks that every such file is listed.
+export const MOCKING_UNIT_FILES = ['src/ledger/chain/bundle-file.test.ts'];
+
 export default defineConfig({
   test: {
     // A guard for hangs, not a speed target (speed lives in bench/). Several files are CPU-heavy
@@ -25,7 +29,20 @@ export default defineConfig({
       // The unit tests beside the sources share one module graph per worker (isolate: false): they
       // hold no process-wide state, and loading the engine, zod and the ledger once per worker instead
       // of once per file cut their CPU time by about 40 % (measured: 120 s → 72 s user).
-      { extends: true, test: { name: 'unit', include: ['src/**/*.test.ts'], isolate: false } },
+      // A file that mocks a module (vi.mock) must load its own copy of what imports it: in a shared
+      // graph an earlier file may have loaded the real one first (seen in CI: the hashing-thread
+      // tests of bundle-file verified a file their mock should have failed), so such files run
+      // isolated.
+      {
+        extends: true,
+        test: {
+          name: 'unit',
+          include: ['src/**/*.test.ts'],
+          exclude: MOCKING_UNIT_FILES,
+          isolate: false,
+        },
+      },
+      { extends: true, test: { name: 'unit-isolated', include: MOCKING_UNIT_FILES } },
       // The integration tests start servers, child processes, telemetry providers and browsers: each
       // file keeps its own process.
       { extends: true, test: { name: 'integration', include: ['test/**/*.test.ts'] } },
