@@ -43,42 +43,52 @@ export async function settleFromLookup(
   refs: string[],
   firstRecord: unknown,
 ): Promise<Reconciled | null> {
-  const { resolve, envelopeOf } = ctx;
-  if (refs.length === 1) {
-    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', refs);
+  if (refs.length === 1)
     return {
       step: 'found',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'succeeded',
-          retry: 'never',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: firstRecord,
-        diagnosticsRef: null,
-      }),
+      envelope: await settleApplied(ctx, action, view, 'succeeded', refs, firstRecord),
     };
-  }
-  if (refs.length >= 2) {
-    await resolve(view, 'duplicate_effect_confirmed', 'duplicate_effect', 'reconciliation', refs);
+  if (refs.length >= 2)
     return {
       step: 'duplicates',
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: {
-          category: 'duplicate_effect',
-          retry: 'escalate',
-          remote_effect: 'applied',
-          retry_after_ms: null,
-        },
-        data: { remote_refs: refs },
-        diagnosticsRef: null,
+      envelope: await settleApplied(ctx, action, view, 'duplicate_effect', refs, {
+        remote_refs: refs,
       }),
     };
-  }
   return null;
+}
+
+/**
+ * Resolves an operation that reconciliation showed applied — once (`succeeded`, nothing more to
+ * do) or more than once (`duplicate_effect`, for a person) — and answers its envelope. Every
+ * transport's reconciliation settles through here.
+ */
+export async function settleApplied(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  category: 'succeeded' | 'duplicate_effect',
+  refs: string[],
+  data: unknown,
+): Promise<Envelope> {
+  const once = category === 'succeeded';
+  await ctx.resolve(
+    view,
+    once ? 'succeeded' : 'duplicate_effect_confirmed',
+    category,
+    'reconciliation',
+    refs,
+  );
+  return ctx.envelopeOf({
+    action,
+    view,
+    outcome: {
+      category,
+      retry: once ? 'never' : 'escalate',
+      remote_effect: 'applied',
+      retry_after_ms: null,
+    },
+    data,
+    diagnosticsRef: null,
+  });
 }

@@ -22,6 +22,7 @@ import { dispatch } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext } from './context.js';
 import { licensedAttempt } from './drive.js';
 import { envelopeFromView } from './operation.js';
+import { settleApplied } from './reconcile-settle.js';
 import { prepare } from './request.js';
 import { rememberedSshInput, sshSecretEnv } from './ssh-action.js';
 
@@ -116,7 +117,7 @@ async function convergenceCheck(
   real: RealInput,
   checkedAt: number,
 ): Promise<Envelope> {
-  const { observe, resolve, envelopeOf } = ctx;
+  const { observe, envelopeOf } = ctx;
   const checked = `ssh ${decl.host_ref} convergence check`;
   if (!decl.check)
     return escalate(ctx, action, view, 'no_check', 'the action declares no convergence check');
@@ -159,21 +160,8 @@ async function convergenceCheck(
         : 'the desired state does not hold; the interrupted command may still have had partial effects, so a person decides',
     state_after: converged ? 'succeeded' : (view.state ?? 'open'),
   });
-  if (converged) {
-    await resolve(view, 'succeeded', 'succeeded', 'reconciliation', []);
-    return envelopeOf({
-      action,
-      view,
-      outcome: {
-        category: 'succeeded',
-        retry: 'never',
-        remote_effect: 'applied',
-        retry_after_ms: null,
-      },
-      data: { exit_status: 0, stdout: '' },
-      diagnosticsRef: null,
-    });
-  }
+  if (converged)
+    return settleApplied(ctx, action, view, 'succeeded', [], { exit_status: 0, stdout: '' });
   if (rerun)
     return licensedAttempt(
       ctx,
