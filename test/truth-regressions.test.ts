@@ -12,7 +12,7 @@ import { openPostgresLedger } from '../src/ledger/postgres/store.js';
 import { projectOperation, type OperationView } from '../src/ledger/projection.js';
 import type { LedgerStore } from '../src/ledger/store.js';
 import { envelopeOf } from './support/history/agent.js';
-import { B_CLOCK_BEHIND_MS, LEASE_MS } from './support/history/fleet.js';
+import { startFleetPair } from './support/history/fleet.js';
 import type { AttemptFault, Contract, HistoryPlan, LookupFault } from './support/history/plan.js';
 import {
   actionName,
@@ -238,21 +238,7 @@ describe.skipIf(skip !== undefined)(
       server = await startPostgres();
       const open = () => openPostgresLedger(server.url, { schema: 'truth_regressions' });
       reader = await open();
-      a = startGateway(world, {
-        ledger: await open(),
-        ownsLedger: true,
-        owner: 'gw-a',
-        lease: { ttl_ms: LEASE_MS },
-      });
-      b = startGateway(world, {
-        ledger: await open(),
-        ownsLedger: true,
-        owner: 'gw-b',
-        lease: { ttl_ms: LEASE_MS },
-        clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
-      });
-      await a.runtime.sessionId();
-      await b.runtime.sessionId();
+      ({ a, b } = await startFleetPair(world, open));
     }, 120_000);
     afterAll(async () => {
       await a?.stop(true);

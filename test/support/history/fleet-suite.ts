@@ -17,10 +17,10 @@ import { openPostgresLedger } from '../../../src/ledger/postgres/store.js';
 import type { LedgerStore } from '../../../src/ledger/store.js';
 import type { HistoryResult } from './agent.js';
 import { failureClasses, report, runCampaign, settingsFromEnv } from './campaign.js';
-import { B_CLOCK_BEHIND_MS, LEASE_MS, runFleetHistory } from './fleet.js';
+import { runFleetHistory, startFleetPair } from './fleet.js';
 import { Claim } from './oracle.js';
 import { planHistory } from './plan.js';
-import { FaultedWorld, startGateway, type GatewayProcess } from './world.js';
+import { FaultedWorld, type GatewayProcess } from './world.js';
 import {
   postgresCpuMs,
   postgresSkipReason,
@@ -121,22 +121,8 @@ class Lanes {
     const schema = `truth_history_${n}`;
     const open = () => openPostgresLedger(this.url, { schema });
     const reader = await open();
-    const a = startGateway(this.world, {
-      ledger: await open(),
-      ownsLedger: true,
-      owner: 'gw-a',
-      lease: { ttl_ms: LEASE_MS },
-    });
-    const b = startGateway(this.world, {
-      ledger: await open(),
-      ownsLedger: true,
-      owner: 'gw-b',
-      lease: { ttl_ms: LEASE_MS },
-      clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
-    });
     // Both are alive in the lease table before the first history.
-    await a.runtime.sessionId();
-    await b.runtime.sessionId();
+    const { a, b } = await startFleetPair(this.world, open);
     return { schema, a, b, reader };
   }
 

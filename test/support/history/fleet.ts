@@ -13,10 +13,37 @@ import type { LedgerStore } from '../../../src/ledger/store.js';
 import { follow, Recorder, type HistoryResult, type Host } from './agent.js';
 import { Claim } from './oracle.js';
 import type { HistoryPlan, Rng } from './plan.js';
-import { actionName, type FaultedWorld, type GatewayProcess } from './world.js';
+import { actionName, startGateway, type FaultedWorld, type GatewayProcess } from './world.js';
 
 export const LEASE_MS = 30_000;
 export const B_CLOCK_BEHIND_MS = 60_000;
+
+/**
+ * The fleet's two gateways on one ledger (each with its own connection from `open`): A, and B
+ * whose clock runs B_CLOCK_BEHIND_MS behind, so that A's lapsed lease is still live by B's clock
+ * for a while. Both are alive in the lease table when this returns.
+ */
+export async function startFleetPair(
+  world: FaultedWorld,
+  open: () => Promise<LedgerStore>,
+): Promise<{ a: GatewayProcess; b: GatewayProcess }> {
+  const a = startGateway(world, {
+    ledger: await open(),
+    ownsLedger: true,
+    owner: 'gw-a',
+    lease: { ttl_ms: LEASE_MS },
+  });
+  const b = startGateway(world, {
+    ledger: await open(),
+    ownsLedger: true,
+    owner: 'gw-b',
+    lease: { ttl_ms: LEASE_MS },
+    clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
+  });
+  await a.runtime.sessionId();
+  await b.runtime.sessionId();
+  return { a, b };
+}
 
 /** The agent talks to A (the survivor) or B (the stalled first owner). */
 class Pinned implements Host {
