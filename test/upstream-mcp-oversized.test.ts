@@ -22,10 +22,20 @@ afterEach(async () => {
   for (const c of cleanup.splice(0).reverse()) await c();
 });
 
-/** What the server managed to hand over per huge answer (waits for its line to appear). */
+/**
+ * What the server managed to hand over per huge answer. Waits for a whole line: the server appends
+ * it when the reader goes away, and under load the file can exist (opened) before its line is in.
+ */
 async function written(log: string): Promise<Array<{ written: number; of: number }>> {
-  for (let i = 0; i < 200 && !existsSync(log); i++) await new Promise((r) => setTimeout(r, 50));
-  return readFileSync(log, 'utf8')
+  let text = '';
+  for (let i = 0; i < 600; i++) {
+    text = existsSync(log) ? readFileSync(log, 'utf8') : '';
+    if (text.endsWith('\n')) break;
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  if (!text.endsWith('\n'))
+    throw new Error(`the hostile server wrote no whole line to ${log} in 30 s`);
+  return text
     .split('\n')
     .filter(Boolean)
     .map((l) => JSON.parse(l) as { written: number; of: number });
