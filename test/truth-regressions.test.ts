@@ -12,7 +12,7 @@ import { openPostgresLedger } from '../src/ledger/postgres/store.js';
 import { projectOperation, type OperationView } from '../src/ledger/projection.js';
 import type { LedgerStore } from '../src/ledger/store.js';
 import { envelopeOf } from './support/history/agent.js';
-import { startFleetPair } from './support/history/fleet.js';
+import { B_CLOCK_BEHIND_MS, LEASE_MS, startFleetPair } from './support/history/fleet.js';
 import type { AttemptFault, Contract, HistoryPlan, LookupFault } from './support/history/plan.js';
 import {
   actionName,
@@ -297,6 +297,135 @@ describe.skipIf(skip !== undefined)(
         }
       },
     );
+
+    /** A ledger handle that runs `before` ahead of the appends `when` picks. */
+    function holdingAppends(
+      store: LedgerStore,
+      when: (events: Parameters<LedgerStore['append']>[0]) => boolean,
+      before: () => Promise<void>,
+    ): LedgerStore {
+      return new Proxy(store, {
+        get(target, key) {
+          if (key === 'append')
+            return async (events: Parameters<LedgerStore['append']>[0]) => {
+              if (when(events)) await before();
+              return target.append(events);
+            };
+          const v = Reflect.get(target, key, target) as unknown;
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      });
+    }
+
+    it('a former owner whose resolution is fenced says so, and does not speak as if it settled it', async () => {
+      // B's attempt #1 is answered 422 and recorded; before B writes the resolution, A takes the
+      // operation over (B's lease lapsed). B's resolution is refused (fenced): B used to drop that
+      // refusal silently and answer as the operation's settler.
+      const p = plan('keyed', [{ kind: 'status', status: 422, commit: false }, { kind: 'ok' }]);
+      let held!: () => void;
+      const holding = new Promise<void>((r) => (held = r));
+      let release!: () => void;
+      const released = new Promise<void>((r) => (release = r));
+      const bLedger = await openPostgresLedger(server.url, { schema: 'truth_regressions' });
+      const b2 = startGateway(world, {
+        ledger: holdingAppends(
+          bLedger,
+          (events) =>
+            events.some((e) => e.kind === 'operation_resolved' && e.correlation_id === p.id),
+          () => (held(), released),
+        ),
+        ownsLedger: false,
+        owner: 'gw-b2',
+        lease: { ttl_ms: LEASE_MS },
+        clock: { now: () => Date.now() - B_CLOCK_BEHIND_MS },
+      });
+      try {
+        const action = world.actions.find((x) => x.name === actionName(p.contract))!;
+        const run = b2.runtime.run(action, { name: p.id }, { correlationId: p.id });
+        await holding;
+        const opened = await reader.query({ correlation_id: p.id });
+        const operationId = opened.find((e) => e.kind === 'operation_opened')!.operation_id!;
+        // A takes it over, as its agent's call with the operation_id does; the 422 said "never".
+        const atA = await call(a, action.name, { name: p.id, operation_id: operationId });
+        expect(atA.envelope).toMatchObject({ category: 'confirmed_rejection', retry: 'never' });
+        release();
+        const told = await run;
+        expect(told.data).toMatchObject({ refusal: { code: 'owner_lost' } });
+        expect(told.message).toMatch(/no longer owns operation .* does not settle it/);
+        // What it says of the operation is the ledger's truth: only the 422 reached the fake.
+        expect(told).toMatchObject({ category: 'confirmed_rejection', remote_effect: 'none' });
+        expect(posts(p.id)).toBe(1);
+        expect(world.commits(p.id)).toBe(0);
+        const events = await reader.query({ operation_id: operationId });
+        expect(events.filter((e) => e.kind === 'owner_changed').map((e) => e.data)).toMatchObject([
+          { from: 'gw-b2', to: 'gw-a' },
+        ]);
+        const writers = events
+          .filter((e) => e.kind === 'operation_resolved')
+          .map((e) => (e.data as { writer?: string }).writer);
+        expect(writers).not.toContain('gw-b2');
+      } finally {
+        release();
+        await b2.stop(true);
+        await bLedger.close();
+      }
+    });
+
+    it('a sweep that read an operation before its 4xx was recorded does not retry it (seed 1308)', async () => {
+      // Seen in the fleet campaign under load: A's sweep loaded the operation while B's attempt #1
+      // was out, B recorded its 422 (failed: nothing applied, retry never) and told its agent "not
+      // applied", and A then took the operation over and retried it under the key from its stale
+      // view: #2 committed, and B's answer became false.
+      const p = plan(
+        'keyed',
+        [{ kind: 'status', status: 422, commit: false }, { kind: 'ok' }],
+        [],
+        1,
+      );
+      const { run, resume, operationId } = await stalledB(p);
+      const cLedger = await openPostgresLedger(server.url, { schema: 'truth_regressions' });
+      // C's takeover is written only once B's answer is on record (C read the operation before).
+      const c = startGateway(world, {
+        ledger: holdingAppends(
+          cLedger,
+          (events) =>
+            events.some((e) => e.kind === 'owner_changed' && e.operation_id === operationId),
+          async () => {
+            resume();
+            for (let i = 0; i < 400; i++) {
+              const now = await reader.query({ operation_id: operationId });
+              if (now.some((e) => e.kind === 'attempt_finished')) return;
+              await new Promise((r) => setTimeout(r, 25));
+            }
+            throw new Error("B's answer never reached the ledger");
+          },
+        ),
+        ownsLedger: false,
+        owner: 'gw-c',
+        lease: { ttl_ms: LEASE_MS },
+      });
+      try {
+        const swept = await c.runtime.recover({ sweep: true });
+        expect(swept.filter((i) => i.operation_id === operationId)).toEqual([]);
+        const told = await run;
+        expect(told).toMatchObject({ remote_effect: 'none', retry: 'never' });
+        // Nothing more was sent: the one POST was B's, and the fake committed nothing.
+        expect(posts(p.id)).toBe(1);
+        expect(world.commits(p.id)).toBe(0);
+        const events = await reader.query({ operation_id: operationId });
+        expect(
+          events
+            .filter((e) => e.kind === 'attempt_started')
+            .map((e) => (e.data as { worker: string }).worker),
+        ).toEqual(['gw-b']);
+        expect((await viewOf(reader, operationId)).state).toBe('failed');
+      } finally {
+        resume();
+        await run.catch(() => undefined);
+        await c.stop(true);
+        await cLedger.close();
+      }
+    });
 
     it('a takeover whose lookup failed is looked up again by its new owner and listed meanwhile', async () => {
       // B stalls holding the RST of #1 (committed); A's sweep takes over and its lookup fails; a keyed

@@ -201,14 +201,18 @@ export interface EngineContext {
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     data: Omit<EventPayloads['observation_recorded'], 'observation_id'>,
   ) => Promise<void>;
-  /** Records `operation_resolved`: the operation's final state and who settled it. */
+  /**
+   * Records `operation_resolved`: the operation's final state and who settled it. Resolves to null
+   * when written; to the store's reason when fenced (another gateway took the operation over while
+   * this one worked on it: nothing is written, and the caller must not speak as if it settled it).
+   */
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
     state: OperationState,
     category: Classification['category'],
     by: ResolvedBy,
     remoteRefs: string[],
-  ) => Promise<void>;
+  ) => Promise<string | null>;
 }
 
 export function createEngineContext(options: EngineOptions): EngineContext {
@@ -367,10 +371,11 @@ function recorders(
             data: { state, category, by, remote_refs: remoteRefs, writer: owner },
           },
         ]);
+        return null;
       } catch (error) {
         // Fenced (ledger/lease.ts): another gateway owns the operation now, and a former owner's
         // resolution is not written; its evidence is already on record.
-        if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT') return;
+        if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT') return error.message;
         throw error;
       }
     },

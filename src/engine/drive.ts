@@ -11,7 +11,7 @@ import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } f
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
 import { openGate } from './ports.js';
 import { operationLicence } from '../core/operation-outcome.js';
-import { attemptEnvelope, factsOf, operationEnvelope } from './truth.js';
+import { attemptEnvelope, factsOf, operationEnvelope, ownerLost } from './truth.js';
 import { prepare, type PreparedAttempt } from './request.js';
 import { policyStep } from './policy-step.js';
 
@@ -127,7 +127,11 @@ export async function gateRefusal<I, O>(
       retry_after_ms: null,
       rule: 'caller_not_permitted',
     };
-    if (!last) await resolve(view, 'cancelled', 'authorization_denied', 'operator', []);
+    if (!last) {
+      const fenced = await resolve(view, 'cancelled', 'authorization_denied', 'operator', []);
+      if (fenced)
+        return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
+    }
     return envelopeOf({
       action,
       view,
@@ -139,7 +143,8 @@ export async function gateRefusal<I, O>(
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
-    await resolve(view, 'cancelled', category, 'operator', []);
+    const fenced = await resolve(view, 'cancelled', category, 'operator', []);
+    if (fenced) return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
     return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
   // A refused retry: this attempt was not made, but an earlier one may have taken effect (the
@@ -267,9 +272,16 @@ export async function drive<I, O>(
     // attempt is known to have applied is settled as done, whatever this attempt met.
     await settleAppliedEarlier(ctx, after, c, 'attempt');
     if (facts.effect === 'none') {
-      if (c.category === 'gate_locked' || c.category === 'approval_denied')
-        await resolve(view, 'cancelled', c.category, 'attempt', []);
-      else await resolve(view, 'failed', c.category, 'attempt', []);
+      const fenced = await resolve(
+        view,
+        c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
+        c.category,
+        'attempt',
+        [],
+      );
+      // Taken over while this attempt was out: the new owner may have sent since, so this
+      // attempt's answer no longer says what the operation did.
+      if (fenced) return ownerLost(ctx, action, (await load(view.operation_id)) ?? after, fenced);
     }
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
@@ -372,8 +384,10 @@ export async function licensedAttempt(
     });
   const after = (await ctx.load(view.operation_id)) ?? view;
   await settleAppliedEarlier(ctx, after, c, by);
-  if (after.remote_effect === 'none' && by === 'recovery')
-    await resolve(view, 'failed', c.category, by, []);
+  if (after.remote_effect === 'none' && by === 'recovery') {
+    const fenced = await resolve(view, 'failed', c.category, by, []);
+    if (fenced) return ownerLost(ctx, a, (await ctx.load(view.operation_id)) ?? after, fenced);
+  }
   return attemptEnvelope(ctx, a, after, c, {
     data: null,
     diagnosticsRef: result.diagnosticsRef,
@@ -396,22 +410,6 @@ function notAttempted(
     (sent) =>
       `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
   );
-}
-
-/**
- * The store refused the attempt (fencing): another gateway took the operation over while this one
- * stalled, so nothing was sent from here. The new owner settles it; this caller must not call again.
- */
-function ownerLost(
-  ctx: EngineContext,
-  action: AnyAction | EngineAction<never, never>,
-  view: OperationView,
-  why: string,
-): Envelope {
-  return operationEnvelope(ctx, action, view, {
-    code: 'owner_lost',
-    sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and recorded what it learned as an observation; ask operation_status for what is known.`,
-  });
 }
 
 /**

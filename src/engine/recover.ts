@@ -127,6 +127,9 @@ async function recoverOne(
     };
   }
   const view = claimed.view;
+  // Settled while it was being claimed: the list and the first load can predate the owner's last
+  // answer (a 4xx that proved nothing was applied), and a retry now would go against that answer.
+  if (view.state !== null && !UNRESOLVED_STATES.has(view.state)) return null;
   identifyCall(view);
   const sent = maybeSent(view);
   const action = view.action ? ctx.actions.get(view.action) : undefined;

@@ -254,3 +254,23 @@ function heldBack(claim: Claim, held: OwnerHold | null, now: number): Claim {
   if (held.until === null) return { ...claim, retry: 'escalate', retry_after_ms: null };
   return { ...claim, retry: 'after_delay', retry_after_ms: Math.max(1, held.until - now) };
 }
+
+/**
+ * The store refused this gateway's write (fencing): another gateway took the operation over while
+ * this one stalled or waited on an answer, so nothing more was sent from here and this gateway does
+ * not settle it. What it learned is on record (as its attempt's result, or as an observation when
+ * the attempt's own record was refused); the new owner may have sent since, so the envelope states
+ * the operation as the ledger holds it, never this attempt's answer alone.
+ */
+export function ownerLost(
+  ctx: EngineContext,
+  action: AnyAction | EngineAction<never, never>,
+  view: OperationView,
+  why: string,
+): Envelope {
+  const refusal = {
+    code: 'owner_lost' as const,
+    sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
+  };
+  return operationEnvelope(ctx, action, view, refusal);
+}
