@@ -11,7 +11,9 @@
 # --short-campaigns: the versions other than `current` run every test file, but the seeded
 # campaigns with fewer rounds (CANDOR_HISTORIES=300 random histories per store instead of the
 # thousands by default, CANDOR_SSH_KILL_TRIALS=10 SSH kills instead of 50, CANDOR_CAMPAIGN_TRIALS=5
-# crash and recover trials instead of 20). `current` always runs them at full strength. Why that is enough: a campaign
+# crash and recover trials instead of 20, CANDOR_CRASH_TRIALS=10 ledger SIGKILLs instead of 50,
+# CANDOR_CONCURRENT_APPENDS=500 appends per concurrent writer instead of 2,000). `current` always
+# runs them at full strength. Why that is enough: a campaign
 # repeats the same engine code over more seeds to find rare interleavings, and that code is the same
 # JavaScript on every Node.js; what differs between versions (sockets, child processes, fetch,
 # streams, crypto, the native SQLite module) is met by every test file, the campaigns included,
@@ -169,7 +171,9 @@ for v in "$@"; do
           export CANDOR_HISTORIES="${CANDOR_HISTORIES:-300}"
           export CANDOR_SSH_KILL_TRIALS="${CANDOR_SSH_KILL_TRIALS:-10}"
           export CANDOR_CAMPAIGN_TRIALS="${CANDOR_CAMPAIGN_TRIALS:-5}"
-          echo "test-node: short campaigns on this version: CANDOR_HISTORIES=$CANDOR_HISTORIES CANDOR_SSH_KILL_TRIALS=$CANDOR_SSH_KILL_TRIALS CANDOR_CAMPAIGN_TRIALS=$CANDOR_CAMPAIGN_TRIALS"
+          export CANDOR_CRASH_TRIALS="${CANDOR_CRASH_TRIALS:-10}"
+          export CANDOR_CONCURRENT_APPENDS="${CANDOR_CONCURRENT_APPENDS:-500}"
+          echo "test-node: short campaigns on this version: CANDOR_HISTORIES=$CANDOR_HISTORIES CANDOR_SSH_KILL_TRIALS=$CANDOR_SSH_KILL_TRIALS CANDOR_CAMPAIGN_TRIALS=$CANDOR_CAMPAIGN_TRIALS CANDOR_CRASH_TRIALS=$CANDOR_CRASH_TRIALS CANDOR_CONCURRENT_APPENDS=$CANDOR_CONCURRENT_APPENDS"
         fi
         echo "node $(node --version), npm $(npm --version) on $(command -v node)"
         readme_test
