@@ -179,7 +179,8 @@ export function createEvaluator(
       preparsedPolicySetId: set,
       entities,
     });
-    if (answer.type === 'failure') return { failed: answer.errors.map((e) => e.message).join('; ') };
+    if (answer.type === 'failure')
+      return { failed: answer.errors.map((e) => e.message).join('; ') };
     return { response: answer.response };
   };
 
@@ -215,7 +216,7 @@ export function createEvaluator(
     const resource = { type: resourceType, id: req.resource.id };
     const action = { type: actionType, id: req.action };
     const held = satisfied(chosen, principal, action, resource, {
-      context: context as Record<string, unknown>,
+      context,
       principal: new FastEntity(pAttrs),
       resource: new FastEntity(rAttrs),
     });
