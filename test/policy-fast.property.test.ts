@@ -40,7 +40,19 @@ const hasExpr = fc.oneof(
   name.map((a) => `(principal has ${a})`),
   name.map((a) => `(resource has ${a})`),
 );
-const pattern = fc.constantFrom('*', 'x*', '*1', 'p*d*', '', 'a\\*b', '*é*', 'prod-*', '*x*x');
+const pattern = fc.constantFrom(
+  '*',
+  'x*',
+  '*1',
+  'p*d*',
+  '',
+  'a\\*b',
+  '*é*',
+  'prod-*',
+  '*x*x',
+  '😀*',
+  '*😀x',
+);
 // Outside the subset: the set goes to Cedar (the property then checks the split is right).
 const outsideExpr = fc.constantFrom(
   '[1, 2].contains(1)',

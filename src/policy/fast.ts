@@ -280,9 +280,8 @@ export function compileFast(text: string, ops: BinaryOps = FAST_OPS): FastPolicy
         return true;
       },
     };
-  } catch (e) {
-    if (e instanceof Outside) return null;
-    throw e;
+  } catch {
+    return null; // outside the subset (or too deep for this evaluator): Cedar decides
   }
 }
 
@@ -329,9 +328,8 @@ export function satisfied(
       if (!fast.action(action) || !fast.principal(principal) || !fast.resource(resource)) continue;
       if (fast.holds(env)) out.push(index);
     }
-  } catch (e) {
-    if (e === GIVE_UP) return null;
-    throw e;
+  } catch {
+    return null; // GIVE_UP, or anything unforeseen (a stack overflow): Cedar decides
   }
   return out;
 }
