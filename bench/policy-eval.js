@@ -1,9 +1,10 @@
 // Policy evaluation cost per call (issue 34): one decision of a 20-policy Cedar set over a payment
 // action — the request built from the arguments, operation state, time and one rolling total, then
 // Cedar's authorizer (preparsed set) — against a baseline measured in the same run: the same
-// request through Cedar with a 1-policy set. Two more same-run rows say where the time goes: the
-// 20-policy set given the whole request (what Candor sent before it narrowed requests to what the
-// policies read) and the floor, one empty call into Cedar's wasm (no policy, empty context). Prints
+// request with a 1-policy set (both by the default path). More same-run rows say where the time goes: the 20-policy set
+// decided by Cedar's wasm only (no JavaScript fast path, src/policy/fast.ts: what Candor did before
+// it), the 20-policy set given the whole request (no narrowing to what the policies read, no fast
+// path) and the floor, one empty call into Cedar's wasm (no policy, empty context). Prints
 // p50/p99 per call, CPU per call, the ratio, the target (issue: 20-policy p50 <= 0.2 ms) and whether
 // this run met it; no assertion (the machine's load moves wall-clock p50s). The totals' ledger read
 // is not included: it depends on how many operations the window holds (docs/policy.md, Limits).
@@ -121,6 +122,7 @@ function measure(evaluator) {
 const TARGET_MS = 0.2;
 const twenty = measure(evaluatorOf(20));
 const one = measure(evaluatorOf(1));
+const cedarOnly = measure(evaluatorOf(20, { fast: false }));
 const wholeRequest = measure(evaluatorOf(20, { narrow: false }));
 const empty = measure(floor);
 const row = (label, m, note = '') =>
@@ -128,11 +130,13 @@ const row = (label, m, note = '') =>
     `  ${label.padEnd(26)} p50 ${m.p50.toFixed(3)} ms   p99 ${m.p99.toFixed(3)} ms   cpu ${m.cpu.toFixed(3)} ms/call${note}`,
   );
 console.log(`policy evaluation per call (${calls} calls, request building included)`);
-row('20 policies', twenty);
+row('20 policies', twenty, '   (default: fast path)');
 row('1 policy', one, '   (baseline)');
-row('20 policies, whole request', wholeRequest, '   (no narrowing)');
+row('20 policies, Cedar only', cedarOnly, '   (no fast path)');
+row('20 policies, whole request', wholeRequest, '   (no narrowing, no fast path)');
 row('empty wasm call', empty, '   (floor)');
 console.log(`  ratio 20/1 at p50: ${(twenty.p50 / one.p50).toFixed(2)}x`);
+console.log(`  ratio Cedar only / fast path at p50: ${(cedarOnly.p50 / twenty.p50).toFixed(2)}x`);
 console.log(
   `  target: 20-policy p50 <= ${TARGET_MS} ms -> ${twenty.p50 <= TARGET_MS ? 'met' : 'NOT met'} in this run (p50 ${twenty.p50.toFixed(3)} ms; floor ${empty.p50.toFixed(3)} ms)`,
 );

@@ -11,6 +11,11 @@
 // When no policy's scope matches, Cedar's answer is known without asking it: deny, no reasons, no
 // errors. The decision, reasons and errors are Cedar's own in every case; the cuts only remove
 // what cannot change them (bench/policy-eval.js measures the cost).
+//
+// When every policy whose scope can match lies in the small subset fast.ts understands, and the
+// request is plain, a JavaScript evaluator gives Cedar's answer without the call into wasm; on any
+// evaluation error it gives up and Cedar decides (so errors are always Cedar's own).
+// test/policy-fast.property.test.ts checks both paths give the same decisions.
 import {
   preparsePolicySet,
   statefulIsAuthorized,
@@ -18,6 +23,16 @@ import {
   type EntityJson,
 } from '@cedar-policy/cedar-wasm/nodejs';
 import { NAMESPACE } from './cedar-types.js';
+import {
+  compileFast,
+  FAST_OPS,
+  FastEntity,
+  plain,
+  satisfied,
+  type BinaryOps,
+  wellFormed,
+  type FastPolicy,
+} from './fast.js';
 import type { LoadedPolicy } from './load.js';
 import { prune, readsOf, shapeOf, type PolicyShape, type Reads } from './reads.js';
 
@@ -57,7 +72,26 @@ const MAX_SUBSETS = 256;
 export interface EvaluatorOptions {
   /** false: every call sends the whole set and the whole request (tests compare both ways). */
   narrow?: boolean;
+  /** false: never use the JavaScript fast path (fast.ts); it needs `narrow`. Default true. */
+  fast?: boolean;
+  /** Tests only: told which path decided each call. */
+  trace?: (path: 'none' | 'fast' | 'cedar') => void;
+  /** Tests only: replaced fast-path operators (the differential test's teeth check). */
+  fastOps?: Partial<BinaryOps>;
 }
+
+type Answer =
+  | { failed: string; response?: never }
+  | {
+      failed?: never;
+      response: {
+        decision: 'allow' | 'deny';
+        diagnostics: {
+          reason: readonly string[];
+          errors: ReadonlyArray<{ policyId: string; error: { message: string } }>;
+        };
+      };
+    };
 
 export function createEvaluator(
   policies: readonly LoadedPolicy[],
@@ -67,6 +101,11 @@ export function createEvaluator(
   const narrow = options.narrow ?? true;
   // A null shape (not understood) reads everything and matches every request.
   const shapes: Array<PolicyShape | null> = narrow ? policies.map((p) => shapeOf(p.text)) : [];
+  const fastOn = narrow && (options.fast ?? true);
+  const ops: BinaryOps = { ...FAST_OPS, ...options.fastOps };
+  const fast: Array<FastPolicy | null> = fastOn
+    ? policies.map((p) => compileFast(p.text, ops))
+    : [];
   const all = policies.map((_, i) => i);
   const whole = {
     full: preparse(policies),
@@ -80,9 +119,9 @@ export function createEvaluator(
   const resourceType = `${NAMESPACE}::Resource`;
   const actionType = `${NAMESPACE}::Action`;
 
-  /** The prepared sets of the policies whose scope can match `req`; null: none can. */
-  const setsFor = (req: CedarRequest): typeof whole | null => {
-    if (!narrow) return whole;
+  /** The policies whose scope can match `req` (indices) and their prepared sets; null: none. */
+  const setsFor = (req: CedarRequest): { sets: typeof whole; picked: number[] } | null => {
+    if (!narrow) return { sets: whole, picked: all };
     const principal = { type: principalType, id: req.principal.id };
     const action = { type: actionType, id: req.action };
     const resource = { type: resourceType, id: req.resource.id };
@@ -98,8 +137,8 @@ export function createEvaluator(
     if (picked.length === 0) return null;
     const key = picked.join(',');
     const known = subsets.get(key);
-    if (known) return known;
-    if (subsets.size >= MAX_SUBSETS) return whole;
+    if (known) return { sets: known, picked };
+    if (subsets.size >= MAX_SUBSETS) return { sets: whole, picked: all };
     const chosen = picked.map((i) => policies[i]!);
     try {
       const made = {
@@ -108,9 +147,9 @@ export function createEvaluator(
         reads: readsOf(picked.map((i) => shapes[i] ?? null)),
       };
       subsets.set(key, made);
-      return made;
+      return { sets: made, picked };
     } catch {
-      return whole; // the whole set gives the same answer
+      return { sets: whole, picked: all }; // the whole set gives the same answer
     }
   };
 
@@ -126,7 +165,7 @@ export function createEvaluator(
     return { uid: { type, id: part.id }, attrs: prune(part.attrs, need), parents: [] };
   };
 
-  const run = (set: string, reads: Reads, req: CedarRequest) => {
+  const run = (set: string, reads: Reads, req: CedarRequest): Answer => {
     const entities: EntityJson[] = [];
     const principal = entityOf(principalType, req.principal, reads.principal, reads.opaque);
     if (principal) entities.push(principal);
@@ -141,8 +180,60 @@ export function createEvaluator(
       entities,
     });
     if (answer.type === 'failure')
-      return { failed: answer.errors.map((e) => e.message).join('; ') } as const;
-    return { response: answer.response } as const;
+      return { failed: answer.errors.map((e) => e.message).join('; ') };
+    return { response: answer.response };
+  };
+
+  /** What the entity's attributes are as Cedar is given them (entityOf); null: no entity. */
+  const attrsOf = (
+    attrs: Record<string, CedarValueJson>,
+    need: Reads['principal'],
+    opaque: boolean,
+  ): Record<string, unknown> | null => {
+    if (opaque) return attrs;
+    if (need === null) return null;
+    return prune(attrs, need);
+  };
+
+  /**
+   * Cedar's answers for the full and the approval-free set, from fast.ts; null: Cedar must decide
+   * (a policy outside the subset, a value that is not plain, or an evaluation error).
+   */
+  const runFast = (picked: readonly number[], reads: Reads, req: CedarRequest) => {
+    const chosen: Array<{ fast: FastPolicy; index: number }> = [];
+    for (const i of picked) {
+      const f = fast[i];
+      if (!f) return null;
+      chosen.push({ fast: f, index: i });
+    }
+    if (!wellFormed(req.principal.id) || !wellFormed(req.resource.id) || !wellFormed(req.action))
+      return null;
+    const context = reads.context === null ? {} : prune(req.context, reads.context);
+    const pAttrs = attrsOf(req.principal.attrs, reads.principal, reads.opaque);
+    const rAttrs = attrsOf(req.resource.attrs, reads.resource, reads.opaque);
+    if (!plain(context) || (pAttrs && !plain(pAttrs)) || (rAttrs && !plain(rAttrs))) return null;
+    const principal = { type: principalType, id: req.principal.id };
+    const resource = { type: resourceType, id: req.resource.id };
+    const action = { type: actionType, id: req.action };
+    const held = satisfied(chosen, principal, action, resource, {
+      context,
+      principal: new FastEntity(pAttrs),
+      resource: new FastEntity(rAttrs),
+    });
+    if (held === null) return null;
+    const permits = held.filter((i) => policies[i]!.effect === 'permit');
+    const forbids = held.filter((i) => policies[i]!.effect === 'forbid');
+    const hardForbids = forbids.filter((i) => !policies[i]!.approval);
+    const answer = (f: number[]): Answer => ({
+      response: {
+        decision: f.length === 0 && permits.length > 0 ? 'allow' : 'deny',
+        diagnostics: {
+          reason: (f.length > 0 ? f : permits).map((i) => policies[i]!.id),
+          errors: [],
+        },
+      },
+    });
+    return { first: answer(forbids), second: () => answer(hardForbids) };
   };
 
   // Cedar reports its policy ids as sets (no order): Candor lists them in file order, so a decision
@@ -159,12 +250,17 @@ export function createEvaluator(
   return {
     size: policies.length,
     evaluate(req) {
-      const chosen = setsFor(req);
+      const found = setsFor(req);
       // No policy's scope matches: Cedar denies with no reasons and no errors.
-      if (chosen === null)
+      if (found === null) {
+        options.trace?.('none');
         return { decision: 'deny', policy_ids: [], reason: 'no policy permits this call' };
-      const first = run(chosen.full, chosen.reads, req);
-      if ('failed' in first)
+      }
+      const chosen = found.sets;
+      const quick = fastOn ? runFast(found.picked, chosen.reads, req) : null;
+      options.trace?.(quick ? 'fast' : 'cedar');
+      const first = quick ? quick.first : run(chosen.full, chosen.reads, req);
+      if (first.failed !== undefined)
         return {
           decision: 'deny',
           policy_ids: [],
@@ -197,9 +293,9 @@ export function createEvaluator(
         };
       // Only approval forbids stand in the way: the call is allowed once a person agrees, if and
       // only if the rest of the set allows it.
-      const second = run(chosen.hard, chosen.reads, req);
+      const second = quick ? quick.second() : run(chosen.hard, chosen.reads, req);
       if (
-        'failed' in second ||
+        second.failed !== undefined ||
         second.response.decision !== 'allow' ||
         second.response.diagnostics.errors.length > 0
       )
