@@ -11,7 +11,13 @@ import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } f
 import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
 import { openGate } from './ports.js';
 import { operationLicence } from '../core/operation-outcome.js';
-import { attemptEnvelope, factsOf, operationEnvelope, ownerLost } from './truth.js';
+import {
+  attemptEnvelope,
+  factsOf,
+  operationEnvelope,
+  ownerLost,
+  resolveOrOwnerLost,
+} from './truth.js';
 import { prepare, type PreparedAttempt } from './request.js';
 import { policyStep } from './policy-step.js';
 
@@ -43,7 +49,7 @@ export async function gateRefusal<I, O>(
   /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
   policyApproval: { policy_ids: string[]; reason: string } | null = null,
 ): Promise<Envelope | null> {
-  const { gate, resolve, envelopeOf, redactor } = ctx;
+  const { gate, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
   const prepared = preparedNow ?? tryPrepare(ctx, action, input, view);
   if (!prepared) return notAttempted(ctx, action, view);
@@ -128,9 +134,15 @@ export async function gateRefusal<I, O>(
       rule: 'caller_not_permitted',
     };
     if (!last) {
-      const fenced = await resolve(view, 'cancelled', 'authorization_denied', 'operator', []);
-      if (fenced)
-        return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
+      const lost = await resolveOrOwnerLost(
+        ctx,
+        action,
+        view,
+        'cancelled',
+        'authorization_denied',
+        'operator',
+      );
+      if (lost) return lost;
     }
     return envelopeOf({
       action,
@@ -143,8 +155,8 @@ export async function gateRefusal<I, O>(
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
-    const fenced = await resolve(view, 'cancelled', category, 'operator', []);
-    if (fenced) return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
+    const lost = await resolveOrOwnerLost(ctx, action, view, 'cancelled', category, 'operator');
+    if (lost) return lost;
     return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
   // A refused retry: this attempt was not made, but an earlier one may have taken effect (the
@@ -175,7 +187,7 @@ export async function drive<I, O>(
   /** The first attempt's request, when the opening prepared it already. */
   firstPrepared: PreparedAttempt | null = null,
 ): Promise<Envelope> {
-  const { sleep, backoff, load, resolve, envelopeOf } = ctx;
+  const { sleep, backoff, load, envelopeOf } = ctx;
   let preparedNext = firstPrepared;
   let retry: Licence | null = null;
   // A settled operation called again answers its settled state and sends nothing.
@@ -272,16 +284,17 @@ export async function drive<I, O>(
     // attempt is known to have applied is settled as done, whatever this attempt met.
     await settleAppliedEarlier(ctx, after, c, 'attempt');
     if (facts.effect === 'none') {
-      const fenced = await resolve(
-        view,
+      // Taken over while this attempt was out: the new owner may have sent since, so this
+      // attempt's answer no longer says what the operation did.
+      const lost = await resolveOrOwnerLost(
+        ctx,
+        action,
+        after,
         c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
         c.category,
         'attempt',
-        [],
       );
-      // Taken over while this attempt was out: the new owner may have sent since, so this
-      // attempt's answer no longer says what the operation did.
-      if (fenced) return ownerLost(ctx, action, (await load(view.operation_id)) ?? after, fenced);
+      if (lost) return lost;
     }
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
@@ -385,8 +398,8 @@ export async function licensedAttempt(
   const after = (await ctx.load(view.operation_id)) ?? view;
   await settleAppliedEarlier(ctx, after, c, by);
   if (after.remote_effect === 'none' && by === 'recovery') {
-    const fenced = await resolve(view, 'failed', c.category, by, []);
-    if (fenced) return ownerLost(ctx, a, (await ctx.load(view.operation_id)) ?? after, fenced);
+    const lost = await resolveOrOwnerLost(ctx, a, after, 'failed', c.category, by);
+    if (lost) return lost;
   }
   return attemptEnvelope(ctx, a, after, c, {
     data: null,

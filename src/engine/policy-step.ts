@@ -14,7 +14,7 @@ import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
 import type { EngineContext, RunOptions } from './context.js';
 import type { PolicyVerdict } from './ports.js';
-import { operationEnvelope, ownerLost } from './truth.js';
+import { operationEnvelope, resolveOrOwnerLost } from './truth.js';
 
 export interface PolicyStep {
   /** The refusal envelope when the policy denied the attempt. */
@@ -106,9 +106,16 @@ async function denied<I, O>(
     policy: { decision: 'deny', policy_ids: verdict.policy_ids, reason: verdict.reason },
   };
   if (!last) {
-    const fenced = await ctx.resolve(view, 'cancelled', 'authorization_denied', 'operator', []);
     // Taken over meanwhile: its new owner decides (and may send), so this is not "not applied".
-    if (fenced) return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
+    const lost = await resolveOrOwnerLost(
+      ctx,
+      action,
+      view,
+      'cancelled',
+      'authorization_denied',
+      'operator',
+    );
+    if (lost) return lost;
     const env = ctx.envelopeOf({
       action,
       view,

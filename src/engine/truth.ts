@@ -3,6 +3,7 @@
 // lookup, a read) meet the fold of the operation's events here, for every envelope the engine
 // builds — after an attempt, on a refusal, and for `operation_status`.
 import type { Envelope } from '../core/envelope.js';
+import type { Category } from '../core/vocabulary.js';
 import { isRuleId } from '../core/classify.js';
 import { licence } from '../core/licence.js';
 import {
@@ -15,7 +16,7 @@ import {
 import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
-import type { AnyAction, EngineContext, RefusalCode } from './context.js';
+import type { AnyAction, EngineContext, RefusalCode, ResolvedBy } from './context.js';
 import type { OwnerHold } from './ownership.js';
 
 type Described = { name: string; subject: string };
@@ -268,9 +269,26 @@ export function ownerLost(
   view: OperationView,
   why: string,
 ): Envelope {
-  const refusal = {
-    code: 'owner_lost' as const,
+  return operationEnvelope(ctx, action, view, {
+    code: 'owner_lost',
     sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
-  };
-  return operationEnvelope(ctx, action, view, refusal);
+  });
+}
+
+/**
+ * Records that nothing was applied (`failed` or `cancelled`). Null when written; when the store
+ * fenced it (another gateway took the operation over meanwhile, and may have sent since), the
+ * `owner_lost` envelope to answer instead, stating the operation as the ledger holds it now.
+ */
+export async function resolveOrOwnerLost(
+  ctx: EngineContext,
+  action: AnyAction | EngineAction<never, never>,
+  view: OperationView,
+  state: 'failed' | 'cancelled',
+  category: Category,
+  by: ResolvedBy,
+): Promise<Envelope | null> {
+  const fenced = await ctx.resolve(view, state, category, by, []);
+  if (fenced === null) return null;
+  return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
 }
