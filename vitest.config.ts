@@ -9,9 +9,15 @@ import { defineConfig } from 'vitest/config';
 // `npx vitest run --maxWorkers=N` overrides it for one run.
 const workers = Math.min(8, Math.max(2, 2 * availableParallelism()));
 
-// Unit test files that mock modules (see the `unit-isolated` project below); test/
-// unit-isolation.test.ts checks that every such file is listed.
-export const MOCKING_UNIT_FILES = ['src/ledger/chain/bundle-file.test.ts'];
+// Test files that must load their own copy of every module, in a process of their own (the
+// `isolated` project below): those that mock a module (vi.mock, vi.doMock) or change what the
+// whole process sees (process.env, globals, fake timers, the working directory). test/
+// unit-isolation.test.ts checks that every such file is listed, and only such files.
+export const ISOLATED_FILES = [
+  'src/cli/main.test.ts',
+  'src/config/paths.test.ts',
+  'src/ledger/chain/bundle-file.test.ts',
+];
 
 export default defineConfig({
   test: {
@@ -26,26 +32,35 @@ export default defineConfig({
     maxWorkers: workers,
     globalSetup: ['test/global-setup.ts'],
     projects: [
-      // The unit tests beside the sources share one module graph per worker (isolate: false): they
-      // hold no process-wide state, and loading the engine, zod and the ledger once per worker instead
-      // of once per file cut their CPU time by about 40 % (measured: 120 s → 72 s user).
-      // A file that mocks a module (vi.mock) must load its own copy of what imports it: in a shared
-      // graph an earlier file may have loaded the real one first (seen in CI: the hashing-thread
-      // tests of bundle-file verified a file their mock should have failed), so such files run
-      // isolated.
+      // Every other file shares one module graph per worker (isolate: false): a worker process runs
+      // file after file, loading the engine, zod, undici and the ledger once instead of once per
+      // file. For the unit tests beside the sources this cut their CPU time by about 40 % (120 s →
+      // 72 s user); for the integration tests, which start servers, child processes, browsers and
+      // PostgreSQL but hold no process-wide state, the whole suite went from about 1,160 s of CPU to
+      // about 960 s on the 2-core machine, and the suite there is CPU-bound (both cores about 98 %
+      // busy), so its wall time follows. What a file starts it stops in its own afterAll, as before.
+      // A file that mocks a module must load its own copy of what imports it: in a shared graph an
+      // earlier file may have loaded the real one first (seen in CI: the hashing-thread tests of
+      // bundle-file verified a file their mock should have failed), so such files run isolated.
       {
         extends: true,
         test: {
           name: 'unit',
           include: ['src/**/*.test.ts'],
-          exclude: MOCKING_UNIT_FILES,
+          exclude: ISOLATED_FILES,
           isolate: false,
         },
       },
-      { extends: true, test: { name: 'unit-isolated', include: MOCKING_UNIT_FILES } },
-      // The integration tests start servers, child processes, telemetry providers and browsers: each
-      // file keeps its own process.
-      { extends: true, test: { name: 'integration', include: ['test/**/*.test.ts'] } },
+      {
+        extends: true,
+        test: {
+          name: 'integration',
+          include: ['test/**/*.test.ts'],
+          exclude: ISOLATED_FILES,
+          isolate: false,
+        },
+      },
+      { extends: true, test: { name: 'isolated', include: ISOLATED_FILES } },
     ],
   },
 });
