@@ -1,6 +1,8 @@
-// The composition root lives in config/compose.ts: `candor recover` builds its runtime there and
-// must not reach the MCP gateway or the MCP server SDK (DESIGN.md §6: cli|mcp|web -> engine -> core;
-// the runtime from configuration is not an MCP concern). The MCP client is allowed: recover looks up
+// The composition root: config/open.ts opens (and releases) what a command needs, config/compose.ts
+// builds the runtime from configuration. Every command that opens things goes through open.ts;
+// `candor recover` builds its runtime in compose.ts and must not reach the MCP gateway or the MCP
+// server SDK (DESIGN.md §6: cli|mcp|web -> engine -> core; the runtime from configuration is not
+// an MCP concern). The MCP client is allowed: recover looks up
 // proxied tools' operations through their upstreams (`upstreams:`), loading it only then. Walks the
 // static and dynamic import graph of the sources.
 import { existsSync, readFileSync } from 'node:fs';
@@ -48,6 +50,29 @@ describe('composition root (config/compose.ts)', () => {
     // Only the client, through the upstream adapter (src/upstream/).
     expect(mcp.filter((p) => !p.startsWith('@modelcontextprotocol/client'))).toEqual([]);
     expect(names.filter((n) => n.startsWith('src/upstream/')).length).toBeGreaterThan(0);
+  });
+
+  it('serve, recover, probe and ui all open what they need through config/open.ts', () => {
+    for (const entry of [
+      'src/mcp/start.ts',
+      'src/cli/commands/recover.ts',
+      'src/cli/commands/probe.ts',
+      'src/cli/commands/ui.ts',
+    ]) {
+      const direct = readFileSync(resolve(root, entry), 'utf8');
+      expect({ entry, open: /from '[./]*config\/open\.js'/.test(direct) }).toEqual({
+        entry,
+        open: true,
+      });
+      // No command opens a ledger, a vault or upstreams on its own any more.
+      expect({
+        entry,
+        own: /\b(openLedger|openConfiguredVault|openVaultOrExit|startUpstreams)\(/.test(direct),
+      }).toEqual({
+        entry,
+        own: false,
+      });
+    }
   });
 
   it('candor serve reaches the same root (the walker does see the MCP SDK where it is used)', () => {

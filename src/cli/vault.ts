@@ -3,6 +3,7 @@
 // exit 2; a vault that cannot be opened is one line and exit 3.
 import type { LoadedConfig } from '../config/load.js';
 import { formatIssue } from '../config/locate.js';
+import type { CompositionError } from '../config/open.js';
 import { openConfiguredVault } from '../config/vault-open.js';
 import type { Redactor } from '../core/redact.js';
 import type { Vault } from '../vault/index.js';
@@ -22,4 +23,37 @@ export async function openVaultOrExit(
   }
   io.err(`candor ${command}: ${opened.failure.message} (vault: in ${loaded.file})\n`);
   return { ok: false, exit: Exit.environment };
+}
+
+/**
+ * The exit of a command whose composition (config/open.ts) failed to start, said as `serve` says
+ * it: problems in the file one FILE:LINE:COL line each (exit 2), an unusable vault, ledger or
+ * upstream one line (exit 3). Any other failure is rethrown as the step threw it.
+ */
+export function openFailed(
+  command: string,
+  error: CompositionError,
+  where: { io: CommandIo; file: string; ledgerUrl: string },
+): number {
+  const { io } = where;
+  const f = error.failure;
+  if (f.issues) {
+    for (const issue of f.issues) io.err(`${formatIssue(issue)}\n`);
+    return Exit.usage;
+  }
+  switch (error.step) {
+    case 'vault':
+      io.err(`candor ${command}: ${f.message} (vault: in ${where.file})\n`);
+      return Exit.environment;
+    case 'ledger':
+      io.err(
+        `candor ${command}: cannot open ledger ${where.ledgerUrl}: ${f.reason ?? f.message}\n`,
+      );
+      return Exit.environment;
+    case 'upstreams':
+      io.err(`candor ${command}: ${f.message}\n`);
+      return Exit.environment;
+    default:
+      throw error.cause instanceof Error ? error.cause : error;
+  }
 }

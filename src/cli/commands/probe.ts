@@ -7,13 +7,11 @@
 import { writeFileSync } from 'node:fs';
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
-import { startUpstreams } from '../../config/upstreams.js';
 import { probeMarkdown, probeUpstreams } from '../../matrix/mcp-probe.js';
-import { createRedactor } from '../../core/redact.js';
 import { configCredentials } from '../../config/credentials.js';
-import { openLedger } from '../../ledger/open.js';
+import { composition, CompositionError, openConfigured } from '../../config/open.js';
 import { createRuntime } from '../../runtime.js';
-import { openVaultOrExit } from '../vault.js';
+import { openFailed } from '../vault.js';
 import { checkOutputPath, Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const USAGE =
@@ -49,47 +47,42 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return Exit.usage;
   }
   const url = typeof flags.ledger === 'string' ? flags.ledger : loaded.value.config.ledger;
-  const opened = await openLedger(url);
-  if (!opened.ok) {
-    io.err(`candor probe: cannot open ledger ${url}: ${opened.failure.message}\n`);
-    return Exit.environment;
-  }
-  const ledger = opened.value;
-  const redactor = createRedactor();
-  const vaultOpened = await openVaultOrExit('probe', loaded.value, redactor, io);
-  if (!vaultOpened.ok) {
-    await ledger.close();
-    return vaultOpened.exit;
-  }
-  const vault = vaultOpened.vault;
-  const started = await startUpstreams(loaded.value.config, {
-    ...(vault ? { vault } : {}),
-    onSecret: (s) => void redactor.addSecret(s),
-    log: (line) => io.err(`${redactor.redactString(line)}\n`),
-  });
-  if (!started.ok || !started.value) {
-    vault?.close();
-    await ledger.close();
-    io.err(`candor probe: ${file}: ${started.ok ? 'no upstream' : started.message}\n`);
-    return Exit.environment;
-  }
-  // The probe's own runtime: its calls are operations in the ledger. No approval gate: the probe is
-  // run by a person against a disposable upstream, as before it recorded anything.
-  const runtime = createRuntime({
-    ledger,
-    credentials: configCredentials(loaded.value.config, {
-      ...(vault ? { vault } : {}),
-      onSecret: (s) => void redactor.addSecret(s),
-    }),
-    redactor,
-    agent: 'candor probe',
-    transports: { mcp: started.value.transport },
-    actions: started.value.actions.map((a) => a.definition),
-  });
+  // The composition root (config/open.ts): vault, ledger and upstreams as `serve` opens them, and
+  // the probe's own runtime; everything released in reverse order however the probe ends.
+  const c = composition((line) => io.err(`candor probe: ${line}\n`));
   try {
+    const opened = await openConfigured(c, {
+      loaded: loaded.value,
+      ledgerUrl: url,
+      upstreams: true,
+      log: (line) => io.err(`${line}\n`),
+    });
+    const { ledger, vault, redactor } = opened;
+    const started = opened.upstreams!;
+    // The probe's own runtime: its calls are operations in the ledger. No approval gate: the probe
+    // is run by a person against a disposable upstream, as before it recorded anything.
+    const runtime = await c.open(
+      'runtime',
+      () =>
+        createRuntime({
+          ledger,
+          credentials: configCredentials(loaded.value.config, {
+            ...(vault ? { vault } : {}),
+            onSecret: (s) => void redactor.addSecret(s),
+          }),
+          redactor,
+          agent: 'candor probe',
+          transports: { mcp: started.transport },
+          actions: started.actions.map((a) => a.definition),
+        }),
+      async (r) => {
+        await r.endSession('probe finished').catch(() => undefined);
+        await r.close();
+      },
+    );
     const tool = typeof flags.tool === 'string' ? flags.tool : undefined;
     const results = redactor.redactValue(
-      await probeUpstreams(started.value, upstreams, {
+      await probeUpstreams(started, upstreams, {
         runtime,
         ledger,
         ...(tool !== undefined ? { only: tool } : {}),
@@ -111,11 +104,10 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     return results.some((r) => r.verdict === 'duplicates on retry' || r.verdict === 'not fresh')
       ? Exit.check_failed
       : Exit.ok;
+  } catch (error) {
+    if (!(error instanceof CompositionError)) throw error;
+    return openFailed('probe', error, { io, file, ledgerUrl: url });
   } finally {
-    await runtime.endSession('probe finished').catch(() => undefined);
-    await runtime.close();
-    await started.value.close();
-    await ledger.close();
-    vault?.close();
+    await c.close();
   }
 }

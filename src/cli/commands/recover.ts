@@ -7,12 +7,10 @@
 // operation stays unresolved or needs a person.
 import { formatIssue } from '../../config/locate.js';
 import { loadConfig } from '../../config/load.js';
-import { openLedger } from '../../ledger/open.js';
-import type { RecoveryItem, Runtime } from '../../engine/runtime.js';
-import { createRedactor } from '../../core/redact.js';
+import type { RecoveryItem } from '../../engine/runtime.js';
 import { composeRuntime } from '../../config/compose.js';
-import type { StartedUpstreams } from '../../config/upstreams.js';
-import { openVaultOrExit } from '../vault.js';
+import { composition, CompositionError, openConfigured } from '../../config/open.js';
+import { openFailed } from '../vault.js';
 import { Exit, parseFlags, CliUsageError, type CommandIo } from '../io.js';
 
 const LABEL: Readonly<Record<RecoveryItem['outcome'], string>> = {
@@ -48,51 +46,37 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
     for (const issue of loaded.failure.issues) io.err(`${formatIssue(issue)}\n`);
     return Exit.usage;
   }
-  const { config } = loaded.value;
-  const redactor = createRedactor();
-  // The vault as `serve` opens it: `vault:` references are checked at start, credentials
-  // resolve, and its lock holds.
-  const vaultOpened = await openVaultOrExit('recover', loaded.value, redactor, io);
-  if (!vaultOpened.ok) return vaultOpened.exit;
-  const vault = vaultOpened.vault;
-  const url = typeof flags.ledger === 'string' ? flags.ledger : config.ledger;
-  const opened = await openLedger(url, { mustExist: true });
-  if (!opened.ok) {
-    io.err(`candor recover: cannot open ledger ${url}: ${opened.failure.message}\n`);
-    return Exit.environment;
-  }
-  const ledger = opened.value;
-  // Operations of proxied MCP tools are looked up (and retried) through their upstreams; the MCP
-  // client is loaded only when `upstreams:` names one.
-  let upstreams: StartedUpstreams | undefined;
-  if (Object.keys(config.upstreams ?? {}).length > 0) {
-    const { startUpstreams } = await import('../../config/upstreams.js');
-    const started = await startUpstreams(config, {
-      ...(vault ? { vault } : {}),
-      onSecret: (s) => void redactor.addSecret(s),
-      log: (line) => io.err(`${redactor.redactString(line)}\n`),
-    });
-    if (!started.ok) {
-      vault?.close();
-      await ledger.close();
-      io.err(`candor recover: ${loaded.value.file}: ${started.message}\n`);
-      return Exit.environment;
-    }
-    upstreams = started.value;
-  }
-  let runtime: Runtime | undefined;
+  // The composition root `serve` uses, without the MCP server around it: the vault as `serve` opens
+  // it (`vault:` references are checked at start, credentials resolve, and its lock holds), the
+  // ledger, and the upstreams when `upstreams:` names any (operations of proxied MCP tools are
+  // looked up and retried through them; the MCP client is loaded only then).
+  const c = composition((line) => io.err(`candor recover: ${line}\n`));
   try {
-    // The composition root `serve` uses, without the MCP server around it.
-    ({ runtime } = composeRuntime({
-      agent: 'candor recover',
-      requested_via: 'person',
+    const opened = await openConfigured(c, {
       loaded: loaded.value,
-      ledger,
-      env: process.env,
-      redactor,
-      ...(vault ? { vault } : {}),
-      ...(upstreams ? { upstreams } : {}),
-    }));
+      ...(typeof flags.ledger === 'string' ? { ledgerUrl: flags.ledger } : {}),
+      mustExist: true,
+      log: (line) => io.err(`${line}\n`),
+    });
+    const { runtime } = await c.open(
+      'runtime',
+      () =>
+        composeRuntime({
+          agent: 'candor recover',
+          requested_via: 'person',
+          loaded: loaded.value,
+          ledger: opened.ledger,
+          env: process.env,
+          redactor: opened.redactor,
+          ...(opened.vault ? { vault: opened.vault } : {}),
+          ...(opened.upstreams ? { upstreams: opened.upstreams } : {}),
+        }),
+      // A recovery that stopped half-way still ends its session (its lease released).
+      async ({ runtime }) => {
+        await runtime.endSession('recovery finished');
+        await runtime.close();
+      },
+    );
     const items = await runtime.recover();
     await runtime.endSession('recovery finished');
     const open = items.filter((i) => i.outcome === 'needs_person' || i.unresolved);
@@ -109,9 +93,14 @@ export async function run(args: string[], io: CommandIo): Promise<number> {
       );
     }
     return open.length > 0 ? Exit.check_failed : Exit.ok;
+  } catch (error) {
+    if (!(error instanceof CompositionError)) throw error;
+    return openFailed('recover', error, {
+      io,
+      file: loaded.value.file,
+      ledgerUrl: typeof flags.ledger === 'string' ? flags.ledger : loaded.value.config.ledger,
+    });
   } finally {
-    await ledger.close();
-    await runtime?.close();
-    await upstreams?.close();
+    await c.close();
   }
 }

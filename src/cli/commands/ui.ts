@@ -3,8 +3,8 @@
 // interrupted (Ctrl-C). With `approvals.web` in the configuration it also serves the approvals page
 // (/approvals) with its own sign-in, answering the gateway's approval queue.
 import { readFile } from 'node:fs/promises';
-import { openLedger } from '../../ledger/open.js';
 import { DEFAULT_LEDGER_URL } from '../../ledger/open.js';
+import { composition, CompositionError, openLedgerStep } from '../../config/open.js';
 import { configFrom } from '../config-ledger.js';
 import { cliCommand } from '../invocation.js';
 import { parseMatrixReport } from '../../web/pages/matrix.js';
@@ -55,13 +55,9 @@ export async function run(
     matrix = parseMatrixReport(text, flags.matrix);
     if (!matrix.ok) throw new CliUsageError(`--matrix: ${matrix.failure}`);
   }
-  const opened = await openLedger(url, { mustExist: true });
-  if (!opened.ok) {
-    if (opened.failure.code === 'BAD_URL') throw new CliUsageError(opened.failure.message);
-    io.err(`candor ui: cannot open ledger (${opened.failure.code}): ${opened.failure.message}\n`);
-    return Exit.environment;
-  }
-  const store = opened.value;
+  // The composition root (config/open.ts): the ledger, then the listener; both released in reverse
+  // order when the view stops, and the ledger also when the listener cannot start.
+  const c = composition((line) => io.err(`candor ui: ${line}\n`));
   const approvalsSpec = config?.config.approvals;
   const approvals = approvalsSpec?.web
     ? {
@@ -71,28 +67,46 @@ export async function run(
         ...(approvalsSpec.web.redirect_uri ? { redirect_uri: approvalsSpec.web.redirect_uri } : {}),
       }
     : null;
+  let store;
   let started;
   try {
-    started = await startUi({
-      store,
-      ledger: shown(url),
-      matrix,
-      host,
-      port,
-      approvals,
-      commands: {
-        cli: cliCommand(),
-        config:
-          config === null ? null : typeof flags.config === 'string' ? flags.config : 'candor.yaml',
-        ledger: typeof flags.ledger === 'string' ? shown(flags.ledger) : null,
-      },
-    });
-  } catch (err) {
-    await store.close();
-    const code = (err as NodeJS.ErrnoException).code;
-    io.err(
-      `candor ui: cannot serve on ${host}:${port} (${code ?? 'error'}): ${err instanceof Error ? err.message : String(err)}\n`,
+    store = await openLedgerStep(c, url, { mustExist: true });
+    const ledger = store;
+    started = await c.open(
+      'listen',
+      () =>
+        startUi({
+          store: ledger,
+          ledger: shown(url),
+          matrix,
+          host,
+          port,
+          approvals,
+          commands: {
+            cli: cliCommand(),
+            config:
+              config === null
+                ? null
+                : typeof flags.config === 'string'
+                  ? flags.config
+                  : 'candor.yaml',
+            ledger: typeof flags.ledger === 'string' ? shown(flags.ledger) : null,
+          },
+        }),
+      (ui) => ui.close(),
     );
+  } catch (err) {
+    if (!(err instanceof CompositionError)) throw err;
+    const f = err.failure;
+    if (err.step === 'ledger') {
+      if (f.ledgerCode === 'BAD_URL') throw new CliUsageError(f.reason ?? f.message);
+      io.err(
+        `candor ui: cannot open ledger (${f.ledgerCode ?? 'error'}): ${f.reason ?? f.message}\n`,
+      );
+      return Exit.environment;
+    }
+    const code = (err.cause as NodeJS.ErrnoException | undefined)?.code;
+    io.err(`candor ui: cannot serve on ${host}:${port} (${code ?? 'error'}): ${f.message}\n`);
     return Exit.environment;
   }
   if (host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
@@ -100,19 +114,21 @@ export async function run(
       `candor ui: warning: serving on ${host}, reachable beyond this machine (token required)\n`,
     );
   }
-  // One indexed listing query: the view never reads the whole ledger to start.
-  const { total } = await store.operations({ limit: 1 });
-  io.out(
-    [
-      `candor ui: ${total} operation(s) from ${shown(url)}, read-only`,
-      `open ${started.urlWithToken}`,
-      '(the token is new each start; press Ctrl-C to stop)',
-      ...(approvals ? [`approvals: ${started.url}approvals (approvers sign in there)`] : []),
-      '',
-    ].join('\n'),
-  );
-  await until;
-  await started.close();
-  await store.close();
-  return Exit.ok;
+  try {
+    // One indexed listing query: the view never reads the whole ledger to start.
+    const { total } = await store.operations({ limit: 1 });
+    io.out(
+      [
+        `candor ui: ${total} operation(s) from ${shown(url)}, read-only`,
+        `open ${started.urlWithToken}`,
+        '(the token is new each start; press Ctrl-C to stop)',
+        ...(approvals ? [`approvals: ${started.url}approvals (approvers sign in there)`] : []),
+        '',
+      ].join('\n'),
+    );
+    await until;
+    return Exit.ok;
+  } finally {
+    await c.close();
+  }
 }
