@@ -6,11 +6,14 @@ import { manualClock, seededRandom } from '../core/time.js';
 import type { StoredEvent } from '../ledger/events.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { projectOperation } from '../ledger/projection.js';
+import type { Approver } from './approvers/approver.js';
 import { scriptedApprover, type ScriptedAnswer } from './approvers/scripted.js';
+import type { ApprovalCard } from './card.js';
 import { createApprovalGate, type ApprovalContext } from './gate.js';
 import { createPolicy } from './policy.js';
 
 const TTL = 60_000;
+const WITHDRAW = { timeout: 10_000 };
 
 function setup(answers: ScriptedAnswer[] = [], lock?: () => Promise<boolean>) {
   const ledger = openMemoryLedger();
@@ -291,6 +294,46 @@ describe('approval gate', () => {
     const view = projectOperation(await ledger.query({ operation_id: 'op_1' }))!;
     expect(view.approvals.map((a) => a.decision)).toEqual(['approved', 'denied']);
   });
+
+  // Its own timeout: a gate that waited on the open card instead of withdrawing it would hang.
+  it(
+    'an open retry-after-unknown card for one request does not cover another: withdrawn',
+    WITHDRAW,
+    async () => {
+      // The person answers "approved" only as the card for X is withdrawn: too late to count.
+      const cards: ApprovalCard[] = [];
+      const approver: Approver = {
+        name: 'person',
+        ask(card, options) {
+          cards.push(card);
+          if (card.request_fingerprint !== 'sha256:X')
+            return Promise.resolve({ decision: 'denied', by: 'person' });
+          return new Promise((r) =>
+            options?.signal?.addEventListener('abort', () =>
+              r({ decision: 'approved', by: 'person' }),
+            ),
+          );
+        },
+      };
+      const ledger = openMemoryLedger();
+      const gate = createApprovalGate({ ledger, approver, wait_ms: 0 });
+      const retry = {
+        action: 'create_payment',
+        action_class: 'financial',
+        prior_dispatch_state: 'sent_no_response',
+      } as const;
+      expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:X' }))).toMatchObject({
+        decision: 'pending',
+      });
+      // Another request under the same operation while X's card is still open: a card of its own.
+      const y = await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:Y' }));
+      expect(y.decision).not.toBe('approved');
+      expect(cards.map((c) => c.request_fingerprint)).toEqual(['sha256:X', 'sha256:Y']);
+      await vi.waitFor(() => expect(gate.open()).toBe(0));
+      const view = projectOperation(await ledger.query({ operation_id: 'op_1' }))!;
+      expect(view.approvals.map((a) => a.decision)).toEqual(['expired', 'denied']);
+    },
+  );
 
   it('a response that left the effect unknown also counts as unknown; a known one does not', async () => {
     const { gate, approver } = setup(['approved', 'approved', 'approved']);

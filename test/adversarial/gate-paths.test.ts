@@ -149,4 +149,36 @@ describe('lookups and recovery pass the gate', () => {
     expect(received(fake, 'gp-5.lookup')).toBe(0);
     expect((await s.view(opId)).observations).toHaveLength(0);
   });
+
+  it('recover asks the lock itself before a retry that is not a lookup: an unreadable lock sends nothing', async () => {
+    // A gate whose check would approve: only recovery's own look at the lock stops the retry.
+    let failing = false;
+    const gate = (): Gate => ({
+      check: () => Promise.resolve({ decision: 'approved' }),
+      locked: () =>
+        failing ? Promise.reject(new Error('lock state unreadable')) : Promise.resolve(false),
+    });
+    const s = setup(fake, [], { gate });
+    // A read (no lookup; recovery would retry it as a read), made once by a worker, whose
+    // connection is reset after the request: its outcome stays unknown.
+    fake.arm({ call_id: 'gp-6', phase: 'after_request_headers', action: 'rst' });
+    const first = await s.runtime.run(
+      s.action('read_issue'),
+      { id: 'iss_gp6' },
+      { correlationId: 'gp-6', worker: 'w1' },
+    );
+    expect(first).toMatchObject({ category: 'outcome_unknown' });
+    const opId = first.operation_id!;
+    failing = true;
+    const items = await s.runtime.recover();
+    // No second request reached the service, and none is on record.
+    expect(received(fake, 'gp-6')).toBe(1);
+    const v = await s.view(opId);
+    expect(v.attempts).toHaveLength(1);
+    expect(v.resolution).toBeNull();
+    expect(items).toMatchObject([
+      { operation_id: opId, outcome: 'needs_person', unresolved: true },
+    ]);
+    expect(items[0]!.detail).toMatch(/gate is locked/);
+  });
 });

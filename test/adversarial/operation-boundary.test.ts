@@ -161,6 +161,44 @@ describe("continuing after the action's definition changed", () => {
   });
 });
 
+describe("reconciling after the action's definition changed", () => {
+  it('a retry under the key that the recorded input no longer rebuilds: nobody is asked, nothing is sent', async () => {
+    const s = setup(fake, ['approved']);
+    // Received and dropped before commit, by a worker making one attempt: the lookup will find
+    // nothing, and the idempotency key would license a retry.
+    fake.arm({ call_id: 'ob-rdef', phase: 'after_request_body', action: 'rst' });
+    const input = { principal: 'u_7', role: 'admin' };
+    const first = await s.runtime.run(s.action('grant_permission'), input, {
+      correlationId: 'ob-rdef',
+      worker: 'w1',
+    });
+    expect(first).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    const opId = first.operation_id!;
+    const asked = s.approver.cards.length;
+
+    // A new configuration: the same action name now builds another body.
+    const original = s.action('grant_permission');
+    s.runtime.register({
+      ...original,
+      request: (i: typeof input, rctx: Parameters<typeof original.request>[1]) => {
+        const spec = original.request(i, rctx) as { body: Record<string, unknown> };
+        return { ...spec, body: { ...spec.body, role: 'owner' } };
+      },
+    } as typeof original);
+    const env = await s.runtime.reconcile(opId);
+    // The lookup was made; no approval card for the changed request, no second POST, no attempt.
+    expect(received(fake, 'ob-rdef.lookup')).toBe(1);
+    expect(s.approver.cards).toHaveLength(asked);
+    expect(received(fake, 'ob-rdef', 'POST')).toBe(1);
+    const v = await s.view(opId);
+    expect(v.attempts).toHaveLength(1);
+    expect(v.approvals).toHaveLength(asked);
+    expect(fake.resources.list('permissions', { client_ref: 'ob-rdef' })).toEqual([]);
+    expect(env).toMatchObject({ ok: false, remote_effect: 'unknown', retry: 'escalate' });
+    expect(env.message).toMatch(/no longer rebuilds the request/);
+  });
+});
+
 describe('approval cards show the request that will be sent', () => {
   it('the card carries the prepared request of that attempt, as the fake received it', async () => {
     const s = setup(fake, ['approved']);
