@@ -205,7 +205,8 @@ interface Tally {
   fastDecisions: Set<string>;
 }
 
-function differential(options: Partial<EvaluatorOptions>, tally: Tally) {
+/** `whole`: also compare with Cedar given the whole request (the teeth check needs only the first). */
+function differential(options: Partial<EvaluatorOptions>, tally: Tally, whole = true) {
   return fc.property(
     fc.array(policyArb, { minLength: 1, maxLength: 6 }),
     fc.array(requestArb, { minLength: 1, maxLength: 12 }),
@@ -219,7 +220,7 @@ function differential(options: Partial<EvaluatorOptions>, tally: Tally) {
           path = p;
         },
       });
-      const cedar = createEvaluator(loaded.value, { narrow: false });
+      const cedar = whole ? createEvaluator(loaded.value, { narrow: false }) : null;
       const narrowCedar = createEvaluator(loaded.value, { fast: false });
       for (const req of requests) {
         const a: Decision = fast.evaluate(req);
@@ -231,7 +232,7 @@ function differential(options: Partial<EvaluatorOptions>, tally: Tally) {
         // The whole request: Cedar refuses a fractional number anywhere in it, even where no
         // policy reads it, which the narrowed request leaves out (Candor never builds one: its
         // numbers are integers or decimal extension values).
-        if (!JSON.stringify(req).includes('1.5')) expect(a).toEqual(cedar.evaluate(req));
+        if (cedar && !JSON.stringify(req).includes('1.5')) expect(a).toEqual(cedar.evaluate(req));
       }
     },
   );
@@ -251,12 +252,16 @@ describe('the fast path decides exactly as Cedar', () => {
   });
 
   it('and the property catches a fast path with one wrong operator (teeth)', () => {
+    // A boundary slip (< read as <=) and a wrong operator: with this seed fast-check meets the
+    // first decision that differs after about 300 and 10 runs. The comparison with Cedar given
+    // the whole request is left out here: the wrong operator is in the fast path, and the narrowed
+    // comparison is the one that sees it (it halves the Cedar work of this check).
     for (const wrong of [
       { '<': (a: number, b: number) => a <= b },
-      { '-': (a: number, b: number) => b - a },
+      { '*': (a: number, b: number) => a + b },
     ]) {
       const tally: Tally = { fast: 0, cedar: 0, fastDecisions: new Set() };
-      const run = fc.check(differential({ fastOps: wrong }, tally), {
+      const run = fc.check(differential({ fastOps: wrong }, tally, false), {
         seed: 3434,
         numRuns: 400,
         endOnFailure: true,
