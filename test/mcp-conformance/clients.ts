@@ -314,7 +314,7 @@ const openaiAgents: ClientKind = {
     const n22 = ensureNode22();
     const child = spawn(n22.node, [n22.agentsDriver, JSON.stringify(target)], {
       stdio: ['pipe', 'pipe', 'pipe'],
-      env: { PATH: process.env['PATH'] ?? '' },
+      env: { PATH: process.env['PATH'] ?? '', ...n22.env },
     });
     let stderr = '';
     child.stderr.on('data', (d: Buffer) => (stderr += d.toString('utf8')));

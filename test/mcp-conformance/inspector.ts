@@ -151,7 +151,7 @@ export async function inspect(
     n22.node,
     [launcher, '--cli', '--format', 'json', '--protocol-era', era, ...args, ...targetArgs],
     // Its catalog and credential files go to a throwaway HOME.
-    { env: { PATH: process.env['PATH'] ?? '', HOME: home } },
+    { env: { PATH: process.env['PATH'] ?? '', HOME: home, ...n22.env } },
   );
   kill = () => child.kill('SIGKILL');
   let stdout = '';

@@ -19,6 +19,12 @@ export interface Node22 {
   modules: string;
   /** The OpenAI Agents SDK driver (test/fixtures/node22/agents-driver.mjs), beside those modules. */
   agentsDriver: string;
+  /**
+   * For the environment of every Node 22 client process: V8's compile cache on disk
+   * (NODE_COMPILE_CACHE), so that the thirty-odd Inspector CLI starts of a run compile the
+   * Inspector's modules once instead of each time.
+   */
+  env: Record<string, string>;
 }
 
 const SPEC_DIR = join(ROOT, 'test', 'mcp-conformance', 'node22');
@@ -98,5 +104,10 @@ export function ensureNode22(): Node22 {
   // Beside the modules it imports (ESM resolves from the importing file's folder).
   const agentsDriver = join(deps, 'agents-driver.mjs');
   copyFileSync(join(ROOT, 'test', 'fixtures', 'node22', 'agents-driver.mjs'), agentsDriver);
-  return { node, modules: join(deps, 'node_modules'), agentsDriver };
+  return {
+    node,
+    modules: join(deps, 'node_modules'),
+    agentsDriver,
+    env: { NODE_COMPILE_CACHE: join(CACHE, 'compile-cache') },
+  };
 }
