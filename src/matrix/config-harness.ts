@@ -28,6 +28,12 @@ export interface ConfigRunOptions {
   onRow?: (r: RowResult, i: number, total: number) => void;
   filter?: MatrixRunOptions['filter'];
   classify?: MatrixRunOptions['classify'];
+  /**
+   * Rows at once (default 1). Only for a matrix whose rows share no state but the fake's, each
+   * with its own correlation id and fault (a generated matrix against the fake); the CLI keeps
+   * `--config` runs one at a time, since a real service behind the proxy may share more.
+   */
+  concurrency?: number;
   /** Called with the running service before the rows run (the report's idempotency probe). */
   beforeRows?: (service: FakeService, actions: ActionDefinition[]) => Promise<void>;
 }
@@ -81,6 +87,7 @@ export async function runMatrixOnConfig(
       ...(options.onRow ? { onRow: options.onRow } : {}),
       ...(options.filter ? { filter: options.filter } : {}),
       ...(options.classify ? { classify: options.classify } : {}),
+      ...(options.concurrency !== undefined ? { concurrency: options.concurrency } : {}),
     });
     return { ok: true, value: report };
   } finally {

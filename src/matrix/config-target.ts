@@ -68,6 +68,8 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
     const input = fill(row.input, vars) as Record<string, unknown>;
     let action = base;
     const c = row.condition;
+    // This row's faults only: a row finishing beside another must not disarm the other's.
+    const armed: string[] = [];
     if ('before_bytes' in c) {
       action = {
         ...base,
@@ -77,8 +79,9 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
         },
       };
     } else if (!('none' in c)) {
-      fake.arm({ ...(c as object), call_id: cor } as FaultSpec);
-      for (const later of row.then) fake.arm({ ...later, call_id: cor } as FaultSpec);
+      armed.push(fake.arm({ ...(c as object), call_id: cor } as FaultSpec).id);
+      for (const later of row.then)
+        armed.push(fake.arm({ ...later, call_id: cor } as FaultSpec).id);
     }
     let firstClaimAt = 0;
     const now = (): number => performance.timeOrigin + performance.now();
@@ -120,7 +123,7 @@ export function configTarget(actions: ReadonlyMap<string, ActionDefinition>) {
         ...truthTimeline(fake.groundTruth(cor)),
       ],
       dispose: () => {
-        fake.disarm();
+        for (const id of armed) fake.disarm(id);
         return Promise.resolve();
       },
     };

@@ -68,6 +68,7 @@ const POST_VERBS: Record<string, string> = {
   restart: 'execute',
   approve: 'execute',
   transfer: 'permission_change',
+  invite: 'permission_change',
   revoke: 'credential_change',
   rotate: 'credential_change',
   pay: 'financial',
@@ -85,17 +86,22 @@ const CREDENTIAL_WORDS =
 
 /** `{id}`, and `{Sid}.json` (a record id with a format suffix). */
 const isParam = (s: string): boolean => /^\{[^}]+\}(\.\w+)?$/.test(s);
+/** `signing_keys`, `signing-keys` and `SigningKeys.json` all give the noun `keys`. */
 const nounWords = (segment: string): string[] => [
   segment.toLowerCase(),
-  ...segment.toLowerCase().split(/[-_.]/),
+  ...segment
+    .replace(/([a-z])([A-Z])/g, '$1_$2')
+    .toLowerCase()
+    .split(/[-_.]/),
 ];
 const hit = (segment: string | undefined, set: ReadonlySet<string>): string | undefined =>
   segment === undefined ? undefined : nounWords(segment).find((w) => set.has(w));
 
 /** The first word of the summary, or the verb of the operationId (`issues/create` → create). */
 function verbOf(e: ClassEvidence): string {
-  const fromSummary = /^\s*([A-Za-z-]+)/.exec(e.summary)?.[1];
-  if (fromSummary) return fromSummary.toLowerCase();
+  const fromSummary = /^\s*([A-Za-z-]+)/.exec(e.summary)?.[1]?.toLowerCase();
+  // "Updates the application", "Sends a message": the verb without its third-person s.
+  if (fromSummary) return /[^s]s$/.test(fromSummary) ? fromSummary.slice(0, -1) : fromSummary;
   const tail = e.operation_id.split(/[/.]/).at(-1) ?? e.operation_id;
   return (
     tail
@@ -147,13 +153,16 @@ export function guessClass(e: ClassEvidence): ClassChoice {
   // POST: the path decides first, then the summary verb; the default is create.
   if ((w = noun(DESTROY))) return guess('destructive', `the path verb "${w}"`);
   if (money) return guess('financial', `the path noun "${money}"`);
+  // "Update a Message resource" on /Messages/{Sid}: the record changes, nothing is sent.
+  if (onItem && UPDATE_VERBS.has(verb)) return guess('set_state', `${said} on one record`);
   if ((w = noun(NOTIFY))) return guess('notify', `the path noun "${w}"`);
   if ((w = noun(EXECUTE))) return guess('execute', `the path noun "${w}"`);
   if ((w = noun(SET_MEMBERS))) return guess('set_state', `the path noun "${w}" (a set)`);
   const byVerb = POST_VERBS[verb];
   if (byVerb !== undefined) return guess(byVerb, said);
-  if (onItem && UPDATE_VERBS.has(verb)) return guess('set_state', `${said} on one record`);
   if ((w = noun(APPEND))) return guess('append', `the path noun "${w}"`);
+  // POST /items/{collection} "Create an Item": the parameter names where, the verb says what.
+  if (onItem && verb === 'create') return guess('create', `${said}`);
   if (onItem) return guess('append', 'a path ending in a record');
   return guess('create', '');
 }

@@ -209,6 +209,9 @@ describe('the generated matrix for 20 GitHub write operations', () => {
       config: loaded.value,
       target: { kind: 'fake', model },
       ledgerUrl: 'memory:',
+      // Side by side: each row has its own correlation id, faults and records in the fake; one
+      // after another the 20 after-commit-delay rows alone waited 20 × the 1.5 s deadline.
+      concurrency: 8,
     });
     if (!run.ok) throw new Error(run.failure.message);
     const bad = run.value.rows
