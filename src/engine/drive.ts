@@ -33,6 +33,19 @@ function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licen
   );
 }
 
+/** How `gateRefusal` consults the gate for one attempt. */
+export interface GateCheckOptions {
+  /** The operation as recorded so far. */
+  view: OperationView;
+  /** The licence this attempt runs under (null for a first attempt). */
+  retry: Licence | null;
+  signal?: AbortSignal | undefined;
+  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
+  prepared?: PreparedAttempt | undefined;
+  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
+  policyApproval?: { policy_ids: string[]; reason: string } | null;
+}
+
 /**
  * Consults the gate before an attempt. Returns null when approved, else the refusal envelope —
  * which never claims "nothing happened" when an earlier attempt may have applied the effect.
@@ -41,13 +54,7 @@ export async function gateRefusal<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  retry: Licence | null,
-  signal?: AbortSignal,
-  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
-  preparedNow?: PreparedAttempt,
-  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
-  policyApproval: { policy_ids: string[]; reason: string } | null = null,
+  { view, retry, signal, prepared: preparedNow, policyApproval = null }: GateCheckOptions,
 ): Promise<Envelope | null> {
   const { gate, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
@@ -178,14 +185,19 @@ export async function gateRefusal<I, O>(
   });
 }
 
+/** The operation an agent's call drives, and how. */
+export interface DriveOptions {
+  view: OperationView;
+  opts: RunOptions;
+  /** The first attempt's request, when the opening prepared it already. */
+  firstPrepared?: PreparedAttempt | null;
+}
+
 export async function drive<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  opts: RunOptions,
-  /** The first attempt's request, when the opening prepared it already. */
-  firstPrepared: PreparedAttempt | null = null,
+  { view, opts, firstPrepared = null }: DriveOptions,
 ): Promise<Envelope> {
   const { sleep, backoff, load, envelopeOf } = ctx;
   let preparedNext = firstPrepared;
@@ -227,21 +239,18 @@ export async function drive<I, O>(
     // Policy first, on every attempt: before the gate, before any byte.
     const policy = await policyStep(ctx, action, input, view, opts);
     if (policy.refusal) return policy.refusal;
-    const refused = await gateRefusal(
-      ctx,
-      action,
-      input,
+    const refused = await gateRefusal(ctx, action, input, {
       view,
       retry,
-      opts.signal,
+      signal: opts.signal,
       prepared,
-      policy.approval,
-    );
+      policyApproval: policy.approval,
+    });
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
     // (and, with audit.witness_required, are cosigned by the witness or the action is held).
     if (classRule(action.class).sensitive) {
-      const held = await witnessHold(ctx, action, input, view, retry, prepared);
+      const held = await witnessHold(ctx, action, input, { view, retry, prepared });
       if (held) return held;
     }
     const result = await attempt(ctx, action, input, view, {
@@ -329,6 +338,14 @@ async function settleAppliedEarlier(
   await ctx.resolve(after, 'succeeded', 'succeeded', by, refs);
 }
 
+/** The operation, licence and caller of an attempt outside an agent's run. */
+export interface LicensedAttemptOptions {
+  view: OperationView;
+  /** The licence recorded on the attempt (null for a first attempt). */
+  licence: Licence | null;
+  by: 'recovery' | 'reconciliation';
+}
+
 /**
  * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the budget,
  * the recorded request and the gate are checked first, the licence recorded on the attempt (none
@@ -338,9 +355,7 @@ export async function licensedAttempt(
   ctx: EngineContext,
   action: AnyAction,
   params: unknown,
-  view: OperationView,
-  licence: Licence | null,
-  by: 'recovery' | 'reconciliation',
+  { view, licence, by }: LicensedAttemptOptions,
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
   const a = action as unknown as EngineAction<unknown, unknown>;
@@ -361,16 +376,12 @@ export async function licensedAttempt(
   // Recovery and reconciliation are run by the local operator: the policy sees the local caller.
   const policy = await policyStep(ctx, a, params, view, {});
   if (policy.refusal) return policy.refusal;
-  const refused = await gateRefusal(
-    ctx,
-    a,
-    params,
+  const refused = await gateRefusal(ctx, a, params, {
     view,
-    licence,
-    undefined,
+    retry: licence,
     prepared,
-    policy.approval,
-  );
+    policyApproval: policy.approval,
+  });
   if (refused) return refused;
   const result = await attempt(ctx, a, params, view, {
     retry: licence,
@@ -500,22 +511,20 @@ async function witnessHold<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  retry: Licence | null,
-  prepared: PreparedAttempt,
+  {
+    view,
+    retry,
+    prepared,
+  }: { view: OperationView; retry: Licence | null; prepared: PreparedAttempt },
 ): Promise<Envelope | null> {
   const check = await ctx.options.audit?.checkpoints?.beforeSensitive();
   if (!check?.held) return null;
   const locked = { check: () => Promise.resolve({ decision: 'gate_locked' as const }) };
-  const refused = await gateRefusal(
-    { ...ctx, gate: locked },
-    action,
-    input,
+  const refused = await gateRefusal({ ...ctx, gate: locked }, action, input, {
     view,
     retry,
-    undefined,
     prepared,
-  );
+  });
   if (!refused) return null;
   return {
     ...refused,

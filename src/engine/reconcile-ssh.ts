@@ -163,14 +163,11 @@ async function convergenceCheck(
   if (converged)
     return settleApplied(ctx, action, view, 'succeeded', [], { exit_status: 0, stdout: '' });
   if (rerun)
-    return licensedAttempt(
-      ctx,
-      action,
-      real.input,
-      (await ctx.load(view.operation_id))!,
-      NOT_REACHED_LICENCE,
-      'reconciliation',
-    );
+    return licensedAttempt(ctx, action, real.input, {
+      view: (await ctx.load(view.operation_id))!,
+      licence: NOT_REACHED_LICENCE,
+      by: 'reconciliation',
+    });
   return escalate(
     ctx,
     action,
@@ -236,14 +233,11 @@ export async function reconcileSshOperation(
       state_after: view.state ?? 'open',
     });
     if (go) {
-      return licensedAttempt(
-        ctx,
-        action,
-        real.input,
-        (await load(view.operation_id))!,
-        NOT_REACHED_LICENCE,
-        'reconciliation',
-      );
+      return licensedAttempt(ctx, action, real.input, {
+        view: (await load(view.operation_id))!,
+        licence: NOT_REACHED_LICENCE,
+        by: 'reconciliation',
+      });
     }
     if (!proven) return escalate(ctx, action, view, 'marker_absent_unproven', conclusion);
     return escalate(ctx, action, view, real.ok ? 'unknown' : real.code, conclusion);

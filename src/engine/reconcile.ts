@@ -306,14 +306,11 @@ export async function reconcileView(
     } as const;
     return {
       step: 'absent_retried',
-      envelope: await licensedAttempt(
-        ctx,
-        action,
-        params,
-        (await load(view.operation_id))!,
+      envelope: await licensedAttempt(ctx, action, params, {
+        view: (await load(view.operation_id))!,
         licence,
-        'reconciliation',
-      ),
+        by: 'reconciliation',
+      }),
     };
   }
   return {

@@ -183,7 +183,7 @@ async function recoverOne(
     const blocked = cannotAttempt(action, view);
     if (blocked) return person(`${blocked}; ${sentNote}`, unknownEnvelope(ctx, action, view));
     const params = await ctx.paramsOf(id);
-    const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+    const e = await licensedAttempt(ctx, action, params, { view, licence, by: 'recovery' });
     const after = await settledAfter(ctx, id);
     if (!after.unresolved && (e.ok || e.remote_effect === 'none'))
       return item(view, 'retried_under_key', `${how}: ${e.message}`, e, after);
@@ -217,7 +217,7 @@ async function firstAttempt(
     view.attempts.length > 0
       ? { reason: 'connection_not_established', decision: 'not_sent' }
       : null;
-  const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+  const e = await licensedAttempt(ctx, action, params, { view, licence, by: 'recovery' });
   const after = await settledAfter(ctx, view.operation_id);
   if (e.category === 'gate_locked' || e.category === 'approval_denied') {
     const why = e.category === 'gate_locked' ? 'the gate is locked' : 'a person declined';

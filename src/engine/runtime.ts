@@ -194,7 +194,7 @@ export function createEngine(options: EngineOptions): Runtime {
       rememberSshInput(ctx, action, view.operation_id, data);
       let envelope: Envelope;
       try {
-        envelope = await drive(runCtx, action, data, view, opts, firstPrepared);
+        envelope = await drive(runCtx, action, data, { view, opts, firstPrepared });
       } catch (error) {
         await runCtx.recorded().catch(() => undefined);
         throw error;
