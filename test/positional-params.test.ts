@@ -86,8 +86,6 @@ export function longParameterLists(path: string, text: string, max: number): str
 // only shrinks. Remove an entry when its function takes an options object.
 const ALLOWED = new Set<string>([
   'engine/attempt.ts attempt',
-  'engine/attempt.ts dispatchAndClassify',
-  'engine/attempt.ts lateAnswer',
   'engine/attempt.ts record',
   'engine/attempt.ts writeAhead',
   'engine/context.ts recorders',
@@ -99,17 +97,11 @@ const ALLOWED = new Set<string>([
   'engine/ownership.ts takeOver',
   'engine/policy-step.ts policyStep',
   'engine/reconcile-mcp.ts reconcileMcpOperation',
-  'engine/reconcile-settle.ts settleApplied',
-  'engine/reconcile-settle.ts settleFromLookup',
-  'engine/reconcile-ssh.ts convergenceCheck',
-  'engine/reconcile-ssh.ts escalate',
   'engine/reconcile.ts notLookedUp',
   'engine/recover.ts item',
   'engine/response-check.ts checkResponse',
   'engine/trace.ts traced',
   'engine/truth.ts attemptEnvelope',
-  'engine/truth.ts operationEnvelope',
-  'engine/truth.ts resolveOrOwnerLost',
 ]);
 
 /** `engine/drive.ts:40 gateRefusal(8 params)` → `engine/drive.ts gateRefusal`. */

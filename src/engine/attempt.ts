@@ -94,7 +94,11 @@ export async function attempt<I, O>(
   }
   // The attempt is on record (durably): only now may bytes leave.
   const started = ctx.clock.now();
-  const outcome = await dispatchAndClassify(ctx, action, view, prepared, attemptId, opts.run);
+  const outcome = await dispatchAndClassify(ctx, action, view, {
+    prepared,
+    attemptId,
+    run: opts.run,
+  });
   let remoteRef: string | null = null;
   const ok = outcome.classification.category === 'succeeded';
   if (ok && action.remoteRef) {
@@ -115,7 +119,10 @@ export async function attempt<I, O>(
     if (!(error instanceof LedgerError && error.code === 'OWNER_CONFLICT')) throw error;
     // Fenced while the request was out: what this former owner learned is evidence, recorded as
     // an observation that can only add knowledge (core/fold.ts), never as the attempt's result.
-    const fenced = await lateAnswer(ctx, view, attemptId, outcome.classification, remoteRef);
+    const fenced = await lateAnswer(ctx, view, attemptId, {
+      classification: outcome.classification,
+      remoteRef,
+    });
     return {
       classification: outcome.classification,
       data: null,
@@ -179,6 +186,13 @@ async function writeAhead(
   return attemptId;
 }
 
+/** The named arguments of `dispatchAndClassify`. */
+interface DispatchAndClassifyOptions {
+  prepared: PreparedAttempt;
+  attemptId: string;
+  run: RunOptions;
+}
+
 /**
  * Steps 2–4: credentials, dispatch through the transport, the contract check and classification.
  * From here on a throw (ours, a transport's or a user callback's) never escapes before
@@ -188,9 +202,7 @@ async function dispatchAndClassify<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   view: OperationView,
-  prepared: PreparedAttempt,
-  attemptId: string,
-  run: RunOptions,
+  { prepared, attemptId, run }: DispatchAndClassifyOptions,
 ): Promise<Outcome> {
   const contract = contractOf(action);
   const out: Outcome = {
@@ -509,6 +521,12 @@ function errorName(error: unknown): string {
   return typeof code === 'string' ? code : 'exception';
 }
 
+/** The named arguments of `lateAnswer`. */
+interface LateAnswerOptions {
+  classification: Classification;
+  remoteRef: string | null;
+}
+
 /**
  * A fenced former owner's late answer, as an observation: `applied` adds that knowledge; anything
  * else proves nothing about the operation (the new owner's attempts may have applied it) and is
@@ -518,8 +536,7 @@ async function lateAnswer(
   ctx: EngineContext,
   view: OperationView,
   attemptId: string,
-  c: Classification,
-  remoteRef: string | null,
+  { classification: c, remoteRef }: LateAnswerOptions,
 ): Promise<OperationView> {
   const applied = c.remote_effect === 'applied';
   await ctx.observe(view, {

@@ -76,9 +76,11 @@ export function changedRequestEnvelope(
   view: OperationView,
 ): Envelope {
   return operationEnvelope(ctx, ctx.actions.get(view.action ?? '') ?? action, view, {
-    code: 'request_changed',
-    sentence: `This call was refused and not sent: operation ${view.operation_id} ${WHY[why]}. A changed request is a new operation: call without operation_id to start one.`,
-    data: { refused_operation_id: view.operation_id, reason: why, operation_action: view.action },
+    refusal: {
+      code: 'request_changed',
+      sentence: `This call was refused and not sent: operation ${view.operation_id} ${WHY[why]}. A changed request is a new operation: call without operation_id to start one.`,
+      data: { refused_operation_id: view.operation_id, reason: why, operation_action: view.action },
+    },
   });
 }
 

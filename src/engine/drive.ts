@@ -130,8 +130,10 @@ export async function gateRefusal<I, O>(
     // continuation) keeps whatever effect it had, and the envelope says the operation's truth.
     if (last && view.remote_effect !== 'none')
       return operationEnvelope(ctx, action, view, {
-        code: 'caller_not_permitted',
-        sentence: `This call sent nothing: ${decision.reason}.`,
+        refusal: {
+          code: 'caller_not_permitted',
+          sentence: `This call sent nothing: ${decision.reason}.`,
+        },
       });
     const outcome = {
       category: 'authorization_denied' as const,
@@ -141,14 +143,11 @@ export async function gateRefusal<I, O>(
       rule: 'caller_not_permitted',
     };
     if (!last) {
-      const lost = await resolveOrOwnerLost(
-        ctx,
-        action,
-        view,
-        'cancelled',
-        'authorization_denied',
-        'operator',
-      );
+      const lost = await resolveOrOwnerLost(ctx, action, view, {
+        state: 'cancelled',
+        category: 'authorization_denied',
+        by: 'operator',
+      });
       if (lost) return lost;
     }
     return envelopeOf({
@@ -162,7 +161,11 @@ export async function gateRefusal<I, O>(
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
-    const lost = await resolveOrOwnerLost(ctx, action, view, 'cancelled', category, 'operator');
+    const lost = await resolveOrOwnerLost(ctx, action, view, {
+      state: 'cancelled',
+      category,
+      by: 'operator',
+    });
     if (lost) return lost;
     return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
@@ -205,8 +208,10 @@ export async function drive<I, O>(
   // A settled operation called again answers its settled state and sends nothing.
   if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
     return operationEnvelope(ctx, action, view, {
-      code: 'already_settled',
-      sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+      refusal: {
+        code: 'already_settled',
+        sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+      },
     });
   }
   if (view.attempts.length > 0) {
@@ -295,14 +300,12 @@ export async function drive<I, O>(
     if (facts.effect === 'none') {
       // Taken over while this attempt was out: the new owner may have sent since, so this
       // attempt's answer no longer says what the operation did.
-      const lost = await resolveOrOwnerLost(
-        ctx,
-        action,
-        after,
-        c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
-        c.category,
-        'attempt',
-      );
+      const lost = await resolveOrOwnerLost(ctx, action, after, {
+        state:
+          c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
+        category: c.category,
+        by: 'attempt',
+      });
       if (lost) return lost;
     }
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
@@ -409,7 +412,11 @@ export async function licensedAttempt(
   const after = (await ctx.load(view.operation_id)) ?? view;
   await settleAppliedEarlier(ctx, after, c, by);
   if (after.remote_effect === 'none' && by === 'recovery') {
-    const lost = await resolveOrOwnerLost(ctx, a, after, 'failed', c.category, by);
+    const lost = await resolveOrOwnerLost(ctx, a, after, {
+      state: 'failed',
+      category: c.category,
+      by,
+    });
     if (lost) return lost;
   }
   return attemptEnvelope(ctx, a, after, c, {

@@ -10,7 +10,7 @@ import { httpDestination, type EngineAction } from './action.js';
 import { RequestUnbuildable, UsageError, type EngineContext, type RunOptions } from './context.js';
 import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
-import { operationEnvelope } from './truth.js';
+import { operationEnvelope, type OperationEnvelopeOptions } from './truth.js';
 import { recordedInput, secretsDigest } from './ssh-action.js';
 import { callContext } from './trace.js';
 
@@ -176,7 +176,7 @@ export function envelopeFromView(
   ctx: EngineContext,
   action: Parameters<typeof operationEnvelope>[1],
   view: OperationView,
-  held: Parameters<typeof operationEnvelope>[4] = null,
+  held: OperationEnvelopeOptions['held'] = null,
 ): Envelope {
-  return operationEnvelope(ctx, action, view, undefined, held);
+  return operationEnvelope(ctx, action, view, { held });
 }

@@ -107,14 +107,11 @@ async function denied<I, O>(
   };
   if (!last) {
     // Taken over meanwhile: its new owner decides (and may send), so this is not "not applied".
-    const lost = await resolveOrOwnerLost(
-      ctx,
-      action,
-      view,
-      'cancelled',
-      'authorization_denied',
-      'operator',
-    );
+    const lost = await resolveOrOwnerLost(ctx, action, view, {
+      state: 'cancelled',
+      category: 'authorization_denied',
+      by: 'operator',
+    });
     if (lost) return lost;
     const env = ctx.envelopeOf({
       action,
@@ -137,9 +134,11 @@ async function denied<I, O>(
   // the envelope states the operation (it may have applied), the denial is its refusal code.
   if (effect !== 'none')
     return operationEnvelope(ctx, action, view, {
-      code: 'policy_denied',
-      sentence: `Policy denied this retry${by}: ${verdict.reason}; nothing was sent now.`,
-      data,
+      refusal: {
+        code: 'policy_denied',
+        sentence: `Policy denied this retry${by}: ${verdict.reason}; nothing was sent now.`,
+        data,
+      },
     });
   const retry =
     effect === 'none'

@@ -97,7 +97,10 @@ export async function reconcileMcpOperation(
     state_after: stateAfter,
   });
   // envelopeOf redacts the record it shows.
-  const settled = await settleFromLookup(ctx, action, view, refs, matches[0]?.record);
+  const settled = await settleFromLookup(ctx, action, view, {
+    refs,
+    firstRecord: matches[0]?.record,
+  });
   if (settled) return settled;
   return {
     step: 'absent',

@@ -297,7 +297,10 @@ export async function reconcileView(
       },
     };
   }
-  const settled = await settleFromLookup(ctx, action, view, refs, bound[0]?.record);
+  const settled = await settleFromLookup(ctx, action, view, {
+    refs,
+    firstRecord: bound[0]?.record,
+  });
   if (settled) return settled;
   if (keyValid) {
     const licence = {

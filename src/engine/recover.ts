@@ -119,10 +119,12 @@ async function recoverOne(
         known ?? { name: loaded.action ?? 'unknown', subject: 'the operation' },
         loaded,
         {
-          code: 'not_owner',
-          sentence: `Recovery sent nothing for operation ${id}: it is ${claimed.why}.`,
+          refusal: {
+            code: 'not_owner',
+            sentence: `Recovery sent nothing for operation ${id}: it is ${claimed.why}.`,
+          },
+          held: claimed.held ?? null,
         },
-        claimed.held ?? null,
       ),
     };
   }

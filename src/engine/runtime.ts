@@ -135,8 +135,10 @@ export function createEngine(options: EngineOptions): Runtime {
         // A settled operation answers its settled state, whoever owns it, and sends nothing.
         if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
           return operationEnvelope(ctx, action, view, {
-            code: 'already_settled',
-            sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+            refusal: {
+              code: 'already_settled',
+              sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+            },
           });
         }
         if (view.owner !== owner && opts.worker === undefined) {
@@ -144,11 +146,8 @@ export function createEngine(options: EngineOptions): Runtime {
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
           const taken = await takeOver(ctx, view, 'run', keeper, true);
           if (!taken.ok) {
-            return operationEnvelope(
-              ctx,
-              action,
-              view,
-              {
+            return operationEnvelope(ctx, action, view, {
+              refusal: {
                 code: 'not_owner',
                 sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
                 data: {
@@ -157,8 +156,8 @@ export function createEngine(options: EngineOptions): Runtime {
                     taken.held?.until != null ? new Date(taken.held.until).toISOString() : null,
                 },
               },
-              taken.held ?? { owner: view.owner ?? 'unknown', until: null },
-            );
+              held: taken.held ?? { owner: view.owner ?? 'unknown', until: null },
+            });
           }
           view = taken.view;
         }

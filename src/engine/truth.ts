@@ -63,6 +63,13 @@ export function attemptEnvelope(
   });
 }
 
+/** The named arguments of `operationEnvelope`. */
+export interface OperationEnvelopeOptions {
+  refusal?: { code: RefusalCode; sentence: string; data?: Record<string, unknown> } | undefined;
+  /** Another gateway owns the operation (ownership.ts `ownerHold`): only it may send. */
+  held?: OwnerHold | null | undefined;
+}
+
 /**
  * The operation as its events establish it: what `operation_status` answers, and what a refused
  * call on an existing operation reports (with the refusal's code and sentence).
@@ -71,9 +78,7 @@ export function operationEnvelope(
   ctx: EngineContext,
   action: Described | Known,
   view: OperationView,
-  refusal?: { code: RefusalCode; sentence: string; data?: Record<string, unknown> },
-  /** Another gateway owns the operation (ownership.ts `ownerHold`): only it may send. */
-  held?: OwnerHold | null,
+  { refusal, held }: OperationEnvelopeOptions = {},
 ): Envelope {
   const facts = factsOf(action, view);
   const last = view.attempts.at(-1) ?? null;
@@ -270,9 +275,18 @@ export function ownerLost(
   why: string,
 ): Envelope {
   return operationEnvelope(ctx, action, view, {
-    code: 'owner_lost',
-    sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
+    refusal: {
+      code: 'owner_lost',
+      sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
+    },
   });
+}
+
+/** The named arguments of `resolveOrOwnerLost`. */
+export interface ResolveOrOwnerLostOptions {
+  state: 'failed' | 'cancelled';
+  category: Category;
+  by: ResolvedBy;
 }
 
 /**
@@ -284,9 +298,7 @@ export async function resolveOrOwnerLost(
   ctx: EngineContext,
   action: AnyAction | EngineAction<never, never>,
   view: OperationView,
-  state: 'failed' | 'cancelled',
-  category: Category,
-  by: ResolvedBy,
+  { state, category, by }: ResolveOrOwnerLostOptions,
 ): Promise<Envelope | null> {
   const fenced = await ctx.resolve(view, state, category, by, []);
   if (fenced === null) return null;
