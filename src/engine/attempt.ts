@@ -374,9 +374,11 @@ function check(
     reply.status,
     reply.headers ?? {},
     asBuffer(reply.body ?? new Uint8Array(0)),
-    reply.framing,
-    action.response,
-    httpDestination(dest)?.failure_body,
+    {
+      framing: reply.framing,
+      success: action.response,
+      failure: httpDestination(dest)?.failure_body,
+    },
   );
   out.evidence.contract_check = c.check;
   out.data = c.data;

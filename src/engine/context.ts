@@ -301,7 +301,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return env;
     },
 
-    ...recorders(append, ledger, ids, clock, owner),
+    ...recorders(append, ledger, ids, { clock, owner }),
   };
 }
 
@@ -324,13 +324,18 @@ function credentialDetailOf(category: string, data: unknown): { credential_detai
     : {};
 }
 
+/** The named arguments of `recorders`. */
+interface RecordersOptions {
+  clock: Clock;
+  owner: string;
+}
+
 /** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */
 function recorders(
   append: EngineContext['append'],
   ledger: LedgerStore,
   ids: IdFactory,
-  clock: Clock,
-  owner: string,
+  { clock, owner }: RecordersOptions,
 ): Pick<EngineContext, 'observe' | 'resolve'> {
   return {
     observe: async (view, data) => {
@@ -405,10 +410,13 @@ export function deferOpening(
   };
   return {
     // Every key replaced here is one of ctx's own, so the copy keeps ctx's shape (core/merge.ts).
-    ctx: merged(merged(ctx, recorders(append, ctx.ledger, ctx.ids, ctx.clock, ctx.owner)), {
-      append,
-      recorded: flush,
-    }),
+    ctx: merged(
+      merged(ctx, recorders(append, ctx.ledger, ctx.ids, { clock: ctx.clock, owner: ctx.owner })),
+      {
+        append,
+        recorded: flush,
+      },
+    ),
     flush,
   };
 }

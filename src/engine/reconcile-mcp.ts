@@ -11,12 +11,17 @@ import { dispatch } from './attempt.js';
 import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
+/** The named arguments of `reconcileMcpOperation`. */
+export interface ReconcileMcpOperationOptions {
+  view: OperationView;
+  signal?: AbortSignal | undefined;
+}
+
 export async function reconcileMcpOperation(
   ctx: EngineContext,
   action: AnyAction,
   dest: McpDestination,
-  view: OperationView,
-  signal?: AbortSignal,
+  { view, signal }: ReconcileMcpOperationOptions,
 ): Promise<Reconciled> {
   const { clock, ids, observe, paramsOf, envelopeOf } = ctx;
   const lookup = dest.reconciliation!;

@@ -163,15 +163,17 @@ async function recoverOne(
     const after = await settledAfter(ctx, id);
     const e = r.envelope;
     if (r.step === 'found' || (r.step === 'ssh' && e.ok && !after.unresolved)) {
-      return item(view, 'found_by_lookup', 'found by lookup: the operation took effect', e, after);
+      return item(view, 'found_by_lookup', 'found by lookup: the operation took effect', {
+        envelope: e,
+        after,
+      });
     }
     if (r.step === 'absent_retried' && e.ok && !after.unresolved) {
       return item(
         view,
         'retried_under_key',
         'the lookup found no record; retried under the idempotency key, which settled it',
-        e,
-        after,
+        { envelope: e, after },
       );
     }
     return person(lookupWhy(r.step, e), e);
@@ -188,7 +190,7 @@ async function recoverOne(
     const e = await licensedAttempt(ctx, action, params, { view, licence, by: 'recovery' });
     const after = await settledAfter(ctx, id);
     if (!after.unresolved && (e.ok || e.remote_effect === 'none'))
-      return item(view, 'retried_under_key', `${how}: ${e.message}`, e, after);
+      return item(view, 'retried_under_key', `${how}: ${e.message}`, { envelope: e, after });
     return person(`${how}, still not settled: ${e.message}`, e);
   }
   return person(
@@ -229,7 +231,10 @@ async function firstAttempt(
     };
   }
   if (after.unresolved) return person(`first attempt made, still not settled: ${e.message}`, e);
-  return item(view, 'first_attempt_made', `first attempt made: ${e.message}`, e, after);
+  return item(view, 'first_attempt_made', `first attempt made: ${e.message}`, {
+    envelope: e,
+    after,
+  });
 }
 
 /** Why no attempt may be made (the budget is spent), or null. */
@@ -244,12 +249,17 @@ async function settledAfter(ctx: EngineContext, id: string): Promise<{ unresolve
   return { unresolved: v?.state == null || UNRESOLVED_STATES.has(v.state) };
 }
 
+/** The named arguments of `item`. */
+interface ItemOptions {
+  envelope: Envelope;
+  after: { unresolved: boolean };
+}
+
 function item(
   view: OperationView,
   outcome: RecoveryOutcome,
   detail: string,
-  envelope: Envelope,
-  after: { unresolved: boolean },
+  { envelope, after }: ItemOptions,
 ): RecoveryItem {
   return {
     operation_id: view.operation_id,
