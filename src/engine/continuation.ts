@@ -86,6 +86,13 @@ export function changedRequestEnvelope(
 
 export { budgetLeft } from './truth.js';
 
+/** The named arguments of `budgetSpent`. */
+export interface BudgetSpentOptions {
+  lookedUp?: boolean;
+  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
+  data?: unknown;
+}
+
 /**
  * The answer once the budget is spent and no further attempt may be made: what the earlier
  * attempts established, and as the next step a lookup when one exists, else a person.
@@ -94,9 +101,7 @@ export function budgetSpent(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  lookedUp = false,
-  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
-  data: unknown = null,
+  { lookedUp = false, data = null }: BudgetSpentOptions = {},
 ): Envelope {
   const { envelopeOf } = ctx;
   const last = view.attempts.at(-1)?.finish ?? null;

@@ -312,7 +312,7 @@ export async function drive<I, O>(
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
       const now = await load(view.operation_id);
       if (now && budgetLeft(action, now) <= 0)
-        return budgetSpent(ctx, action, now, false, result.data);
+        return budgetSpent(ctx, action, now, { lookedUp: false, data: result.data });
     }
     return attemptEnvelope(ctx, action, after, c, {
       // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
@@ -362,7 +362,8 @@ export async function licensedAttempt(
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
   const a = action as unknown as EngineAction<unknown, unknown>;
-  if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view, by === 'reconciliation');
+  if (budgetLeft(action, view) <= 0)
+    return budgetSpent(ctx, action, view, { lookedUp: by === 'reconciliation' });
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
     // definition changed): sending it would be another request under this operation's name.

@@ -144,7 +144,7 @@ export function createEngine(options: EngineOptions): Runtime {
         if (view.owner !== owner && opts.worker === undefined) {
           // Another process's operation: continued only once that owner's lease has lapsed, by
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
-          const taken = await takeOver(ctx, view, 'run', keeper, true);
+          const taken = await takeOver(ctx, view, 'run', { keeper, requireLease: true });
           if (!taken.ok) {
             return operationEnvelope(ctx, action, view, {
               refusal: {
@@ -229,7 +229,10 @@ export function createEngine(options: EngineOptions): Runtime {
       return recover(
         ctx,
         async (view) => {
-          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
+          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', {
+            keeper,
+            requireLease: sweep,
+          });
           return taken.ok
             ? { view: taken.view }
             : { view: null, why: taken.why, ...(taken.held ? { held: taken.held } : {}) };
