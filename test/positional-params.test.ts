@@ -91,7 +91,6 @@ const ALLOWED = new Set<string>([
   'engine/context.ts resolve',
   'engine/operation.ts openOperation',
   'engine/operation.ts prepareOpening',
-  'engine/policy-step.ts policyStep',
   'engine/trace.ts traced',
   'engine/truth.ts attemptEnvelope',
 ]);

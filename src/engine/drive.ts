@@ -242,7 +242,7 @@ export async function drive<I, O>(
     preparedNext = null;
     if (!prepared) return notAttempted(ctx, action, view);
     // Policy first, on every attempt: before the gate, before any byte.
-    const policy = await policyStep(ctx, action, input, view, opts);
+    const policy = await policyStep(ctx, action, input, { view, caller: opts.caller });
     if (policy.refusal) return policy.refusal;
     const refused = await gateRefusal(ctx, action, input, {
       view,
@@ -378,7 +378,7 @@ export async function licensedAttempt(
   const prepared = tryPrepare(ctx, a, params, view);
   if (!prepared) return notAttempted(ctx, a, view);
   // Recovery and reconciliation are run by the local operator: the policy sees the local caller.
-  const policy = await policyStep(ctx, a, params, view, {});
+  const policy = await policyStep(ctx, a, params, { view });
   if (policy.refusal) return policy.refusal;
   const refused = await gateRefusal(ctx, a, params, {
     view,

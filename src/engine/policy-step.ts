@@ -25,17 +25,22 @@ export interface PolicyStep {
 
 const NO_POLICY: PolicyStep = { refusal: null, approval: null };
 
+/** The attempt a policy decides, and who asks for it (the local operator when absent). */
+export interface PolicyStepOptions {
+  view: OperationView;
+  caller?: RunOptions['caller'] | undefined;
+}
+
 /** Decides one attempt of `view` by policy; records the decision before anything else happens. */
 export async function policyStep<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  opts: Pick<RunOptions, 'caller'>,
+  { view, caller: asker }: PolicyStepOptions,
 ): Promise<PolicyStep> {
   const port = ctx.options.policy;
   if (!port) return NO_POLICY;
-  const caller = opts.caller ?? localCaller();
+  const caller = asker ?? localCaller();
   const last = view.attempts.at(-1);
   let verdict: PolicyVerdict;
   try {
