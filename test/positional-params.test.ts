@@ -91,8 +91,6 @@ const ALLOWED = new Set<string>([
   'engine/context.ts resolve',
   'engine/operation.ts openOperation',
   'engine/operation.ts prepareOpening',
-  'engine/trace.ts traced',
-  'engine/truth.ts attemptEnvelope',
 ]);
 
 /** `engine/drive.ts:40 gateRefusal(8 params)` → `engine/drive.ts gateRefusal`. */

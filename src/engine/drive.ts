@@ -314,7 +314,8 @@ export async function drive<I, O>(
       if (now && budgetLeft(action, now) <= 0)
         return budgetSpent(ctx, action, now, { lookedUp: false, data: result.data });
     }
-    return attemptEnvelope(ctx, action, after, c, {
+    return attemptEnvelope(ctx, action, after, {
+      claim: c,
       // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
       data: result.data,
       diagnosticsRef: result.diagnosticsRef,
@@ -420,7 +421,8 @@ export async function licensedAttempt(
     });
     if (lost) return lost;
   }
-  return attemptEnvelope(ctx, a, after, c, {
+  return attemptEnvelope(ctx, a, after, {
+    claim: c,
     data: null,
     diagnosticsRef: result.diagnosticsRef,
   });

@@ -79,8 +79,7 @@ export async function recover(
         ctx.options.telemetry,
         'recover',
         () => recoverOne(ctx, ids[i]!, claim, othersOnly),
-        (item) => item?.envelope ?? null,
-        true,
+        { envelope: (item) => item?.envelope ?? null, lazy: true },
       );
     }
   };

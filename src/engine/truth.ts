@@ -43,13 +43,19 @@ export function factsOf(action: Described | Known, view: OperationView): Operati
   };
 }
 
+/** What an attempt said, and what its envelope carries beside the operation's state. */
+export interface AttemptEnvelopeOptions {
+  claim: Claim;
+  data: unknown;
+  diagnosticsRef: string | null;
+}
+
 /** The envelope after an attempt that said `claim`, given the operation as it stands now. */
 export function attemptEnvelope(
   ctx: EngineContext,
   action: Described | Known,
   view: OperationView,
-  claim: Claim,
-  extra: { data: unknown; diagnosticsRef: string | null },
+  { claim, data, diagnosticsRef }: AttemptEnvelopeOptions,
 ): Envelope {
   const facts = factsOf(action, view);
   const out = operationClaim(withDelay(claim), facts);
@@ -57,8 +63,8 @@ export function attemptEnvelope(
     action,
     view,
     outcome: nextStep(out.claim, action, view, facts),
-    data: extra.data,
-    diagnosticsRef: extra.diagnosticsRef,
+    data,
+    diagnosticsRef,
     earlier: out.earlier ? { kind: out.earlier, attempt_category: claim.category } : undefined,
   });
 }
