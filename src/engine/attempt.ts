@@ -43,6 +43,8 @@ export interface AttemptResult {
 }
 
 export interface AttemptOptions {
+  /** The operation as recorded before this attempt. */
+  view: OperationView;
   /** The licence of this attempt when it is a retry (recorded on attempt_started). */
   retry: Licence | null;
   run: RunOptions;
@@ -50,6 +52,14 @@ export interface AttemptOptions {
   settledBy?: 'attempt' | 'recovery' | 'reconciliation';
   /** This attempt's request, when the caller prepared it already for the gate. */
   prepared?: PreparedAttempt;
+}
+
+/** What `record` writes for one attempt: when it started, what it established, how it settles. */
+interface RecordOptions {
+  started: number;
+  outcome: Outcome;
+  remoteRef: string | null;
+  settledBy: AttemptOptions['settledBy'];
 }
 
 /** What the dispatch, check and classify steps established; the record step writes it down. */
@@ -67,9 +77,9 @@ export async function attempt<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
   opts: AttemptOptions,
 ): Promise<AttemptResult> {
+  const { view } = opts;
   let prepared: PreparedAttempt;
   try {
     prepared = opts.prepared ?? prepare(ctx, action, input, view);
@@ -85,7 +95,7 @@ export async function attempt<I, O>(
   }
   let attemptId: string;
   try {
-    attemptId = await writeAhead(ctx, action, view, prepared, opts);
+    attemptId = await writeAhead(ctx, action, prepared, opts);
   } catch (error) {
     // Fenced: this runtime lost the operation to another gateway while it stalled.
     if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT')
@@ -111,7 +121,9 @@ export async function attempt<I, O>(
   }
   let recorded: { diagnosticsRef: string | null; settles: boolean };
   try {
-    recorded = await record(ctx, view, attemptId, started, outcome, {
+    recorded = await record(ctx, view, attemptId, {
+      started,
+      outcome,
       remoteRef,
       settledBy: opts.settledBy,
     });
@@ -148,10 +160,10 @@ export async function attempt<I, O>(
 async function writeAhead(
   ctx: EngineContext,
   action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
-  view: OperationView,
   prepared: PreparedAttempt,
   opts: AttemptOptions,
 ): Promise<string> {
+  const { view } = opts;
   const prior = view.attempts.at(-1) ?? null;
   const dest = action.destination;
   const attemptId = ctx.ids.mint('att');
@@ -390,10 +402,9 @@ async function record(
   ctx: EngineContext,
   view: OperationView,
   attemptId: string,
-  started: number,
-  outcome: Outcome,
-  opts: { remoteRef: string | null; settledBy: AttemptOptions['settledBy'] },
+  opts: RecordOptions,
 ): Promise<{ diagnosticsRef: string | null; settles: boolean }> {
+  const { started, outcome } = opts;
   const { classification, evidence, dispatched } = outcome;
   const reply = dispatched?.reply;
   const diagnosticsRef = dispatched || outcome.problem ? ctx.ids.mint('diag') : null;

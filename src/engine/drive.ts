@@ -258,7 +258,8 @@ export async function drive<I, O>(
       const held = await witnessHold(ctx, action, input, { view, retry, prepared });
       if (held) return held;
     }
-    const result = await attempt(ctx, action, input, view, {
+    const result = await attempt(ctx, action, input, {
+      view,
       retry,
       run: opts,
       settledBy: 'attempt',
@@ -388,7 +389,8 @@ export async function licensedAttempt(
     policyApproval: policy.approval,
   });
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, {
+  const result = await attempt(ctx, a, params, {
+    view,
     retry: licence,
     run: {},
     settledBy: by,
