@@ -24,6 +24,13 @@ export interface Opening {
   prepared: PreparedAttempt | null;
 }
 
+/** The run an operation opens for, and how it finds a session when the run names none. */
+export interface OpeningOptions {
+  run: RunOptions;
+  /** Called only when `run` names no session (it may open one). */
+  sessionId: () => Promise<string>;
+}
+
 /**
  * Builds an operation's opening without writing it: the caller writes `events` (alone, or in
  * front of the first attempt_started). Throws RequestUnbuildable when the action's request
@@ -32,10 +39,9 @@ export interface Opening {
  */
 export async function prepareOpening<I>(
   ctx: EngineContext,
-  sessionId: () => Promise<string>,
   action: EngineAction<I, unknown>,
   input: I,
-  opts: RunOptions,
+  { run: opts, sessionId }: OpeningOptions,
 ): Promise<Opening> {
   const { ledger, ids, clock, redactor, owner } = ctx;
   const sid = opts.sessionId ?? (await sessionId());
@@ -133,12 +139,11 @@ export async function prepareOpening<I>(
 /** Opens an operation now: its intent is on record (durably) when this resolves. */
 export async function openOperation<I>(
   ctx: EngineContext,
-  sessionId: () => Promise<string>,
   action: EngineAction<I, unknown>,
   input: I,
-  opts: RunOptions,
+  { run: opts, sessionId }: OpeningOptions,
 ): Promise<OperationView> {
-  const opening = await prepareOpening(ctx, sessionId, action, input, opts);
+  const opening = await prepareOpening(ctx, action, input, { run: opts, sessionId });
   await ctx.append(opening.events);
   return opening.view;
 }

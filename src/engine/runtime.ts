@@ -165,13 +165,10 @@ export function createEngine(options: EngineOptions): Runtime {
         refuseSecretPlaceholder(action, data);
         let opening: Opening;
         try {
-          opening = await prepareOpening(
-            ctx,
+          opening = await prepareOpening(ctx, action as EngineAction<I, unknown>, data, {
+            run: opts,
             sessionId,
-            action as EngineAction<I, unknown>,
-            data,
-            opts,
-          );
+          });
         } catch (error) {
           if (error instanceof RequestUnbuildable) return unbuildableEnvelope(action, error);
           throw error;
@@ -213,7 +210,7 @@ export function createEngine(options: EngineOptions): Runtime {
       const data = validInput(action, input);
       refuseSecretPlaceholder(action, data);
       admitSshInput(ctx.redactor, action, data);
-      const id = (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
+      const id = (await openOperation(ctx, action, data, { run: opts, sessionId })).operation_id;
       rememberSshInput(ctx, action, id, data);
       return id;
     },
