@@ -82,15 +82,6 @@ export function longParameterLists(path: string, text: string, max: number): str
   return out;
 }
 
-// Not yet converted (issue 32), as `file name`: each entry must still be an offender, so the list
-// only shrinks. Remove an entry when its function takes an options object.
-const ALLOWED = new Set<string>([
-  'engine/context.ts resolve',
-]);
-
-/** `engine/drive.ts:40 gateRefusal(8 params)` → `engine/drive.ts gateRefusal`. */
-const key = (offender: string): string => offender.replace(/:\d+ (\S+)\(.*$/, ' $1');
-
 describe('positional parameters in src/engine/', () => {
   it(`finds no function with more than ${MAX_POSITIONAL}`, () => {
     const files = sourceFiles(engine);
@@ -103,15 +94,9 @@ describe('positional parameters in src/engine/', () => {
         MAX_POSITIONAL,
       ),
     );
-    const unexpected = offenders.filter((o) => !ALLOWED.has(key(o)));
     expect(
-      unexpected,
-      `functions with more than ${MAX_POSITIONAL} positional parameters (use an options object):\n${unexpected.join('\n')}`,
-    ).toEqual([]);
-    const stale = [...ALLOWED].filter((a) => !offenders.some((o) => key(o) === a));
-    expect(
-      stale,
-      `allow-list entries that no longer offend (remove them):\n${stale.join('\n')}`,
+      offenders,
+      `functions with more than ${MAX_POSITIONAL} positional parameters (use an options object):\n${offenders.join('\n')}`,
     ).toEqual([]);
   });
 

@@ -208,11 +208,16 @@ export interface EngineContext {
    */
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
-    state: OperationState,
-    category: Classification['category'],
-    by: ResolvedBy,
-    remoteRefs: string[],
+    resolution: Resolution,
   ) => Promise<string | null>;
+}
+
+/** What `operation_resolved` records: the final state, its category, who settled it, and how. */
+export interface Resolution {
+  state: OperationState;
+  category: Classification['category'];
+  by: ResolvedBy;
+  remoteRefs: string[];
 }
 
 export function createEngineContext(options: EngineOptions): EngineContext {
@@ -364,7 +369,7 @@ function recorders(
       ]);
     },
 
-    resolve: async (view, state, category, by, remoteRefs) => {
+    resolve: async (view, { state, category, by, remoteRefs }) => {
       try {
         await append([
           {

@@ -340,7 +340,12 @@ async function settleAppliedEarlier(
   const refs = after.attempts.flatMap((a) =>
     a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
   );
-  await ctx.resolve(after, 'succeeded', 'succeeded', by, refs);
+  await ctx.resolve(after, {
+    state: 'succeeded',
+    category: 'succeeded',
+    by,
+    remoteRefs: refs,
+  });
 }
 
 /** The operation, licence and caller of an attempt outside an agent's run. */
@@ -403,7 +408,12 @@ export async function licensedAttempt(
   const c = result.classification;
   if (result.fenced) return ownerLost(ctx, a, result.fenced.view, result.fenced.why);
   if (c.category === 'succeeded' && !result.resolved) {
-    await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
+    await resolve(view, {
+      state: 'succeeded',
+      category: c.category,
+      by,
+      remoteRefs: result.remoteRef ? [result.remoteRef] : [],
+    });
   }
   if (c.category === 'succeeded')
     return envelopeOf({

@@ -90,13 +90,12 @@ export async function settleApplied(
   { category, refs, data }: SettleAppliedOptions,
 ): Promise<Envelope> {
   const once = category === 'succeeded';
-  await ctx.resolve(
-    view,
-    once ? 'succeeded' : 'duplicate_effect_confirmed',
+  await ctx.resolve(view, {
+    state: once ? 'succeeded' : 'duplicate_effect_confirmed',
     category,
-    'reconciliation',
-    refs,
-  );
+    by: 'reconciliation',
+    remoteRefs: refs,
+  });
   return ctx.envelopeOf({
     action,
     view,

@@ -285,7 +285,13 @@ export async function reconcileSshOperation(
     state_after: stateAfter,
   });
   if (m.state === 'completed') {
-    if (stateAfter !== 'unknown') await resolve(view, stateAfter, c.category, 'reconciliation', []);
+    if (stateAfter !== 'unknown')
+      await resolve(view, {
+        state: stateAfter,
+        category: c.category,
+        by: 'reconciliation',
+        remoteRefs: [],
+      });
     // The marker is the final word: a completed run that failed is for a person, not another lookup.
     return envelopeOf({
       action,

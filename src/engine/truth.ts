@@ -306,7 +306,7 @@ export async function resolveOrOwnerLost(
   view: OperationView,
   { state, category, by }: ResolveOrOwnerLostOptions,
 ): Promise<Envelope | null> {
-  const fenced = await ctx.resolve(view, state, category, by, []);
+  const fenced = await ctx.resolve(view, { state, category, by, remoteRefs: [] });
   if (fenced === null) return null;
   return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
 }
