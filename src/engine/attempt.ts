@@ -43,6 +43,8 @@ export interface AttemptResult {
 }
 
 export interface AttemptOptions {
+  /** The operation as recorded before this attempt. */
+  view: OperationView;
   /** The licence of this attempt when it is a retry (recorded on attempt_started). */
   retry: Licence | null;
   run: RunOptions;
@@ -50,6 +52,14 @@ export interface AttemptOptions {
   settledBy?: 'attempt' | 'recovery' | 'reconciliation';
   /** This attempt's request, when the caller prepared it already for the gate. */
   prepared?: PreparedAttempt;
+}
+
+/** What `record` writes for one attempt: when it started, what it established, how it settles. */
+interface RecordOptions {
+  started: number;
+  outcome: Outcome;
+  remoteRef: string | null;
+  settledBy: AttemptOptions['settledBy'];
 }
 
 /** What the dispatch, check and classify steps established; the record step writes it down. */
@@ -67,9 +77,9 @@ export async function attempt<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
   opts: AttemptOptions,
 ): Promise<AttemptResult> {
+  const { view } = opts;
   let prepared: PreparedAttempt;
   try {
     prepared = opts.prepared ?? prepare(ctx, action, input, view);
@@ -85,7 +95,7 @@ export async function attempt<I, O>(
   }
   let attemptId: string;
   try {
-    attemptId = await writeAhead(ctx, action, view, prepared, opts);
+    attemptId = await writeAhead(ctx, action, prepared, opts);
   } catch (error) {
     // Fenced: this runtime lost the operation to another gateway while it stalled.
     if (error instanceof LedgerError && error.code === 'OWNER_CONFLICT')
@@ -94,7 +104,11 @@ export async function attempt<I, O>(
   }
   // The attempt is on record (durably): only now may bytes leave.
   const started = ctx.clock.now();
-  const outcome = await dispatchAndClassify(ctx, action, view, prepared, attemptId, opts.run);
+  const outcome = await dispatchAndClassify(ctx, action, view, {
+    prepared,
+    attemptId,
+    run: opts.run,
+  });
   let remoteRef: string | null = null;
   const ok = outcome.classification.category === 'succeeded';
   if (ok && action.remoteRef) {
@@ -107,7 +121,9 @@ export async function attempt<I, O>(
   }
   let recorded: { diagnosticsRef: string | null; settles: boolean };
   try {
-    recorded = await record(ctx, view, attemptId, started, outcome, {
+    recorded = await record(ctx, view, attemptId, {
+      started,
+      outcome,
       remoteRef,
       settledBy: opts.settledBy,
     });
@@ -115,7 +131,10 @@ export async function attempt<I, O>(
     if (!(error instanceof LedgerError && error.code === 'OWNER_CONFLICT')) throw error;
     // Fenced while the request was out: what this former owner learned is evidence, recorded as
     // an observation that can only add knowledge (core/fold.ts), never as the attempt's result.
-    const fenced = await lateAnswer(ctx, view, attemptId, outcome.classification, remoteRef);
+    const fenced = await lateAnswer(ctx, view, attemptId, {
+      classification: outcome.classification,
+      remoteRef,
+    });
     return {
       classification: outcome.classification,
       data: null,
@@ -141,10 +160,10 @@ export async function attempt<I, O>(
 async function writeAhead(
   ctx: EngineContext,
   action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
-  view: OperationView,
   prepared: PreparedAttempt,
   opts: AttemptOptions,
 ): Promise<string> {
+  const { view } = opts;
   const prior = view.attempts.at(-1) ?? null;
   const dest = action.destination;
   const attemptId = ctx.ids.mint('att');
@@ -179,6 +198,13 @@ async function writeAhead(
   return attemptId;
 }
 
+/** The named arguments of `dispatchAndClassify`. */
+interface DispatchAndClassifyOptions {
+  prepared: PreparedAttempt;
+  attemptId: string;
+  run: RunOptions;
+}
+
 /**
  * Steps 2–4: credentials, dispatch through the transport, the contract check and classification.
  * From here on a throw (ours, a transport's or a user callback's) never escapes before
@@ -188,9 +214,7 @@ async function dispatchAndClassify<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   view: OperationView,
-  prepared: PreparedAttempt,
-  attemptId: string,
-  run: RunOptions,
+  { prepared, attemptId, run }: DispatchAndClassifyOptions,
 ): Promise<Outcome> {
   const contract = contractOf(action);
   const out: Outcome = {
@@ -362,9 +386,11 @@ function check(
     reply.status,
     reply.headers ?? {},
     asBuffer(reply.body ?? new Uint8Array(0)),
-    reply.framing,
-    action.response,
-    httpDestination(dest)?.failure_body,
+    {
+      framing: reply.framing,
+      success: action.response,
+      failure: httpDestination(dest)?.failure_body,
+    },
   );
   out.evidence.contract_check = c.check;
   out.data = c.data;
@@ -376,10 +402,9 @@ async function record(
   ctx: EngineContext,
   view: OperationView,
   attemptId: string,
-  started: number,
-  outcome: Outcome,
-  opts: { remoteRef: string | null; settledBy: AttemptOptions['settledBy'] },
+  opts: RecordOptions,
 ): Promise<{ diagnosticsRef: string | null; settles: boolean }> {
+  const { started, outcome } = opts;
   const { classification, evidence, dispatched } = outcome;
   const reply = dispatched?.reply;
   const diagnosticsRef = dispatched || outcome.problem ? ctx.ids.mint('diag') : null;
@@ -509,6 +534,12 @@ function errorName(error: unknown): string {
   return typeof code === 'string' ? code : 'exception';
 }
 
+/** The named arguments of `lateAnswer`. */
+interface LateAnswerOptions {
+  classification: Classification;
+  remoteRef: string | null;
+}
+
 /**
  * A fenced former owner's late answer, as an observation: `applied` adds that knowledge; anything
  * else proves nothing about the operation (the new owner's attempts may have applied it) and is
@@ -518,8 +549,7 @@ async function lateAnswer(
   ctx: EngineContext,
   view: OperationView,
   attemptId: string,
-  c: Classification,
-  remoteRef: string | null,
+  { classification: c, remoteRef }: LateAnswerOptions,
 ): Promise<OperationView> {
   const applied = c.remote_effect === 'applied';
   await ctx.observe(view, {

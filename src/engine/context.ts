@@ -208,11 +208,16 @@ export interface EngineContext {
    */
   readonly resolve: (
     view: Pick<OperationView, 'operation_id' | 'correlation_id' | 'session_id'>,
-    state: OperationState,
-    category: Classification['category'],
-    by: ResolvedBy,
-    remoteRefs: string[],
+    resolution: Resolution,
   ) => Promise<string | null>;
+}
+
+/** What `operation_resolved` records: the final state, its category, who settled it, and how. */
+export interface Resolution {
+  state: OperationState;
+  category: Classification['category'];
+  by: ResolvedBy;
+  remoteRefs: string[];
 }
 
 export function createEngineContext(options: EngineOptions): EngineContext {
@@ -301,7 +306,7 @@ export function createEngineContext(options: EngineOptions): EngineContext {
       return env;
     },
 
-    ...recorders(append, ledger, ids, clock, owner),
+    ...recorders(append, ledger, ids, { clock, owner }),
   };
 }
 
@@ -324,13 +329,18 @@ function credentialDetailOf(category: string, data: unknown): { credential_detai
     : {};
 }
 
+/** The named arguments of `recorders`. */
+interface RecordersOptions {
+  clock: Clock;
+  owner: string;
+}
+
 /** `observe` and `resolve` over the given append (a deferred opening wraps it: see below). */
 function recorders(
   append: EngineContext['append'],
   ledger: LedgerStore,
   ids: IdFactory,
-  clock: Clock,
-  owner: string,
+  { clock, owner }: RecordersOptions,
 ): Pick<EngineContext, 'observe' | 'resolve'> {
   return {
     observe: async (view, data) => {
@@ -359,7 +369,7 @@ function recorders(
       ]);
     },
 
-    resolve: async (view, state, category, by, remoteRefs) => {
+    resolve: async (view, { state, category, by, remoteRefs }) => {
       try {
         await append([
           {
@@ -405,10 +415,13 @@ export function deferOpening(
   };
   return {
     // Every key replaced here is one of ctx's own, so the copy keeps ctx's shape (core/merge.ts).
-    ctx: merged(merged(ctx, recorders(append, ctx.ledger, ctx.ids, ctx.clock, ctx.owner)), {
-      append,
-      recorded: flush,
-    }),
+    ctx: merged(
+      merged(ctx, recorders(append, ctx.ledger, ctx.ids, { clock: ctx.clock, owner: ctx.owner })),
+      {
+        append,
+        recorded: flush,
+      },
+    ),
     flush,
   };
 }

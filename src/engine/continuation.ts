@@ -76,13 +76,22 @@ export function changedRequestEnvelope(
   view: OperationView,
 ): Envelope {
   return operationEnvelope(ctx, ctx.actions.get(view.action ?? '') ?? action, view, {
-    code: 'request_changed',
-    sentence: `This call was refused and not sent: operation ${view.operation_id} ${WHY[why]}. A changed request is a new operation: call without operation_id to start one.`,
-    data: { refused_operation_id: view.operation_id, reason: why, operation_action: view.action },
+    refusal: {
+      code: 'request_changed',
+      sentence: `This call was refused and not sent: operation ${view.operation_id} ${WHY[why]}. A changed request is a new operation: call without operation_id to start one.`,
+      data: { refused_operation_id: view.operation_id, reason: why, operation_action: view.action },
+    },
   });
 }
 
 export { budgetLeft } from './truth.js';
+
+/** The named arguments of `budgetSpent`. */
+export interface BudgetSpentOptions {
+  lookedUp?: boolean;
+  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
+  data?: unknown;
+}
 
 /**
  * The answer once the budget is spent and no further attempt may be made: what the earlier
@@ -92,9 +101,7 @@ export function budgetSpent(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  lookedUp = false,
-  /** The last attempt's answer to show when nothing applied (a transport's refusal code). */
-  data: unknown = null,
+  { lookedUp = false, data = null }: BudgetSpentOptions = {},
 ): Envelope {
   const { envelopeOf } = ctx;
   const last = view.attempts.at(-1)?.finish ?? null;

@@ -33,6 +33,19 @@ function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licen
   );
 }
 
+/** How `gateRefusal` consults the gate for one attempt. */
+export interface GateCheckOptions {
+  /** The operation as recorded so far. */
+  view: OperationView;
+  /** The licence this attempt runs under (null for a first attempt). */
+  retry: Licence | null;
+  signal?: AbortSignal | undefined;
+  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
+  prepared?: PreparedAttempt | undefined;
+  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
+  policyApproval?: { policy_ids: string[]; reason: string } | null;
+}
+
 /**
  * Consults the gate before an attempt. Returns null when approved, else the refusal envelope —
  * which never claims "nothing happened" when an earlier attempt may have applied the effect.
@@ -41,13 +54,7 @@ export async function gateRefusal<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  retry: Licence | null,
-  signal?: AbortSignal,
-  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
-  preparedNow?: PreparedAttempt,
-  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
-  policyApproval: { policy_ids: string[]; reason: string } | null = null,
+  { view, retry, signal, prepared: preparedNow, policyApproval = null }: GateCheckOptions,
 ): Promise<Envelope | null> {
   const { gate, envelopeOf, redactor } = ctx;
   const last = view.attempts.at(-1);
@@ -123,8 +130,10 @@ export async function gateRefusal<I, O>(
     // continuation) keeps whatever effect it had, and the envelope says the operation's truth.
     if (last && view.remote_effect !== 'none')
       return operationEnvelope(ctx, action, view, {
-        code: 'caller_not_permitted',
-        sentence: `This call sent nothing: ${decision.reason}.`,
+        refusal: {
+          code: 'caller_not_permitted',
+          sentence: `This call sent nothing: ${decision.reason}.`,
+        },
       });
     const outcome = {
       category: 'authorization_denied' as const,
@@ -134,14 +143,11 @@ export async function gateRefusal<I, O>(
       rule: 'caller_not_permitted',
     };
     if (!last) {
-      const lost = await resolveOrOwnerLost(
-        ctx,
-        action,
-        view,
-        'cancelled',
-        'authorization_denied',
-        'operator',
-      );
+      const lost = await resolveOrOwnerLost(ctx, action, view, {
+        state: 'cancelled',
+        category: 'authorization_denied',
+        by: 'operator',
+      });
       if (lost) return lost;
     }
     return envelopeOf({
@@ -155,7 +161,11 @@ export async function gateRefusal<I, O>(
   const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
   const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
   if (!last) {
-    const lost = await resolveOrOwnerLost(ctx, action, view, 'cancelled', category, 'operator');
+    const lost = await resolveOrOwnerLost(ctx, action, view, {
+      state: 'cancelled',
+      category,
+      by: 'operator',
+    });
     if (lost) return lost;
     return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
   }
@@ -178,14 +188,19 @@ export async function gateRefusal<I, O>(
   });
 }
 
+/** The operation an agent's call drives, and how. */
+export interface DriveOptions {
+  view: OperationView;
+  opts: RunOptions;
+  /** The first attempt's request, when the opening prepared it already. */
+  firstPrepared?: PreparedAttempt | null;
+}
+
 export async function drive<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  opts: RunOptions,
-  /** The first attempt's request, when the opening prepared it already. */
-  firstPrepared: PreparedAttempt | null = null,
+  { view, opts, firstPrepared = null }: DriveOptions,
 ): Promise<Envelope> {
   const { sleep, backoff, load, envelopeOf } = ctx;
   let preparedNext = firstPrepared;
@@ -193,8 +208,10 @@ export async function drive<I, O>(
   // A settled operation called again answers its settled state and sends nothing.
   if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
     return operationEnvelope(ctx, action, view, {
-      code: 'already_settled',
-      sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+      refusal: {
+        code: 'already_settled',
+        sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+      },
     });
   }
   if (view.attempts.length > 0) {
@@ -225,26 +242,24 @@ export async function drive<I, O>(
     preparedNext = null;
     if (!prepared) return notAttempted(ctx, action, view);
     // Policy first, on every attempt: before the gate, before any byte.
-    const policy = await policyStep(ctx, action, input, view, opts);
+    const policy = await policyStep(ctx, action, input, { view, caller: opts.caller });
     if (policy.refusal) return policy.refusal;
-    const refused = await gateRefusal(
-      ctx,
-      action,
-      input,
+    const refused = await gateRefusal(ctx, action, input, {
       view,
       retry,
-      opts.signal,
+      signal: opts.signal,
       prepared,
-      policy.approval,
-    );
+      policyApproval: policy.approval,
+    });
     if (refused) return refused;
     // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
     // (and, with audit.witness_required, are cosigned by the witness or the action is held).
     if (classRule(action.class).sensitive) {
-      const held = await witnessHold(ctx, action, input, view, retry, prepared);
+      const held = await witnessHold(ctx, action, input, { view, retry, prepared });
       if (held) return held;
     }
-    const result = await attempt(ctx, action, input, view, {
+    const result = await attempt(ctx, action, input, {
+      view,
       retry,
       run: opts,
       settledBy: 'attempt',
@@ -286,23 +301,22 @@ export async function drive<I, O>(
     if (facts.effect === 'none') {
       // Taken over while this attempt was out: the new owner may have sent since, so this
       // attempt's answer no longer says what the operation did.
-      const lost = await resolveOrOwnerLost(
-        ctx,
-        action,
-        after,
-        c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
-        c.category,
-        'attempt',
-      );
+      const lost = await resolveOrOwnerLost(ctx, action, after, {
+        state:
+          c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
+        category: c.category,
+        by: 'attempt',
+      });
       if (lost) return lost;
     }
     if (c.retry === 'allowed' || c.retry === 'after_delay') {
       // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
       const now = await load(view.operation_id);
       if (now && budgetLeft(action, now) <= 0)
-        return budgetSpent(ctx, action, now, false, result.data);
+        return budgetSpent(ctx, action, now, { lookedUp: false, data: result.data });
     }
-    return attemptEnvelope(ctx, action, after, c, {
+    return attemptEnvelope(ctx, action, after, {
+      claim: c,
       // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
       data: result.data,
       diagnosticsRef: result.diagnosticsRef,
@@ -326,7 +340,20 @@ async function settleAppliedEarlier(
   const refs = after.attempts.flatMap((a) =>
     a.finish?.response?.remote_ref ? [a.finish.response.remote_ref] : [],
   );
-  await ctx.resolve(after, 'succeeded', 'succeeded', by, refs);
+  await ctx.resolve(after, {
+    state: 'succeeded',
+    category: 'succeeded',
+    by,
+    remoteRefs: refs,
+  });
+}
+
+/** The operation, licence and caller of an attempt outside an agent's run. */
+export interface LicensedAttemptOptions {
+  view: OperationView;
+  /** The licence recorded on the attempt (null for a first attempt). */
+  licence: Licence | null;
+  by: 'recovery' | 'reconciliation';
 }
 
 /**
@@ -338,13 +365,12 @@ export async function licensedAttempt(
   ctx: EngineContext,
   action: AnyAction,
   params: unknown,
-  view: OperationView,
-  licence: Licence | null,
-  by: 'recovery' | 'reconciliation',
+  { view, licence, by }: LicensedAttemptOptions,
 ): Promise<Envelope> {
   const { resolve, envelopeOf } = ctx;
   const a = action as unknown as EngineAction<unknown, unknown>;
-  if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view, by === 'reconciliation');
+  if (budgetLeft(action, view) <= 0)
+    return budgetSpent(ctx, action, view, { lookedUp: by === 'reconciliation' });
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
     // definition changed): sending it would be another request under this operation's name.
@@ -359,20 +385,17 @@ export async function licensedAttempt(
   const prepared = tryPrepare(ctx, a, params, view);
   if (!prepared) return notAttempted(ctx, a, view);
   // Recovery and reconciliation are run by the local operator: the policy sees the local caller.
-  const policy = await policyStep(ctx, a, params, view, {});
+  const policy = await policyStep(ctx, a, params, { view });
   if (policy.refusal) return policy.refusal;
-  const refused = await gateRefusal(
-    ctx,
-    a,
-    params,
+  const refused = await gateRefusal(ctx, a, params, {
     view,
-    licence,
-    undefined,
+    retry: licence,
     prepared,
-    policy.approval,
-  );
+    policyApproval: policy.approval,
+  });
   if (refused) return refused;
-  const result = await attempt(ctx, a, params, view, {
+  const result = await attempt(ctx, a, params, {
+    view,
     retry: licence,
     run: {},
     settledBy: by,
@@ -385,7 +408,12 @@ export async function licensedAttempt(
   const c = result.classification;
   if (result.fenced) return ownerLost(ctx, a, result.fenced.view, result.fenced.why);
   if (c.category === 'succeeded' && !result.resolved) {
-    await resolve(view, 'succeeded', c.category, by, result.remoteRef ? [result.remoteRef] : []);
+    await resolve(view, {
+      state: 'succeeded',
+      category: c.category,
+      by,
+      remoteRefs: result.remoteRef ? [result.remoteRef] : [],
+    });
   }
   if (c.category === 'succeeded')
     return envelopeOf({
@@ -398,10 +426,15 @@ export async function licensedAttempt(
   const after = (await ctx.load(view.operation_id)) ?? view;
   await settleAppliedEarlier(ctx, after, c, by);
   if (after.remote_effect === 'none' && by === 'recovery') {
-    const lost = await resolveOrOwnerLost(ctx, a, after, 'failed', c.category, by);
+    const lost = await resolveOrOwnerLost(ctx, a, after, {
+      state: 'failed',
+      category: c.category,
+      by,
+    });
     if (lost) return lost;
   }
-  return attemptEnvelope(ctx, a, after, c, {
+  return attemptEnvelope(ctx, a, after, {
+    claim: c,
     data: null,
     diagnosticsRef: result.diagnosticsRef,
   });
@@ -500,22 +533,20 @@ async function witnessHold<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  retry: Licence | null,
-  prepared: PreparedAttempt,
+  {
+    view,
+    retry,
+    prepared,
+  }: { view: OperationView; retry: Licence | null; prepared: PreparedAttempt },
 ): Promise<Envelope | null> {
   const check = await ctx.options.audit?.checkpoints?.beforeSensitive();
   if (!check?.held) return null;
   const locked = { check: () => Promise.resolve({ decision: 'gate_locked' as const }) };
-  const refused = await gateRefusal(
-    { ...ctx, gate: locked },
-    action,
-    input,
+  const refused = await gateRefusal({ ...ctx, gate: locked }, action, input, {
     view,
     retry,
-    undefined,
     prepared,
-  );
+  });
   if (!refused) return null;
   return {
     ...refused,

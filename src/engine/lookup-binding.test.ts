@@ -19,7 +19,7 @@ describe('bindRecords', () => {
       { ref: 'd', record: { id: 'd', client_ref: 'op_01x', note: 'cor-7 said' } },
       { ref: 'e', record: { id: 'e' } },
     ];
-    expect(refs(bindRecords({}, records, ctx, {}, OPENED))).toEqual({
+    expect(refs(bindRecords({}, records, ctx, { input: {}, openedAt: OPENED }))).toEqual({
       bound: ['a', 'b', 'c'],
       unbound: ['d', 'e'],
     });
@@ -45,16 +45,20 @@ describe('bindRecords', () => {
       // No parseable time: the identifying fields decide.
       { ref: 'untimed', record: { id: 'p-1', to: { name: 'ada' }, created_at: 'yesterday-ish' } },
     ];
-    expect(refs(bindRecords({ identify, createdAt }, records, ctx, input, OPENED))).toEqual({
+    expect(
+      refs(bindRecords({ identify, createdAt }, records, ctx, { input, openedAt: OPENED })),
+    ).toEqual({
       bound: ['new', 'skew', 'untimed'],
       unbound: ['old', 'other'],
     });
     // Without the operation's opening time no timed record passes the age check.
-    expect(refs(bindRecords({ identify, createdAt }, records, ctx, input, null)).bound).toEqual([
-      'untimed',
-    ]);
+    expect(
+      refs(bindRecords({ identify, createdAt }, records, ctx, { input, openedAt: null })).bound,
+    ).toEqual(['untimed']);
     // Without a declared creation time, the identifying fields alone bind.
-    expect(refs(bindRecords({ identify }, records, ctx, input, OPENED)).unbound).toEqual(['other']);
+    expect(
+      refs(bindRecords({ identify }, records, ctx, { input, openedAt: OPENED })).unbound,
+    ).toEqual(['other']);
   });
 
   it('identifying fields that cannot be built bind nothing; an empty set binds nothing', () => {
@@ -62,8 +66,13 @@ describe('bindRecords', () => {
     const throws = () => {
       throw new TypeError('no input.id');
     };
-    expect(refs(bindRecords({ identify: throws }, records, ctx, {}, OPENED)).bound).toEqual([]);
-    expect(refs(bindRecords({ identify: () => ({}) }, records, ctx, {}, OPENED)).bound).toEqual([]);
+    expect(
+      refs(bindRecords({ identify: throws }, records, ctx, { input: {}, openedAt: OPENED })).bound,
+    ).toEqual([]);
+    expect(
+      refs(bindRecords({ identify: () => ({}) }, records, ctx, { input: {}, openedAt: OPENED }))
+        .bound,
+    ).toEqual([]);
   });
 });
 

@@ -64,6 +64,12 @@ function identifies(record: unknown, fields: Record<string, string>): boolean {
   );
 }
 
+/** The named arguments of `bindRecords`. */
+export interface BindRecordsOptions {
+  input: unknown;
+  openedAt: number | null;
+}
+
 /**
  * Splits a lookup's records into those bound to the operation and the rest. `openedAt` is the
  * operation's opening time (ms since the epoch), or null when unknown (then no record passes the
@@ -73,8 +79,7 @@ export function bindRecords(
   declaration: Pick<ReconciliationDeclaration, 'identify' | 'createdAt'>,
   records: LookupRecord[],
   ctx: RequestContext,
-  input: unknown,
-  openedAt: number | null,
+  { input, openedAt }: BindRecordsOptions,
 ): Binding {
   const tokens = operationTokens(ctx);
   let fields: Record<string, string> | null = null;

@@ -10,7 +10,7 @@ import { httpDestination, type EngineAction } from './action.js';
 import { RequestUnbuildable, UsageError, type EngineContext, type RunOptions } from './context.js';
 import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
-import { operationEnvelope } from './truth.js';
+import { operationEnvelope, type OperationEnvelopeOptions } from './truth.js';
 import { recordedInput, secretsDigest } from './ssh-action.js';
 import { callContext } from './trace.js';
 
@@ -24,6 +24,13 @@ export interface Opening {
   prepared: PreparedAttempt | null;
 }
 
+/** The run an operation opens for, and how it finds a session when the run names none. */
+export interface OpeningOptions {
+  run: RunOptions;
+  /** Called only when `run` names no session (it may open one). */
+  sessionId: () => Promise<string>;
+}
+
 /**
  * Builds an operation's opening without writing it: the caller writes `events` (alone, or in
  * front of the first attempt_started). Throws RequestUnbuildable when the action's request
@@ -32,10 +39,9 @@ export interface Opening {
  */
 export async function prepareOpening<I>(
   ctx: EngineContext,
-  sessionId: () => Promise<string>,
   action: EngineAction<I, unknown>,
   input: I,
-  opts: RunOptions,
+  { run: opts, sessionId }: OpeningOptions,
 ): Promise<Opening> {
   const { ledger, ids, clock, redactor, owner } = ctx;
   const sid = opts.sessionId ?? (await sessionId());
@@ -133,12 +139,11 @@ export async function prepareOpening<I>(
 /** Opens an operation now: its intent is on record (durably) when this resolves. */
 export async function openOperation<I>(
   ctx: EngineContext,
-  sessionId: () => Promise<string>,
   action: EngineAction<I, unknown>,
   input: I,
-  opts: RunOptions,
+  { run: opts, sessionId }: OpeningOptions,
 ): Promise<OperationView> {
-  const opening = await prepareOpening(ctx, sessionId, action, input, opts);
+  const opening = await prepareOpening(ctx, action, input, { run: opts, sessionId });
   await ctx.append(opening.events);
   return opening.view;
 }
@@ -176,7 +181,7 @@ export function envelopeFromView(
   ctx: EngineContext,
   action: Parameters<typeof operationEnvelope>[1],
   view: OperationView,
-  held: Parameters<typeof operationEnvelope>[4] = null,
+  held: OperationEnvelopeOptions['held'] = null,
 ): Envelope {
-  return operationEnvelope(ctx, action, view, undefined, held);
+  return operationEnvelope(ctx, action, view, { held });
 }

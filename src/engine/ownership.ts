@@ -60,7 +60,7 @@ export interface OwnerHold {
 
 /**
  * The hold another owner has on `view`'s operation, as a call with its operation_id would meet it
- * (`takeOver(…, requireLease)`), or null when this runtime owns it or its owner's lease lapsed.
+ * (`takeOver(…, { requireLease })`), or null when this runtime owns it or its owner's lease lapsed.
  */
 export async function ownerHold(
   ctx: EngineContext,
@@ -74,6 +74,12 @@ export async function ownerHold(
   return null;
 }
 
+/** The named arguments of `takeOver`. */
+export interface TakeOverOptions {
+  keeper: LeaseKeeper;
+  requireLease?: boolean;
+}
+
 /**
  * Makes this runtime the owner of `view`'s operation. Refused (with the reason) when its owner's
  * lease is live, or when another gateway took it over first; `requireLease` also refuses an owner
@@ -84,8 +90,7 @@ export async function takeOver(
   ctx: EngineContext,
   view: OperationView,
   by: EventPayloads['owner_changed']['by'],
-  keeper: LeaseKeeper,
-  requireLease = false,
+  { keeper, requireLease = false }: TakeOverOptions,
 ): Promise<TakeOver> {
   if (view.owner === ctx.owner) return { ok: true, view };
   const from = view.owner ?? 'unknown';

@@ -25,17 +25,22 @@ export interface PolicyStep {
 
 const NO_POLICY: PolicyStep = { refusal: null, approval: null };
 
+/** The attempt a policy decides, and who asks for it (the local operator when absent). */
+export interface PolicyStepOptions {
+  view: OperationView;
+  caller?: RunOptions['caller'] | undefined;
+}
+
 /** Decides one attempt of `view` by policy; records the decision before anything else happens. */
 export async function policyStep<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
-  view: OperationView,
-  opts: Pick<RunOptions, 'caller'>,
+  { view, caller: asker }: PolicyStepOptions,
 ): Promise<PolicyStep> {
   const port = ctx.options.policy;
   if (!port) return NO_POLICY;
-  const caller = opts.caller ?? localCaller();
+  const caller = asker ?? localCaller();
   const last = view.attempts.at(-1);
   let verdict: PolicyVerdict;
   try {
@@ -107,14 +112,11 @@ async function denied<I, O>(
   };
   if (!last) {
     // Taken over meanwhile: its new owner decides (and may send), so this is not "not applied".
-    const lost = await resolveOrOwnerLost(
-      ctx,
-      action,
-      view,
-      'cancelled',
-      'authorization_denied',
-      'operator',
-    );
+    const lost = await resolveOrOwnerLost(ctx, action, view, {
+      state: 'cancelled',
+      category: 'authorization_denied',
+      by: 'operator',
+    });
     if (lost) return lost;
     const env = ctx.envelopeOf({
       action,
@@ -137,9 +139,11 @@ async function denied<I, O>(
   // the envelope states the operation (it may have applied), the denial is its refusal code.
   if (effect !== 'none')
     return operationEnvelope(ctx, action, view, {
-      code: 'policy_denied',
-      sentence: `Policy denied this retry${by}: ${verdict.reason}; nothing was sent now.`,
-      data,
+      refusal: {
+        code: 'policy_denied',
+        sentence: `Policy denied this retry${by}: ${verdict.reason}; nothing was sent now.`,
+        data,
+      },
     });
   const retry =
     effect === 'none'

@@ -11,12 +11,17 @@ import { dispatch } from './attempt.js';
 import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
+/** The named arguments of `reconcileMcpOperation`. */
+export interface ReconcileMcpOperationOptions {
+  view: OperationView;
+  signal?: AbortSignal | undefined;
+}
+
 export async function reconcileMcpOperation(
   ctx: EngineContext,
   action: AnyAction,
   dest: McpDestination,
-  view: OperationView,
-  signal?: AbortSignal,
+  { view, signal }: ReconcileMcpOperationOptions,
 ): Promise<Reconciled> {
   const { clock, ids, observe, paramsOf, envelopeOf } = ctx;
   const lookup = dest.reconciliation!;
@@ -97,7 +102,10 @@ export async function reconcileMcpOperation(
     state_after: stateAfter,
   });
   // envelopeOf redacts the record it shows.
-  const settled = await settleFromLookup(ctx, action, view, refs, matches[0]?.record);
+  const settled = await settleFromLookup(ctx, action, view, {
+    refs,
+    firstRecord: matches[0]?.record,
+  });
   if (settled) return settled;
   return {
     step: 'absent',

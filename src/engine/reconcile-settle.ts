@@ -31,6 +31,12 @@ export interface Reconciled {
   lead?: string;
 }
 
+/** The named arguments of `settleFromLookup`. */
+export interface SettleFromLookupOptions {
+  refs: string[];
+  firstRecord: unknown;
+}
+
 /**
  * What a lookup that found the effect settles, for every transport: one record → `succeeded`
  * (its record is the data), several → `duplicate_effect` for a person; none → null (the caller
@@ -40,22 +46,36 @@ export async function settleFromLookup(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  refs: string[],
-  firstRecord: unknown,
+  { refs, firstRecord }: SettleFromLookupOptions,
 ): Promise<Reconciled | null> {
   if (refs.length === 1)
     return {
       step: 'found',
-      envelope: await settleApplied(ctx, action, view, 'succeeded', refs, firstRecord),
+      envelope: await settleApplied(ctx, action, view, {
+        category: 'succeeded',
+        refs,
+        data: firstRecord,
+      }),
     };
   if (refs.length >= 2)
     return {
       step: 'duplicates',
-      envelope: await settleApplied(ctx, action, view, 'duplicate_effect', refs, {
-        remote_refs: refs,
+      envelope: await settleApplied(ctx, action, view, {
+        category: 'duplicate_effect',
+        refs,
+        data: {
+          remote_refs: refs,
+        },
       }),
     };
   return null;
+}
+
+/** The named arguments of `settleApplied`. */
+export interface SettleAppliedOptions {
+  category: 'succeeded' | 'duplicate_effect';
+  refs: string[];
+  data: unknown;
 }
 
 /**
@@ -67,18 +87,15 @@ export async function settleApplied(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  category: 'succeeded' | 'duplicate_effect',
-  refs: string[],
-  data: unknown,
+  { category, refs, data }: SettleAppliedOptions,
 ): Promise<Envelope> {
   const once = category === 'succeeded';
-  await ctx.resolve(
-    view,
-    once ? 'succeeded' : 'duplicate_effect_confirmed',
+  await ctx.resolve(view, {
+    state: once ? 'succeeded' : 'duplicate_effect_confirmed',
     category,
-    'reconciliation',
-    refs,
-  );
+    by: 'reconciliation',
+    remoteRefs: refs,
+  });
   return ctx.envelopeOf({
     action,
     view,

@@ -88,12 +88,17 @@ function provenNotReached(view: OperationView): boolean {
   );
 }
 
+/** The named arguments of `escalate`. */
+interface EscalateOptions {
+  code: string;
+  reason: string;
+}
+
 function escalate(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  code: string,
-  reason: string,
+  { code, reason }: EscalateOptions,
 ): Envelope {
   return ctx.envelopeOf({
     action,
@@ -109,18 +114,26 @@ const NOT_REACHED_LICENCE = {
   decision: 'not_sent',
 } as const;
 
+/** The named arguments of `convergenceCheck`. */
+interface ConvergenceCheckOptions {
+  decl: SshDestination;
+  real: RealInput;
+  checkedAt: number;
+}
+
 async function convergenceCheck(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  decl: SshDestination,
-  real: RealInput,
-  checkedAt: number,
+  { decl, real, checkedAt }: ConvergenceCheckOptions,
 ): Promise<Envelope> {
   const { observe, envelopeOf } = ctx;
   const checked = `ssh ${decl.host_ref} convergence check`;
   if (!decl.check)
-    return escalate(ctx, action, view, 'no_check', 'the action declares no convergence check');
+    return escalate(ctx, action, view, {
+      code: 'no_check',
+      reason: 'the action declares no convergence check',
+    });
   if (!real.ok) {
     await observe(view, {
       source: 'post_write_check',
@@ -131,12 +144,15 @@ async function convergenceCheck(
       conclusion: real.reason,
       state_after: view.state ?? 'open',
     });
-    return escalate(ctx, action, view, real.code, real.reason);
+    return escalate(ctx, action, view, { code: real.code, reason: real.reason });
   }
   const r = await runSshCheck(ctx, decl, real.input);
   if (!r.ok) {
     if (r.refusal)
-      return escalate(ctx, action, view, r.refusal, `the wrapper refused the check (${r.refusal})`);
+      return escalate(ctx, action, view, {
+        code: r.refusal,
+        reason: `the wrapper refused the check (${r.refusal})`,
+      });
     return envelopeOf({
       action,
       view,
@@ -161,23 +177,21 @@ async function convergenceCheck(
     state_after: converged ? 'succeeded' : (view.state ?? 'open'),
   });
   if (converged)
-    return settleApplied(ctx, action, view, 'succeeded', [], { exit_status: 0, stdout: '' });
+    return settleApplied(ctx, action, view, {
+      category: 'succeeded',
+      refs: [],
+      data: { exit_status: 0, stdout: '' },
+    });
   if (rerun)
-    return licensedAttempt(
-      ctx,
-      action,
-      real.input,
-      (await ctx.load(view.operation_id))!,
-      NOT_REACHED_LICENCE,
-      'reconciliation',
-    );
-  return escalate(
-    ctx,
-    action,
-    view,
-    'not_converged',
-    'the convergence check fails after an attempt that may have run',
-  );
+    return licensedAttempt(ctx, action, real.input, {
+      view: (await ctx.load(view.operation_id))!,
+      licence: NOT_REACHED_LICENCE,
+      by: 'reconciliation',
+    });
+  return escalate(ctx, action, view, {
+    code: 'not_converged',
+    reason: 'the convergence check fails after an attempt that may have run',
+  });
 }
 
 export async function reconcileSshOperation(
@@ -194,19 +208,16 @@ export async function reconcileSshOperation(
   // Another host, user or marker directory than the attempt used: nothing found or missing there
   // says anything about this operation, so nothing is looked up there.
   if (!real.ok && real.code === 'request_changed')
-    return escalate(ctx, action, view, real.code, real.reason);
+    return escalate(ctx, action, view, { code: real.code, reason: real.reason });
   if (action.class === 'set_state')
-    return convergenceCheck(ctx, action, view, decl, real, checkedAt);
+    return convergenceCheck(ctx, action, view, { decl, real, checkedAt });
   const found = await lookupSshMarker(ctx, decl, view.operation_id);
   if (!found.ok) {
     if (found.refusal) {
-      return escalate(
-        ctx,
-        action,
-        view,
-        found.refusal,
-        `the wrapper refused to read the marker (${found.refusal}); a person must fix the marker directory`,
-      );
+      return escalate(ctx, action, view, {
+        code: found.refusal,
+        reason: `the wrapper refused to read the marker (${found.refusal}); a person must fix the marker directory`,
+      });
     }
     return envelopeOf({
       action,
@@ -236,17 +247,18 @@ export async function reconcileSshOperation(
       state_after: view.state ?? 'open',
     });
     if (go) {
-      return licensedAttempt(
-        ctx,
-        action,
-        real.input,
-        (await load(view.operation_id))!,
-        NOT_REACHED_LICENCE,
-        'reconciliation',
-      );
+      return licensedAttempt(ctx, action, real.input, {
+        view: (await load(view.operation_id))!,
+        licence: NOT_REACHED_LICENCE,
+        by: 'reconciliation',
+      });
     }
-    if (!proven) return escalate(ctx, action, view, 'marker_absent_unproven', conclusion);
-    return escalate(ctx, action, view, real.ok ? 'unknown' : real.code, conclusion);
+    if (!proven)
+      return escalate(ctx, action, view, { code: 'marker_absent_unproven', reason: conclusion });
+    return escalate(ctx, action, view, {
+      code: real.ok ? 'unknown' : real.code,
+      reason: conclusion,
+    });
   }
   const c = classify(found.evidence, contractOf(action));
   const stateAfter: OperationState =
@@ -273,7 +285,13 @@ export async function reconcileSshOperation(
     state_after: stateAfter,
   });
   if (m.state === 'completed') {
-    if (stateAfter !== 'unknown') await resolve(view, stateAfter, c.category, 'reconciliation', []);
+    if (stateAfter !== 'unknown')
+      await resolve(view, {
+        state: stateAfter,
+        category: c.category,
+        by: 'reconciliation',
+        remoteRefs: [],
+      });
     // The marker is the final word: a completed run that failed is for a person, not another lookup.
     return envelopeOf({
       action,
@@ -291,7 +309,7 @@ export async function reconcileSshOperation(
       data: null,
       diagnosticsRef: null,
     });
-  return escalate(ctx, action, view, `marker_${m.state}`, conclusion);
+  return escalate(ctx, action, view, { code: `marker_${m.state}`, reason: conclusion });
 }
 
 /** A completed run's recorded stdout as the transport bounds it (with `stdout_truncated` if cut). */

@@ -53,13 +53,18 @@ export async function reconcileOperation(
   return envelope;
 }
 
+/** The named arguments of `notLookedUp`. */
+interface NotLookedUpOptions {
+  category: 'gate_locked' | 'outcome_unknown';
+  why: string;
+}
+
 /** The envelope for a lookup that was not sent: nothing learned, the operation as it was. */
 function notLookedUp(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  category: 'gate_locked' | 'outcome_unknown',
-  why: string,
+  { category, why }: NotLookedUpOptions,
 ): Envelope {
   const env = ctx.envelopeOf({
     action,
@@ -121,13 +126,16 @@ export async function reconcileView(
   if (await lockedGate(ctx)) {
     return {
       step: 'gate_locked',
-      envelope: notLookedUp(ctx, action, view, 'gate_locked', 'the gate is locked'),
+      envelope: notLookedUp(ctx, action, view, {
+        category: 'gate_locked',
+        why: 'the gate is locked',
+      }),
     };
   }
   if (dest.kind === 'ssh') {
     return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, dest, view) };
   }
-  if (dest.kind === 'mcp') return reconcileMcpOperation(ctx, action, dest, view, signal);
+  if (dest.kind === 'mcp') return reconcileMcpOperation(ctx, action, dest, { view, signal });
   const lookup = dest.reconciliation!;
   const requestCtx: RequestContext = {
     operation_id: view.operation_id,
@@ -141,7 +149,10 @@ export async function reconcileView(
   } catch {
     return {
       step: 'lookup_failed',
-      envelope: notLookedUp(ctx, action, view, 'outcome_unknown', 'the lookup could not be built'),
+      envelope: notLookedUp(ctx, action, view, {
+        category: 'outcome_unknown',
+        why: 'the lookup could not be built',
+      }),
     };
   }
   const cred = await options.credentials.resolve(dest.authority_ref, {
@@ -152,13 +163,10 @@ export async function reconcileView(
     const locked = cred.failure.code === 'locked';
     return {
       step: locked ? 'gate_locked' : 'credential_unavailable',
-      envelope: notLookedUp(
-        ctx,
-        action,
-        view,
-        locked ? 'gate_locked' : 'outcome_unknown',
-        locked ? 'the vault is locked' : 'credential unavailable',
-      ),
+      envelope: notLookedUp(ctx, action, view, {
+        category: locked ? 'gate_locked' : 'outcome_unknown',
+        why: locked ? 'the vault is locked' : 'credential unavailable',
+      }),
     };
   }
   const method = spec.method.toUpperCase();
@@ -242,7 +250,10 @@ export async function reconcileView(
     });
     return { step: 'lookup_failed', lead, envelope: { ...env, message: `${lead} ${env.message}` } };
   }
-  const { bound, unbound } = bindRecords(lookup, matches, requestCtx, params, view.opened_at);
+  const { bound, unbound } = bindRecords(lookup, matches, requestCtx, {
+    input: params,
+    openedAt: view.opened_at,
+  });
   const refs = bound.map((m) => m.ref);
   const keyValid =
     dest.idempotency?.honoured === true &&
@@ -297,7 +308,10 @@ export async function reconcileView(
       },
     };
   }
-  const settled = await settleFromLookup(ctx, action, view, refs, bound[0]?.record);
+  const settled = await settleFromLookup(ctx, action, view, {
+    refs,
+    firstRecord: bound[0]?.record,
+  });
   if (settled) return settled;
   if (keyValid) {
     const licence = {
@@ -306,14 +320,11 @@ export async function reconcileView(
     } as const;
     return {
       step: 'absent_retried',
-      envelope: await licensedAttempt(
-        ctx,
-        action,
-        params,
-        (await load(view.operation_id))!,
+      envelope: await licensedAttempt(ctx, action, params, {
+        view: (await load(view.operation_id))!,
         licence,
-        'reconciliation',
-      ),
+        by: 'reconciliation',
+      }),
     };
   }
   return {

@@ -79,8 +79,7 @@ export async function recover(
         ctx.options.telemetry,
         'recover',
         () => recoverOne(ctx, ids[i]!, claim, othersOnly),
-        (item) => item?.envelope ?? null,
-        true,
+        { envelope: (item) => item?.envelope ?? null, lazy: true },
       );
     }
   };
@@ -119,10 +118,12 @@ async function recoverOne(
         known ?? { name: loaded.action ?? 'unknown', subject: 'the operation' },
         loaded,
         {
-          code: 'not_owner',
-          sentence: `Recovery sent nothing for operation ${id}: it is ${claimed.why}.`,
+          refusal: {
+            code: 'not_owner',
+            sentence: `Recovery sent nothing for operation ${id}: it is ${claimed.why}.`,
+          },
+          held: claimed.held ?? null,
         },
-        claimed.held ?? null,
       ),
     };
   }
@@ -161,15 +162,17 @@ async function recoverOne(
     const after = await settledAfter(ctx, id);
     const e = r.envelope;
     if (r.step === 'found' || (r.step === 'ssh' && e.ok && !after.unresolved)) {
-      return item(view, 'found_by_lookup', 'found by lookup: the operation took effect', e, after);
+      return item(view, 'found_by_lookup', 'found by lookup: the operation took effect', {
+        envelope: e,
+        after,
+      });
     }
     if (r.step === 'absent_retried' && e.ok && !after.unresolved) {
       return item(
         view,
         'retried_under_key',
         'the lookup found no record; retried under the idempotency key, which settled it',
-        e,
-        after,
+        { envelope: e, after },
       );
     }
     return person(lookupWhy(r.step, e), e);
@@ -183,10 +186,10 @@ async function recoverOne(
     const blocked = cannotAttempt(action, view);
     if (blocked) return person(`${blocked}; ${sentNote}`, unknownEnvelope(ctx, action, view));
     const params = await ctx.paramsOf(id);
-    const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+    const e = await licensedAttempt(ctx, action, params, { view, licence, by: 'recovery' });
     const after = await settledAfter(ctx, id);
     if (!after.unresolved && (e.ok || e.remote_effect === 'none'))
-      return item(view, 'retried_under_key', `${how}: ${e.message}`, e, after);
+      return item(view, 'retried_under_key', `${how}: ${e.message}`, { envelope: e, after });
     return person(`${how}, still not settled: ${e.message}`, e);
   }
   return person(
@@ -217,7 +220,7 @@ async function firstAttempt(
     view.attempts.length > 0
       ? { reason: 'connection_not_established', decision: 'not_sent' }
       : null;
-  const e = await licensedAttempt(ctx, action, params, view, licence, 'recovery');
+  const e = await licensedAttempt(ctx, action, params, { view, licence, by: 'recovery' });
   const after = await settledAfter(ctx, view.operation_id);
   if (e.category === 'gate_locked' || e.category === 'approval_denied') {
     const why = e.category === 'gate_locked' ? 'the gate is locked' : 'a person declined';
@@ -227,7 +230,10 @@ async function firstAttempt(
     };
   }
   if (after.unresolved) return person(`first attempt made, still not settled: ${e.message}`, e);
-  return item(view, 'first_attempt_made', `first attempt made: ${e.message}`, e, after);
+  return item(view, 'first_attempt_made', `first attempt made: ${e.message}`, {
+    envelope: e,
+    after,
+  });
 }
 
 /** Why no attempt may be made (the budget is spent), or null. */
@@ -242,12 +248,17 @@ async function settledAfter(ctx: EngineContext, id: string): Promise<{ unresolve
   return { unresolved: v?.state == null || UNRESOLVED_STATES.has(v.state) };
 }
 
+/** The named arguments of `item`. */
+interface ItemOptions {
+  envelope: Envelope;
+  after: { unresolved: boolean };
+}
+
 function item(
   view: OperationView,
   outcome: RecoveryOutcome,
   detail: string,
-  envelope: Envelope,
-  after: { unresolved: boolean },
+  { envelope, after }: ItemOptions,
 ): RecoveryItem {
   return {
     operation_id: view.operation_id,

@@ -10,13 +10,18 @@ export interface CheckResult {
   problem: string | null;
 }
 
+/** The named arguments of `checkResponse`. */
+export interface CheckResponseOptions {
+  framing: string | undefined;
+  success: z.ZodType;
+  failure: z.ZodType | undefined;
+}
+
 export function checkResponse(
   status: number,
   headers: Record<string, string>,
   body: Buffer,
-  framing: string | undefined,
-  success: z.ZodType,
-  failure: z.ZodType | undefined,
+  { framing, success, failure }: CheckResponseOptions,
 ): CheckResult {
   const type = (headers['content-type'] ?? '').toLowerCase();
   const text = body.toString('utf8');

@@ -135,20 +135,19 @@ export function createEngine(options: EngineOptions): Runtime {
         // A settled operation answers its settled state, whoever owns it, and sends nothing.
         if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
           return operationEnvelope(ctx, action, view, {
-            code: 'already_settled',
-            sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+            refusal: {
+              code: 'already_settled',
+              sentence: `This call sent nothing more: operation ${view.operation_id} is already settled.`,
+            },
           });
         }
         if (view.owner !== owner && opts.worker === undefined) {
           // Another process's operation: continued only once that owner's lease has lapsed, by
           // taking it over (`owner_changed`, admitted by the store for exactly one gateway).
-          const taken = await takeOver(ctx, view, 'run', keeper, true);
+          const taken = await takeOver(ctx, view, 'run', { keeper, requireLease: true });
           if (!taken.ok) {
-            return operationEnvelope(
-              ctx,
-              action,
-              view,
-              {
+            return operationEnvelope(ctx, action, view, {
+              refusal: {
                 code: 'not_owner',
                 sentence: `This gateway sent nothing for this call: operation ${view.operation_id} is ${taken.why}, and only its owner decides a retry.`,
                 data: {
@@ -157,8 +156,8 @@ export function createEngine(options: EngineOptions): Runtime {
                     taken.held?.until != null ? new Date(taken.held.until).toISOString() : null,
                 },
               },
-              taken.held ?? { owner: view.owner ?? 'unknown', until: null },
-            );
+              held: taken.held ?? { owner: view.owner ?? 'unknown', until: null },
+            });
           }
           view = taken.view;
         }
@@ -166,13 +165,10 @@ export function createEngine(options: EngineOptions): Runtime {
         refuseSecretPlaceholder(action, data);
         let opening: Opening;
         try {
-          opening = await prepareOpening(
-            ctx,
+          opening = await prepareOpening(ctx, action as EngineAction<I, unknown>, data, {
+            run: opts,
             sessionId,
-            action as EngineAction<I, unknown>,
-            data,
-            opts,
-          );
+          });
         } catch (error) {
           if (error instanceof RequestUnbuildable) return unbuildableEnvelope(action, error);
           throw error;
@@ -194,7 +190,7 @@ export function createEngine(options: EngineOptions): Runtime {
       rememberSshInput(ctx, action, view.operation_id, data);
       let envelope: Envelope;
       try {
-        envelope = await drive(runCtx, action, data, view, opts, firstPrepared);
+        envelope = await drive(runCtx, action, data, { view, opts, firstPrepared });
       } catch (error) {
         await runCtx.recorded().catch(() => undefined);
         throw error;
@@ -214,7 +210,7 @@ export function createEngine(options: EngineOptions): Runtime {
       const data = validInput(action, input);
       refuseSecretPlaceholder(action, data);
       admitSshInput(ctx.redactor, action, data);
-      const id = (await openOperation(ctx, sessionId, action, data, opts)).operation_id;
+      const id = (await openOperation(ctx, action, data, { run: opts, sessionId })).operation_id;
       rememberSshInput(ctx, action, id, data);
       return id;
     },
@@ -230,7 +226,10 @@ export function createEngine(options: EngineOptions): Runtime {
       return recover(
         ctx,
         async (view) => {
-          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', keeper, sweep);
+          const taken = await takeOver(ctx, view, sweep ? 'sweep' : 'recovery', {
+            keeper,
+            requireLease: sweep,
+          });
           return taken.ok
             ? { view: taken.view }
             : { view: null, why: taken.why, ...(taken.held ? { held: taken.held } : {}) };

@@ -10,18 +10,23 @@ import type { CallTrace, Telemetry } from '../telemetry/port.js';
 
 const current = new AsyncLocalStorage<CallTrace>();
 
-/**
- * Runs one operation call of `tool` inside its trace (or plainly, without telemetry); `envelope`
- * picks the caller's envelope from a result that is not one (a recovery item). `lazy`: the trace
- * starts only once the call names its operation (recovery passes over operations it leaves alone
- * without a span).
- */
+/** How `traced` reads a call's result and when it starts the trace. */
+export interface TracedOptions<T> {
+  /** Picks the caller's envelope from a result that is not one (a recovery item). */
+  envelope?: (result: T) => Envelope | null;
+  /**
+   * The trace starts only once the call names its operation (recovery passes over operations it
+   * leaves alone without a span).
+   */
+  lazy?: boolean;
+}
+
+/** Runs one operation call of `tool` inside its trace (or plainly, without telemetry). */
 export async function traced<T = Envelope>(
   telemetry: Telemetry | undefined,
   tool: string,
   fn: () => Promise<T>,
-  envelope: (result: T) => Envelope | null = (r) => r as Envelope,
-  lazy = false,
+  { envelope = (r) => r as Envelope, lazy = false }: TracedOptions<T> = {},
 ): Promise<T> {
   if (!telemetry) return fn();
   let started: CallTrace | null = lazy ? null : telemetry.call(tool);

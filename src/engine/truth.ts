@@ -43,13 +43,19 @@ export function factsOf(action: Described | Known, view: OperationView): Operati
   };
 }
 
+/** What an attempt said, and what its envelope carries beside the operation's state. */
+export interface AttemptEnvelopeOptions {
+  claim: Claim;
+  data: unknown;
+  diagnosticsRef: string | null;
+}
+
 /** The envelope after an attempt that said `claim`, given the operation as it stands now. */
 export function attemptEnvelope(
   ctx: EngineContext,
   action: Described | Known,
   view: OperationView,
-  claim: Claim,
-  extra: { data: unknown; diagnosticsRef: string | null },
+  { claim, data, diagnosticsRef }: AttemptEnvelopeOptions,
 ): Envelope {
   const facts = factsOf(action, view);
   const out = operationClaim(withDelay(claim), facts);
@@ -57,10 +63,17 @@ export function attemptEnvelope(
     action,
     view,
     outcome: nextStep(out.claim, action, view, facts),
-    data: extra.data,
-    diagnosticsRef: extra.diagnosticsRef,
+    data,
+    diagnosticsRef,
     earlier: out.earlier ? { kind: out.earlier, attempt_category: claim.category } : undefined,
   });
+}
+
+/** The named arguments of `operationEnvelope`. */
+export interface OperationEnvelopeOptions {
+  refusal?: { code: RefusalCode; sentence: string; data?: Record<string, unknown> } | undefined;
+  /** Another gateway owns the operation (ownership.ts `ownerHold`): only it may send. */
+  held?: OwnerHold | null | undefined;
 }
 
 /**
@@ -71,9 +84,7 @@ export function operationEnvelope(
   ctx: EngineContext,
   action: Described | Known,
   view: OperationView,
-  refusal?: { code: RefusalCode; sentence: string; data?: Record<string, unknown> },
-  /** Another gateway owns the operation (ownership.ts `ownerHold`): only it may send. */
-  held?: OwnerHold | null,
+  { refusal, held }: OperationEnvelopeOptions = {},
 ): Envelope {
   const facts = factsOf(action, view);
   const last = view.attempts.at(-1) ?? null;
@@ -270,9 +281,18 @@ export function ownerLost(
   why: string,
 ): Envelope {
   return operationEnvelope(ctx, action, view, {
-    code: 'owner_lost',
-    sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
+    refusal: {
+      code: 'owner_lost',
+      sentence: `This gateway no longer owns operation ${view.operation_id} (${why}), so it sent nothing more and does not settle it; what it learned is on record, and operation_status says what is known.`,
+    },
   });
+}
+
+/** The named arguments of `resolveOrOwnerLost`. */
+export interface ResolveOrOwnerLostOptions {
+  state: 'failed' | 'cancelled';
+  category: Category;
+  by: ResolvedBy;
 }
 
 /**
@@ -284,11 +304,9 @@ export async function resolveOrOwnerLost(
   ctx: EngineContext,
   action: AnyAction | EngineAction<never, never>,
   view: OperationView,
-  state: 'failed' | 'cancelled',
-  category: Category,
-  by: ResolvedBy,
+  { state, category, by }: ResolveOrOwnerLostOptions,
 ): Promise<Envelope | null> {
-  const fenced = await ctx.resolve(view, state, category, by, []);
+  const fenced = await ctx.resolve(view, { state, category, by, remoteRefs: [] });
   if (fenced === null) return null;
   return ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, fenced);
 }
