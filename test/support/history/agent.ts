@@ -135,22 +135,30 @@ export class Recorder {
     const commits = this.world.commits(this.plan.id);
     if (commits >= 2) this.add([duplicate(commits)]);
     if (operationId === null) return;
+    // A successor's sweep or a resumed owner may commit while the ledger is read and the status
+    // asked for: each claim is held to the counts from before it was asked and after it arrived.
     const view = projectOperation(await host.reader.query({ operation_id: operationId }));
     if (view) {
       if (this.settled) this.add(checkSettled('ledger (ops list)', null, view));
-      this.add(checkView('ledger (ops list)', view, commits));
+      const seen = { before: commits, after: this.world.commits(this.plan.id) };
+      this.add(checkView('ledger (ops list)', view, seen));
       if (view.state === 'succeeded') this.settled = true;
     }
+    const asked = this.world.commits(this.plan.id);
     const status = gw
       ? await this.call(gw, 'operation_status', { operation_id: operationId })
       : null;
     if (status) {
-      this.add(checkEnvelope('operation_status', status.envelope, commits, status.headline));
+      const seen = { before: asked, after: this.world.commits(this.plan.id) };
+      this.add(checkEnvelope('operation_status', status.envelope, seen, status.headline));
       if (this.settled) this.add(checkSettled('operation_status', status.envelope, null));
       if (said && said.envelope.operation_id === operationId)
         this.add(checkAgreement(said.source, said.envelope, status.envelope));
     }
-    this.trace.push(`      truth: ${commits} commit(s); ledger state ${view?.state ?? '-'}`);
+    const now = this.world.commits(this.plan.id);
+    this.trace.push(
+      `      truth: ${commits === now ? commits : `${commits} → ${now}`} commit(s); ledger state ${view?.state ?? '-'}`,
+    );
   }
 
   result(): HistoryResult {

@@ -46,11 +46,22 @@ function violation(claim: Claim, source: string, said: string, keyPart: string):
   return { claim, source, said, key: `${claim} | ${source} | ${keyPart}` };
 }
 
+/**
+ * The fake's commit count for a claim: one number when it cannot change while the claim is made,
+ * or the counts read just before the claim was asked for and just after it arrived, when something
+ * else (a successor's sweep, a resumed owner) may commit in between. A "not applied" claim is then
+ * false only if a commit existed before it was asked for, an "applied" one only if none existed
+ * after it arrived.
+ */
+export type Commits = number | { before: number; after: number };
+const before = (c: Commits): number => (typeof c === 'number' ? c : c.before);
+const after = (c: Commits): number => (typeof c === 'number' ? c : c.after);
+
 /** The claims of one envelope (and its headline, the first line an MCP client shows). */
 export function checkEnvelope(
   source: string,
   e: Envelope,
-  commits: number,
+  commits: Commits,
   headline?: string,
 ): Violation[] {
   const out: Violation[] = [];
@@ -65,12 +76,12 @@ export function checkEnvelope(
     e.category === 'succeeded' ||
     e.remote_effect === 'applied' ||
     SAYS_DONE.test(e.message);
-  if (commits > 0 && notApplied) {
+  if (before(commits) > 0 && notApplied) {
     const what =
       e.remote_effect === 'none' ? shape(e) : `${shape(e)} with a "not applied" sentence`;
     out.push(violation(Claim.none_while_committed, source, said, what));
   }
-  if (commits === 0 && applied)
+  if (after(commits) === 0 && applied)
     out.push(violation(Claim.applied_while_not_committed, source, said, shape(e)));
   // Structured fields and sentence must tell the same story.
   const sentenceNone = NOT_APPLIED.test(e.message) || NOTHING_SENT.test(e.message);
@@ -93,15 +104,15 @@ export function checkEnvelope(
 }
 
 /** What `candor ops list/show` would say about the operation (its projected view). */
-export function checkView(source: string, v: OperationView, commits: number): Violation[] {
+export function checkView(source: string, v: OperationView, commits: Commits): Violation[] {
   const out: Violation[] = [];
   const verdict = deliveryVerdict(v);
   const said = `state ${v.state ?? '-'}; delivery ${verdict.code}: ${verdict.line}`;
-  if (commits > 0 && (v.state === 'failed' || v.state === 'cancelled'))
+  if (before(commits) > 0 && (v.state === 'failed' || v.state === 'cancelled'))
     out.push(violation(Claim.none_while_committed, source, said, `state ${v.state}`));
-  if (commits > 0 && verdict.line === 'no attempt reached the destination')
+  if (before(commits) > 0 && verdict.line === 'no attempt reached the destination')
     out.push(violation(Claim.none_while_committed, `${source} delivery`, said, verdict.code));
-  if (commits === 0 && (v.state === 'succeeded' || v.state === 'duplicate_effect_confirmed'))
+  if (after(commits) === 0 && (v.state === 'succeeded' || v.state === 'duplicate_effect_confirmed'))
     out.push(violation(Claim.applied_while_not_committed, source, said, `state ${v.state}`));
   return out;
 }
