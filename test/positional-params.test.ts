@@ -5,31 +5,17 @@
 // functions and function expressions — a rest parameter counts as one, and the parameters of a
 // function *type* (a port's signature, a callback type) do not, since they describe someone else's
 // function. Each offender is printed as `file:line name(n params)`.
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { join, relative, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import ts from 'typescript';
 import { describe, expect, it } from 'vitest';
+import { sourceFiles } from './support/import-graph.js';
 
 const MAX_POSITIONAL = 4;
 
 const src = join(fileURLToPath(new URL('..', import.meta.url)), 'src');
 const engine = join(src, 'engine');
-
-function sourceFiles(dir: string): string[] {
-  const out: string[] = [];
-  for (const entry of readdirSync(dir, { withFileTypes: true })) {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) out.push(...sourceFiles(path));
-    else if (
-      entry.name.endsWith('.ts') &&
-      !entry.name.endsWith('.test.ts') &&
-      !entry.name.endsWith('.d.ts')
-    )
-      out.push(path);
-  }
-  return out;
-}
 
 type FunctionNode =
   | ts.FunctionDeclaration

@@ -18,7 +18,8 @@ export interface ImportEdge {
   line: number;
 }
 
-function sourceFiles(dir: string): string[] {
+/** Every module under `dir` (no tests, no declaration files). */
+export function sourceFiles(dir: string): string[] {
   const out: string[] = [];
   for (const entry of readdirSync(dir, { withFileTypes: true })) {
     const path = join(dir, entry.name);
