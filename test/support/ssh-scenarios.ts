@@ -139,6 +139,13 @@ export function sshScenario(
       command: `kill -9 ${pids.join(' ')}`,
     });
     if (killed.evidence.exit_status !== 0) throw new Error(`remote kill failed: ${killed.stderr}`);
+    // A process killed with SIGKILL stays visible until its parent reaps it: the remote side has
+    // killed it once the marker's own check no longer finds it (seen in CI on Node 24: read at
+    // once, the marker still said `alive`).
+    await waitFor(async () => {
+      const m = await lookup();
+      return m?.state === 'started' && m.process === 'gone';
+    }, 'the killed process to be gone');
   };
 
   const run = async (): Promise<SshRunResult> => {
