@@ -14,6 +14,12 @@ import { createPolicy } from './policy.js';
 
 const TTL = 60_000;
 const WITHDRAW = { timeout: 10_000 };
+/** A financial retry after a sent request got no answer: the gate asks a person per request. */
+const RETRY_AFTER_UNKNOWN = {
+  action: 'create_payment',
+  action_class: 'financial',
+  prior_dispatch_state: 'sent_no_response',
+} as const;
 
 function setup(answers: ScriptedAnswer[] = [], lock?: () => Promise<boolean>) {
   const ledger = openMemoryLedger();
@@ -272,19 +278,18 @@ describe('approval gate', () => {
     const ledger = openMemoryLedger();
     const approver = scriptedApprover([() => new Promise((r) => (answer = r))]);
     const gate = createApprovalGate({ ledger, approver, wait_ms: 0 });
-    const retry = {
-      action: 'create_payment',
-      action_class: 'financial',
-      prior_dispatch_state: 'sent_no_response',
-    } as const;
-    expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:X' }))).toMatchObject({
+    expect(
+      await gate.check(ctx({ ...RETRY_AFTER_UNKNOWN, request_fingerprint: 'sha256:X' })),
+    ).toMatchObject({
       decision: 'pending',
     });
     answer('approved');
     await vi.waitFor(() => expect(gate.open()).toBe(0));
     // The same operation now retries another request: the grant for X does not cover Y. The gate
     // asks again (the script has no more answers: denied) instead of approving.
-    expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:Y' }))).toEqual({
+    expect(
+      await gate.check(ctx({ ...RETRY_AFTER_UNKNOWN, request_fingerprint: 'sha256:Y' })),
+    ).toEqual({
       decision: 'denied',
     });
     expect(approver.cards.map((c) => [c.reason, c.request_fingerprint])).toEqual([
@@ -317,16 +322,13 @@ describe('approval gate', () => {
       };
       const ledger = openMemoryLedger();
       const gate = createApprovalGate({ ledger, approver, wait_ms: 0 });
-      const retry = {
-        action: 'create_payment',
-        action_class: 'financial',
-        prior_dispatch_state: 'sent_no_response',
-      } as const;
-      expect(await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:X' }))).toMatchObject({
+      expect(
+        await gate.check(ctx({ ...RETRY_AFTER_UNKNOWN, request_fingerprint: 'sha256:X' })),
+      ).toMatchObject({
         decision: 'pending',
       });
       // Another request under the same operation while X's card is still open: a card of its own.
-      const y = await gate.check(ctx({ ...retry, request_fingerprint: 'sha256:Y' }));
+      const y = await gate.check(ctx({ ...RETRY_AFTER_UNKNOWN, request_fingerprint: 'sha256:Y' }));
       expect(y.decision).not.toBe('approved');
       expect(cards.map((c) => c.request_fingerprint)).toEqual(['sha256:X', 'sha256:Y']);
       await vi.waitFor(() => expect(gate.open()).toBe(0));

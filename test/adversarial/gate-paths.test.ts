@@ -29,6 +29,21 @@ async function unknownCreate(s: ReturnType<typeof setup>, cor: string): Promise<
   return env.operation_id!;
 }
 
+/** A gate that approves every check, whose lock answer fails once `fail()` is called. */
+function unreadableLockGate(): { gate: () => Gate; fail: () => void } {
+  let failing = false;
+  return {
+    gate: () => ({
+      check: () => Promise.resolve({ decision: 'approved' }),
+      locked: () =>
+        failing ? Promise.reject(new Error('lock state unreadable')) : Promise.resolve(false),
+    }),
+    fail: () => {
+      failing = true;
+    },
+  };
+}
+
 describe('lookups and recovery pass the gate', () => {
   it('locked gate: reconcile answers gate_locked and sends no lookup; recover sends nothing', async () => {
     const s = setup(fake, ['approved']);
@@ -131,15 +146,10 @@ describe('lookups and recovery pass the gate', () => {
   });
 
   it('a gate whose lock answer itself fails counts as locked: no lookup', async () => {
-    let failing = false;
-    const gate = (): Gate => ({
-      check: () => Promise.resolve({ decision: 'approved' }),
-      locked: () =>
-        failing ? Promise.reject(new Error('lock state unreadable')) : Promise.resolve(false),
-    });
-    const s = setup(fake, [], { gate });
+    const lock = unreadableLockGate();
+    const s = setup(fake, [], { gate: lock.gate });
     const opId = await unknownCreate(s, 'gp-5');
-    failing = true;
+    lock.fail();
     expect(await s.runtime.reconcile(opId)).toMatchObject({
       category: 'gate_locked',
       remote_effect: 'unknown',
@@ -152,13 +162,8 @@ describe('lookups and recovery pass the gate', () => {
 
   it('recover asks the lock itself before a retry that is not a lookup: an unreadable lock sends nothing', async () => {
     // A gate whose check would approve: only recovery's own look at the lock stops the retry.
-    let failing = false;
-    const gate = (): Gate => ({
-      check: () => Promise.resolve({ decision: 'approved' }),
-      locked: () =>
-        failing ? Promise.reject(new Error('lock state unreadable')) : Promise.resolve(false),
-    });
-    const s = setup(fake, [], { gate });
+    const lock = unreadableLockGate();
+    const s = setup(fake, [], { gate: lock.gate });
     // A read (no lookup; recovery would retry it as a read), made once by a worker, whose
     // connection is reset after the request: its outcome stays unknown.
     fake.arm({ call_id: 'gp-6', phase: 'after_request_headers', action: 'rst' });
@@ -169,7 +174,7 @@ describe('lookups and recovery pass the gate', () => {
     );
     expect(first).toMatchObject({ category: 'outcome_unknown' });
     const opId = first.operation_id!;
-    failing = true;
+    lock.fail();
     const items = await s.runtime.recover();
     // No second request reached the service, and none is on record.
     expect(received(fake, 'gp-6')).toBe(1);
