@@ -76,7 +76,13 @@ function run(label, args, untilUrl = false) {
 }
 
 const runsAt = process.argv.indexOf('--runs');
-const runs = runsAt > 0 ? Math.max(1, Number(process.argv[runsAt + 1]) || 1) : 3;
+const runs = runsAt > 0 ? Number(process.argv[runsAt + 1]) : 3;
+if (!Number.isInteger(runs) || runs < 1) {
+  console.error(
+    `openapi-scale: --runs must be a whole number ≥ 1, not "${process.argv[runsAt + 1] ?? ''}"`,
+  );
+  process.exit(2);
+}
 const LIMIT_S = 10;
 const LIMIT_MB = 400;
 const commands = [

