@@ -10,7 +10,7 @@ import { seededRandom } from '../src/core/time.js';
 import { expectLinearChain } from '../src/ledger/contract.case.js';
 import { projectOperations, UNRESOLVED_STATES } from '../src/ledger/projection.js';
 import { openSqliteLedger } from '../src/ledger/sqlite/store.js';
-import { compileForChildren, type CompiledTree } from './fixtures/ledger/compile.js';
+import { bundleForChildren, type CompiledTree } from './fixtures/ledger/compile.js';
 
 // 50 kills in the suite; scripts/test-node.sh --short-campaigns runs fewer on the other Node.js versions.
 const TRIALS = Number(process.env['CANDOR_CRASH_TRIALS'] ?? 50);
@@ -18,8 +18,9 @@ const SEED = Number(process.env.CANDOR_CRASH_SEED ?? 424242);
 
 let tree: CompiledTree;
 const dir = mkdtempSync(join(tmpdir(), 'candor-crash-'));
-beforeAll(() => {
-  tree = compileForChildren();
+// One bundled file per killed writer to load, not the ledger's module tree file by file.
+beforeAll(async () => {
+  tree = await bundleForChildren(['test/fixtures/ledger/writer.ts']);
 });
 afterAll(() => {
   tree?.remove();

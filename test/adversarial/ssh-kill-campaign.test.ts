@@ -22,7 +22,7 @@ import {
 } from '../../src/fakes/sshd.js';
 import { projectOperations } from '../../src/ledger/projection.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
-import { compileForChildren } from '../fixtures/ledger/compile.js';
+import { bundleForChildren } from '../fixtures/ledger/compile.js';
 import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
 
 const TRIALS = Number(process.env.CANDOR_SSH_KILL_TRIALS ?? 50);
@@ -32,13 +32,12 @@ const PARALLEL = 4;
 const skip = sshdSkipReason();
 if (skip !== undefined) console.warn(`skipping the SSH kill campaign: ${skip}`);
 
-/** Node 20 children cannot load TypeScript: the campaign's child runs a transpiled tree. */
+/**
+ * Node 20 children cannot load TypeScript: the campaign's child runs a bundle of its entry (one
+ * file to load per killed child, not the engine's module tree file by file).
+ */
 function compileTree() {
-  return compileForChildren([
-    'src',
-    'test/adversarial/ssh-campaign-actions.ts',
-    'test/adversarial/ssh-campaign-child.ts',
-  ]);
+  return bundleForChildren(['test/adversarial/ssh-campaign-child.ts']);
 }
 
 interface TrialResult {
@@ -57,14 +56,14 @@ interface TrialResult {
 // minute; on a heavily loaded one (every SSH login and child start ten times slower) much longer.
 describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000 }, () => {
   let sshd: SshdFixture;
-  let tree: ReturnType<typeof compileTree>;
+  let tree: Awaited<ReturnType<typeof compileTree>>;
   let dir: string;
   // The remote account: as root (CI), a throwaway user whose login shell is plain sh, so each SSH
   // session costs what the protocol costs and not what the test machine's own bash start-up files
   // cost (seconds per login here); otherwise the current user.
   let account: LocalUser | undefined;
   beforeAll(async () => {
-    tree = compileTree();
+    tree = await compileTree();
     sshd = await startSshd();
     dir = mkdtempSync(join(tmpdir(), 'candor-ssh-kill-'));
     if (localUserUnavailableReason() === undefined) {
