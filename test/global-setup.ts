@@ -1,7 +1,8 @@
 // Tests that spawn the CLI (MCP over stdio, crash and recovery tests) run the compiled dist/.
 // Build it once per run when any source file is newer than the last build.
 import { execFileSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -18,11 +19,15 @@ function newestMtime(dir: string): number {
   return newest;
 }
 
-export default function setup(): void {
-  // The bundled command line is written last (after tsc's dist/cli/), so its age is the build's.
+export default function setup(): () => void {
+  // One initialised PostgreSQL cluster per run, copied by each test server (test/support/postgres.ts).
+  const pgTemplate = mkdtempSync(join(tmpdir(), 'candor-pg-template-'));
+  process.env.CANDOR_TEST_PG_TEMPLATE = pgTemplate;
+  const teardown = (): void => rmSync(pgTemplate, { recursive: true, force: true });
+  // The bundled command line is written last (after dist/cli/), so its age is the build's.
   const stamp = join(root, 'dist', 'bin', 'main.js');
   const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0;
-  if (built >= newestMtime(join(root, 'src'))) return;
+  if (built >= newestMtime(join(root, 'src'))) return teardown;
   // Types stripped, not checked (scripts/transpile-dist.js): about half a second instead of the
   // 13–20 s a type-checking build took in a fresh clone before any test could start. `npm run
   // check` type-checks; `npm run build` (and every pack) writes declarations and source maps.
@@ -34,4 +39,5 @@ export default function setup(): void {
     cwd: root,
     stdio: 'inherit',
   });
+  return teardown;
 }
