@@ -11,4 +11,8 @@ export interface ThrowawayPostgres {
 
 export function findPostgresBin(): { ok: true; bin: string } | { ok: false; reason: string };
 
-export function startThrowawayPostgres(options?: { fsync?: boolean }): Promise<ThrowawayPostgres>;
+export function startThrowawayPostgres(options?: {
+  fsync?: boolean;
+  /** A folder shared by the servers of one run: the first keeps its fresh cluster there, later ones copy it. */
+  template?: string | undefined;
+}): Promise<ThrowawayPostgres>;
