@@ -1,5 +1,6 @@
-// The `./ssh` subpath: SSH transport (ssh2), marker protocol and host inventory. Kept off the root
-// entry so that importing `candor` never loads the SSH driver.
+// The `./ssh` subpath: run, check and reconcile a command over SSH under the marker protocol, and
+// the host inventory. Kept off the root entry so that importing `candor` never loads the SSH
+// driver. The surface is pinned by test/exports.snapshot.txt.
 export {
   FINGERPRINT_PATTERN,
   HOST_REF_PATTERN,
@@ -20,8 +21,6 @@ export {
 export { type SshPhaseName, type SshPhases } from './exec.js';
 export {
   checkSsh,
-  familyMode,
-  markerEvidence,
   reconcileSsh,
   runSsh,
   sshContract,
@@ -29,24 +28,10 @@ export {
   type ReconcileSshOptions,
   type SshCheckResult,
   type RunSshOptions,
-  type SshFamilyMode,
   type SshReconcileResult,
   type SshRunResult,
 } from './transport.js';
-export {
-  DEFAULT_OUTPUT_CAP,
-  SECRET_ENV_NAME_PATTERN,
-  WRAPPER_EXEC,
-  WRAPPER_IN_PROGRESS_STATUS,
-  WRAPPER_PROTOCOL,
-  WRAPPER_REFUSED_STATUS,
-  WRAPPER_SCRIPT,
-  parseWrapperOutput,
-  shQuote,
-  wrapperCallProblem,
-  wrapperRequest,
-  type MarkerState,
-  type WrapperCall,
-  type WrapperReport,
-} from './wrapper.js';
+// The option limits a caller may need; the remote wrapper itself (its script, protocol, statuses,
+// the parser of its report and the shell quoting) is how runSsh works, not part of this surface.
+export { DEFAULT_OUTPUT_CAP, SECRET_ENV_NAME_PATTERN, type MarkerState } from './wrapper.js';
 export { OPERATION_ID_PATTERN } from '../core/ids.js';
