@@ -168,9 +168,9 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
     // NORMAL in WAL: a commit is in the OS before append() resolves (survives kill -9 of the
     // process); FULL: the WAL is fsynced at every commit (survives power loss).
     db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
-    // A commit writes about a dozen pages (events, tags, listing and their indexes), mostly the
-    // same hot pages again: checkpointing every 4,000 WAL pages (16 MB) instead of SQLite's 1,000
-    // copies each hot page back to the file a quarter as often (measured: bench/README.md).
+    // A commit and a projector batch write the same hot pages again and again (events, heads,
+    // listing and their indexes): checkpointing every 4,000 WAL pages (16 MB) instead of SQLite's
+    // 1,000 copies each hot page back to the file a quarter as often (measured: bench/README.md).
     db.pragma('wal_autocheckpoint = 4000');
     migrateSqlite(db);
   } catch (err) {
