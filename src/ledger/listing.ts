@@ -1,5 +1,6 @@
 // The operations listing (what `candor ui` pages through): one summary row per operation, kept by
-// every store in the same transaction as the events it derives from, with the pure rules here —
+// the memory and PostgreSQL stores in the same transaction as the events it derives from and by
+// SQLite's projector just after it (`fresh` reads wait for it), with the pure rules here —
 // `foldListing` folds a batch of stored events into changed rows, per-(action, class, session,
 // state) count deltas, session deltas and new remote-reference tags. Pages are keyset-paginated in
 // triage order: duplicate effects, then unresolved operations, then the rest; newest first within
@@ -40,7 +41,28 @@ export interface OperationRow {
   fold: OperationFold | null;
 }
 
-export interface OperationsQuery {
+/**
+ * How far a listing answer is behind the events: a store that projects its listing after the
+ * commit (SQLite, schema 7) says so when the answer missed some events (`events` of them, the
+ * oldest written `ms` ago). Absent when the answer covers every event.
+ */
+export interface ListingTrail {
+  events: number;
+  ms: number;
+}
+
+export interface ReadOptions {
+  /**
+   * Default true: the store first brings its listing up to every event stored at the call (a
+   * reader that decides something, such as the duplicate guard or policy totals, must never be
+   * answered from a stale listing). `false`: answer from the listing as it stands and say how far
+   * it trails; for views that must never wait for, or take, the write lock. A store that cannot
+   * write (opened read-only) answers as it stands either way.
+   */
+  fresh?: boolean;
+}
+
+export interface OperationsQuery extends ReadOptions {
   states?: readonly State[];
   action?: string;
   action_class?: string;
@@ -70,6 +92,7 @@ export interface OperationsPage {
   /** Cursors of the neighbouring pages; null at either end. */
   next: string | null;
   prev: string | null;
+  trails?: ListingTrail;
 }
 
 export interface SessionSummary {
@@ -86,13 +109,14 @@ export interface ListingFacets {
   action_classes: string[];
   /** Newest first, at most the requested number. */
   sessions: SessionSummary[];
+  trails?: ListingTrail;
 }
 
 /** What a store adds to its LedgerStore for the listing. */
 export interface OperationListing {
   operations(q: OperationsQuery): Promise<OperationsPage>;
   /** Filter values: distinct actions and classes, and the newest `sessions` sessions (default 200). */
-  facets(sessions?: number): Promise<ListingFacets>;
+  facets(sessions?: number, options?: ReadOptions): Promise<ListingFacets>;
 }
 
 export const DEFAULT_PAGE = 50;

@@ -16,7 +16,10 @@ export type LedgerQuery =
   | { correlation_id: string }
   | { idempotency_key: string };
 
-/** The listing (`operations`, `facets`: see listing.ts) is kept in the append transaction. */
+/**
+ * The listing (`operations`, `facets`: see listing.ts) is kept in the append transaction (memory,
+ * PostgreSQL) or projected just after it (SQLite schema 7; fresh reads wait for it).
+ */
 export interface LedgerStore extends OperationListing {
   /**
    * Appends events atomically and in order; returns them as stored. When the promise resolves the

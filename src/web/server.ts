@@ -263,9 +263,11 @@ export async function createUi(options: UiOptions): Promise<UiApp> {
   );
   app.get('/', async (c) => {
     const q = parseOpsQuery(new URL(c.req.url));
+    // A view never takes the write lock to project another process's events (a gateway's next
+    // append would wait for it): it shows the listing as it stands and how far it trails.
     const [result, facets] = await Promise.all([
-      store.operations(q.query),
-      store.facets(SESSIONS_SHOWN),
+      store.operations({ ...q.query, fresh: false }),
+      store.facets(SESSIONS_SHOWN, { fresh: false }),
     ]);
     return render(c, 'operations', 'Operations', operationsBody(result, facets, q, index.lastSeq));
   });

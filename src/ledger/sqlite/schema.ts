@@ -4,9 +4,11 @@
 // page in the WAL): an operation event touches the events table, its operation index and the
 // listing; tags are written once per new (tag, operation) pair, and an operation's first session
 // is not a tag but its listing row's `session_id` (schema 4); session/correlation indexes on
-// events cover non-operation events only. unresolved() reads the listing's state (schema 4).
+// events cover non-operation events only. unresolved() reads the listing's state (schema 4), and
+// from schema 7 the heads, written in the commit while the listing is projected after it.
 import type BetterSqlite3 from 'better-sqlite3';
 import { LedgerError } from '../ledger-error.js';
+import { backfillSqliteHeads, SQLITE_HEADS_SCHEMA } from './heads.js';
 import {
   addSqliteFoldColumn,
   backfillSqliteListing,
@@ -106,6 +108,14 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     version: 6,
     sql: '',
     backfill: addSqliteFoldColumn,
+  },
+  {
+    // The small commit (heads.ts): an append writes the events and the operations' heads only;
+    // the listing is projected after it from a cursor (projector.ts). A Candor that predates it
+    // would write the listing itself and skip the heads, so it must be refused: a new version.
+    version: 7,
+    sql: SQLITE_HEADS_SCHEMA,
+    backfill: backfillSqliteHeads,
   },
 ];
 

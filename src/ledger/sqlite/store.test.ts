@@ -340,7 +340,9 @@ describe('sqlite ledger file', () => {
       await again.close();
     }
     const check = new Database(path, { readonly: true });
-    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(6);
+    expect(check.prepare('SELECT max(version) FROM schema_version').pluck().get()).toBe(
+      SQLITE_SCHEMA_VERSION,
+    );
     expect(
       check
         .prepare(

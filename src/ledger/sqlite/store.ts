@@ -1,11 +1,14 @@
 // SQLite LedgerStore (better-sqlite3, WAL). Appends are linearised by `BEGIN IMMEDIATE`: the head
 // is read and the new records inserted under SQLite's single-writer lock, so any number of
-// processes appending to one file extend one chain. The listing (which also answers unresolved())
-// is written in the same transaction as the events it derives from.
+// processes appending to one file extend one chain. The commit is small (schema 7, heads.ts): the
+// events and one head row per touched operation (state and fold, which answer unresolved()). The
+// listing, its counts, sessions and tags are projected after the commit (projector.ts): scheduled
+// once the commit's promise has settled, never inside an append, and brought up to the head before
+// a reader that must see every event (`fresh`, the default of a writable store).
 //
-// What one commit leaves behind (the head, the listing rows it wrote) is remembered by the store
-// and reused by its next append while `PRAGMA data_version` (read under the write lock) says no
-// other connection has committed since; otherwise it is read again.
+// What one commit leaves behind (the chain head, the head rows it wrote) is remembered by the
+// store and reused by its next append while `PRAGMA data_version` (read under the write lock) says
+// no other connection has committed since; otherwise it is read again.
 import { closeSync, mkdirSync, openSync, statSync } from 'node:fs';
 import { basename, dirname, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -20,12 +23,18 @@ import {
   type OwnerLeases,
 } from '../lease.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
-import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
+import type {
+  ListingFacets,
+  ListingTrail,
+  OperationsPage,
+  OperationsQuery,
+  ReadOptions,
+} from '../listing.js';
 import { listingFacetsSql, listOperationsSql, type SqlRunner } from '../listing-sql.js';
-import { operationTags } from '../projection.js';
 import { decodeSealed, parseRecord, sealRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
-import { sqliteListingWriter, type SqliteListingWriter } from './listing.js';
+import { sqliteHeadsWriter, type HeadRow, type SqliteHeadsWriter } from './heads.js';
+import { sqliteProjector, type SqliteProjector } from './projector.js';
 import { checkSqliteSchema, migrateSqlite } from './schema.js';
 
 export interface SqliteLedgerOptions {
@@ -40,6 +49,11 @@ export interface SqliteLedgerOptions {
    * migrated or written, so a read-only ledger file (or directory) works. Implies `mustExist`.
    */
   readOnly?: boolean;
+  /**
+   * Called with each commit's projection lag (ms from the commit to the projector's commit that
+   * covered it): what `bench/ledger-append.js` reports. Commits of other processes are not timed.
+   */
+  onProjected?: (lagMs: number) => void;
 }
 
 interface BytesRow {
@@ -51,8 +65,8 @@ interface Head {
   hash: string;
 }
 
-/** Listing rows this connection read or wrote (undefined: the operation has no row). */
-type KnownRows = Map<string, OperationRow | undefined>;
+/** Head rows this connection read or wrote (undefined: the operation has none). */
+type KnownRows = Map<string, HeadRow | undefined>;
 
 /** What the last commit of this connection left: valid while `version` is the data_version. */
 interface Known {
@@ -61,7 +75,7 @@ interface Known {
   rows: KnownRows;
 }
 
-/** Listing rows remembered between appends (the most recently used operations). */
+/** Head rows remembered between appends (the most recently used operations). */
 const KNOWN_ROWS = 2048;
 
 // A ledger on read-only media (a read-only directory or mount) is read through an `immutable=1`
@@ -73,6 +87,9 @@ process.env['SQLITE_USE_URI'] ??= '1';
 function fileName(path: string): string {
   return path.startsWith('file:') ? `./${path}` : path;
 }
+
+const busyTimeout = (options: SqliteLedgerOptions): number =>
+  Math.max(0, Math.floor(options.busyTimeoutMs ?? 10_000));
 
 /** Bytes in a ledger's `-wal` file (0 when there is none). */
 function walBytes(path: string): number {
@@ -133,7 +150,7 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
     });
   }
   try {
-    db.pragma(`busy_timeout = ${Math.max(0, Math.floor(options.busyTimeoutMs ?? 10_000))}`);
+    db.pragma(`busy_timeout = ${busyTimeout(options)}`);
     if (readOnly) {
       try {
         checkSqliteSchema(db);
@@ -143,17 +160,17 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
         // A WAL ledger is read through its `-shm` index, which SQLite cannot create here
         // (READONLY_DIRECTORY; CANTOPEN when a `-wal` file is there but no `-shm`).
         db.close();
-        return new SqliteLedgerStore(openImmutable(path));
+        return new SqliteLedgerStore(openImmutable(path), options);
       }
-      return new SqliteLedgerStore(db);
+      return new SqliteLedgerStore(db, options);
     }
     db.pragma('journal_mode = WAL');
     // NORMAL in WAL: a commit is in the OS before append() resolves (survives kill -9 of the
     // process); FULL: the WAL is fsynced at every commit (survives power loss).
     db.pragma(`synchronous = ${durability === 'power' ? 'FULL' : 'NORMAL'}`);
-    // A commit writes about a dozen pages (events, tags, listing and their indexes), mostly the
-    // same hot pages again: checkpointing every 4,000 WAL pages (16 MB) instead of SQLite's 1,000
-    // copies each hot page back to the file a quarter as often (measured: bench/README.md).
+    // A commit and a projector batch write the same hot pages again and again (events, heads,
+    // listing and their indexes): checkpointing every 4,000 WAL pages (16 MB) instead of SQLite's
+    // 1,000 copies each hot page back to the file a quarter as often (measured: bench/README.md).
     db.pragma('wal_autocheckpoint = 4000');
     migrateSqlite(db);
   } catch (err) {
@@ -167,24 +184,48 @@ export function openSqliteLedger(path: string, options: SqliteLedgerOptions = {}
       },
     );
   }
-  return new SqliteLedgerStore(db);
+  const store = new SqliteLedgerStore(db, options);
+  // A writer that died between a commit and its projection left the listing behind: resumed here.
+  store.project();
+  return store;
 }
+
+/** How long the projector waits before trying again when another process holds the write lock. */
+const PROJECT_RETRY_MS = 5;
+/**
+ * How long after a commit the projector runs: the commits of that interval share one projection
+ * transaction, so the listing's hot pages are written once per batch instead of once per commit
+ * (run at once, the projector would follow each commit of a sequential writer and save nothing).
+ * The lag bound (100 ms, bench/ledger-append.js) is this plus one batch.
+ */
+const PROJECT_DELAY_MS = 20;
 
 class SqliteLedgerStore implements LedgerStore {
   readonly #db: Database.Database;
   readonly #stmt;
   readonly #writeBatches: (batches: readonly (readonly NewEvent[])[]) => (StoredEvent[] | Error)[];
   readonly #group;
-  readonly #listing: SqliteListingWriter;
+  readonly #heads: SqliteHeadsWriter;
+  readonly #projector: SqliteProjector;
   readonly #sql: SqlRunner;
+  readonly #onProjected: ((lagMs: number) => void) | undefined;
+  readonly #busyTimeoutMs: number;
   readonly leases: OwnerLeases;
   /** What the last successful commit left (null after a failure: everything is read again). */
   #known: Known | null = null;
+  /** The last seq this store committed: its projector runs until the cursor reaches it. */
+  #committed = 0;
+  /** Commits not yet projected, with their time, for `onProjected`. */
+  readonly #unprojected: { seq: number; at: number }[] = [];
+  #scheduled: NodeJS.Immediate | NodeJS.Timeout | null = null;
   #closed = false;
 
-  constructor(db: Database.Database) {
+  constructor(db: Database.Database, options: SqliteLedgerOptions = {}) {
     this.#db = db;
-    this.#listing = sqliteListingWriter(db);
+    this.#heads = sqliteHeadsWriter(db);
+    this.#projector = sqliteProjector(db);
+    this.#onProjected = options.onProjected;
+    this.#busyTimeoutMs = busyTimeout(options);
     const cache = new Map<string, Database.Statement>();
     this.#sql = {
       placeholder: () => '?',
@@ -208,40 +249,51 @@ class SqliteLedgerStore implements LedgerStore {
       ),
       // Changes when another connection commits (never for this connection's own commits).
       dataVersion: db.prepare('PRAGMA data_version').pluck(),
-      tag: db.prepare('INSERT OR IGNORE INTO ledger_tags (tag, operation_id) VALUES (?, ?)'),
       read: db.prepare('SELECT bytes FROM ledger_events WHERE seq >= ? ORDER BY seq LIMIT ?'),
       byOperation: db.prepare(
-        'SELECT bytes FROM ledger_events WHERE operation_id = ? ORDER BY seq',
+        'SELECT seq, bytes, operation_id FROM ledger_events WHERE operation_id = ? ORDER BY seq',
       ),
       // Operations carrying the tag, whole, plus the matching non-operation events. An
       // operation's first session is its listing row's (schema 4 writes no `s:` tag for it).
+      // Events past the projection's cursor have no tags or rows yet: their own columns answer
+      // (the seq range from the cursor is short), so a query never waits for the projector.
       bySession: db.prepare(
         `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
            (SELECT operation_id FROM ledger_tags WHERE tag = 's:' || @id
-            UNION SELECT operation_id FROM ledger_operations WHERE session_id = @id)
+            UNION SELECT operation_id FROM ledger_operations WHERE session_id = @id
+            UNION SELECT operation_id FROM ledger_events
+              WHERE seq > (SELECT seq FROM ledger_projection) AND session_id = @id
+                AND operation_id IS NOT NULL)
          UNION ALL
          SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND session_id = @id
          ORDER BY seq`,
       ),
       byCorrelation: db.prepare(
         `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
-           (SELECT operation_id FROM ledger_tags WHERE tag = 'c:' || @id)
+           (SELECT operation_id FROM ledger_tags WHERE tag = 'c:' || @id
+            UNION SELECT operation_id FROM ledger_events
+              WHERE seq > (SELECT seq FROM ledger_projection) AND correlation_id = @id
+                AND operation_id IS NOT NULL)
          UNION ALL
          SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND correlation_id = @id
          ORDER BY seq`,
       ),
       byIdempotencyKey: db.prepare(
-        `SELECT bytes FROM ledger_events WHERE operation_id IN
+        `SELECT seq, bytes, operation_id FROM ledger_events WHERE operation_id IN
            (SELECT operation_id FROM ledger_tags WHERE tag = 'k:' || ?)
          ORDER BY seq`,
       ),
-      // The listing row holds each operation's projected state. Unresolved operations are in
-      // priority bucket 0 or 1, the partial index ledger_operations_attention (schema 5), which
-      // holds them with the few duplicates and answers alone (its ids then sorted).
+      // A key is not a column: the unprojected openings are read and matched (few, and recent).
+      pendingOpenings: db.prepare(
+        `SELECT bytes FROM ledger_events
+         WHERE seq > (SELECT seq FROM ledger_projection) AND kind = 'operation_opened'`,
+      ),
+      // The heads hold each operation's state, written in the commit; the partial index holds
+      // exactly the unresolved ones, in id order.
       unresolved: db
         .prepare(
-          `SELECT operation_id FROM ledger_operations INDEXED BY ledger_operations_attention
-           WHERE priority < 2 AND state IN ('open', 'unknown') ORDER BY operation_id`,
+          `SELECT operation_id FROM ledger_heads INDEXED BY ledger_heads_unresolved
+           WHERE state IN ('open', 'unknown') ORDER BY operation_id`,
         )
         .pluck(),
       lease: db.prepare(
@@ -294,7 +346,7 @@ class SqliteLedgerStore implements LedgerStore {
         const row = this.#stmt.head.get() as Head | undefined;
         head = { seq: row?.seq ?? 0, hash: row?.hash ?? GENESIS_HASH };
       }
-      const rows: KnownRows = known?.rows ?? new Map<string, OperationRow | undefined>();
+      const rows: KnownRows = known?.rows ?? new Map<string, HeadRow | undefined>();
       // Takeovers are admitted under the write lock (src/ledger/lease.ts).
       const book = createOwnerBook(
         (id) =>
@@ -322,6 +374,12 @@ class SqliteLedgerStore implements LedgerStore {
       // Committed: the next append may start from here.
       while (next.rows.size > KNOWN_ROWS) next.rows.delete(next.rows.keys().next().value!);
       this.#known = next;
+      if (next.head.seq > this.#committed) {
+        this.#committed = next.head.seq;
+        if (this.#onProjected)
+          this.#unprojected.push({ seq: next.head.seq, at: performance.now() });
+        this.#schedule(PROJECT_DELAY_MS);
+      }
       return result;
     };
     this.#group = createGroupCommit((batches) => settle(() => this.#writeBatches(batches)));
@@ -329,7 +387,7 @@ class SqliteLedgerStore implements LedgerStore {
 
   /**
    * Inserts one batch after `head` (advanced in place). Runs inside the write transaction;
-   * `known` holds listing rows as committed or as written by earlier batches of this transaction,
+   * `known` holds head rows as committed or as written by earlier batches of this transaction,
    * and receives this batch's rows only once the whole batch is written.
    */
   #insert(
@@ -348,17 +406,6 @@ class SqliteLedgerStore implements LedgerStore {
     const refused = book.admit(events);
     if (refused) throw refused;
     const st = this.#stmt;
-    // The listing row holds every operation's state: one lookup serves the listing, unresolved()
-    // and the tags (its session and correlation are the operation's first event's).
-    const before = new Map<string, OperationRow | undefined>();
-    const lookup = (id: string): OperationRow | undefined => {
-      if (before.has(id)) return before.get(id);
-      const row = known.has(id) ? known.get(id) : this.#listing.get(id);
-      before.set(id, row);
-      return row;
-    };
-    /** Operations whose first event is in this batch: their listing row takes its session. */
-    const firstSession = new Map<string, string | null>();
     for (const { record, bytes } of sealed) {
       st.insert.run(
         record.seq,
@@ -369,30 +416,19 @@ class SqliteLedgerStore implements LedgerStore {
         record.session_id,
         record.correlation_id,
       );
-      const id = record.operation_id;
-      if (id === null) continue;
-      const stored = lookup(id);
-      if (!stored && !firstSession.has(id)) firstSession.set(id, record.session_id);
-      const session = stored ? stored.session_id : firstSession.get(id);
-      for (const tag of operationTags(record)) {
-        // The listing row answers its own session (bySession); a correlation tag is written once.
-        if (tag === `s:${session}`) continue;
-        if (stored && tag === `c:${stored.correlation_id}`) continue;
-        st.tag.run(tag, id);
-      }
     }
-    const written = this.#listing.apply(
+    const written = this.#heads.apply(
       sealed.map((s) => s.record),
-      lookup,
+      (id) => (known.has(id) ? known.get(id) : this.#heads.get(id)),
     );
     if (sealed.length > 0) {
       head.seq += sealed.length;
       head.hash = prev;
     }
     // Most recently used last (the oldest are dropped after the commit).
-    for (const r of written) {
-      known.delete(r.operation_id);
-      known.set(r.operation_id, r);
+    for (const [id, h] of written) {
+      known.delete(id);
+      known.set(id, h);
     }
     // Returned records are decoded from the stored text (no aliasing of the caller's objects).
     return sealed.map(({ record, text }) => decodeSealed(text, record.hash));
@@ -400,6 +436,90 @@ class SqliteLedgerStore implements LedgerStore {
 
   #live(): void {
     if (this.#closed) throw new LedgerError('CLOSED', 'ledger: store is closed');
+  }
+
+  /**
+   * Runs the projector later (coalesced; 0: in the next turn), never inside an append, so the
+   * caller of append() (the engine, about to dispatch) runs first. A read-only store never does.
+   */
+  #schedule(delayMs: number): void {
+    if (this.#scheduled !== null || this.#closed || this.#db.readonly) return;
+    const step = (): void => {
+      this.#scheduled = null;
+      this.#step();
+    };
+    // Unreferenced: a pending projection never keeps a process alive (the next open resumes it).
+    this.#scheduled = (delayMs > 0 ? setTimeout(step, delayMs) : setImmediate(step)).unref();
+  }
+
+  /** One projector batch, without waiting for another process's write lock (it retries). */
+  #step(): void {
+    if (this.#closed) return;
+    let cursor: number;
+    try {
+      this.#db.pragma('busy_timeout = 0');
+      try {
+        cursor = this.#projector.batch().cursor;
+      } finally {
+        this.#db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
+      }
+    } catch (err) {
+      // Busy (another writer holds the lock): later. Anything else surfaces at the next fresh
+      // read or at close, which run the same projection in the caller's path.
+      if ((err as { code?: unknown }).code === 'SQLITE_BUSY') this.#schedule(PROJECT_RETRY_MS);
+      return;
+    }
+    this.#projected(cursor);
+    if (cursor < this.#committed) this.#schedule(0);
+  }
+
+  #projected(cursor: number): void {
+    if (!this.#onProjected) return;
+    const now = performance.now();
+    while (this.#unprojected.length > 0 && this.#unprojected[0]!.seq <= cursor) {
+      this.#onProjected(now - this.#unprojected.shift()!.at);
+    }
+  }
+
+  /**
+   * Projects every event stored when it is called (read your own writes, and other processes'
+   * too). Synchronous: the caller's answer waits for it. A read-only store cannot and does not.
+   */
+  project(): void {
+    this.#live();
+    this.#projectAll();
+  }
+
+  /** Projects up to `until` (default: the head as it is now). */
+  #projectAll(until?: number): void {
+    if (this.#db.readonly) return;
+    const { cursor: from, head: now } = this.#projector.position();
+    const head = Math.min(until ?? now, now);
+    if (from >= head) return;
+    for (;;) {
+      const { cursor, projected } = this.#projector.batch(head);
+      this.#projected(cursor);
+      if (projected === 0 || cursor >= head) return;
+    }
+  }
+
+  /** How far the listing is behind the events (undefined: not at all). */
+  #trails(): ListingTrail | undefined {
+    const { cursor, head } = this.#projector.position();
+    if (cursor >= head) return undefined;
+    const at = this.#projector.oldestPendingAt();
+    return { events: head - cursor, ms: at === null ? 0 : Math.max(0, Date.now() - at) };
+  }
+
+  /**
+   * Brings the listing up to date when asked to and able to, and says how far it still trails.
+   * Not fresh: only this store's own commits are projected first (it reads its own writes, and
+   * never waits for another process's lock because of another process's events).
+   */
+  #prepareRead(options: ReadOptions | undefined): ListingTrail | undefined {
+    this.#live();
+    this.#projectAll(options?.fresh === false ? this.#committed : undefined);
+    return this.#trails();
   }
 
   append(events: readonly NewEvent[]): Promise<StoredEvent[]> {
@@ -426,8 +546,28 @@ class SqliteLedgerStore implements LedgerStore {
       if ('operation_id' in q) return this.#stmt.byOperation.all(q.operation_id);
       if ('session_id' in q) return this.#stmt.bySession.all({ id: q.session_id });
       if ('correlation_id' in q) return this.#stmt.byCorrelation.all({ id: q.correlation_id });
-      return this.#stmt.byIdempotencyKey.all(q.idempotency_key);
+      return this.#byIdempotencyKey(q.idempotency_key);
     });
+  }
+
+  /** Tagged operations plus those opened with the key past the cursor, in one read snapshot. */
+  #byIdempotencyKey(key: string): BytesRow[] {
+    return this.#db.transaction(() => {
+      const rows = this.#stmt.byIdempotencyKey.all(key) as (BytesRow & {
+        seq: number;
+        operation_id: string;
+      })[];
+      const have = new Set(rows.map((r) => r.operation_id));
+      const more = new Set<string>();
+      for (const r of this.#stmt.pendingOpenings.all() as BytesRow[]) {
+        const e = parseRecord(r.bytes);
+        if (e.kind !== 'operation_opened' || e.data.idempotency_key !== key) continue;
+        if (e.operation_id !== null && !have.has(e.operation_id)) more.add(e.operation_id);
+      }
+      if (more.size === 0) return rows;
+      for (const id of more) rows.push(...(this.#stmt.byOperation.all(id) as typeof rows));
+      return rows.sort((a, b) => a.seq - b.seq);
+    })();
   }
 
   unresolved(): Promise<string[]> {
@@ -437,8 +577,9 @@ class SqliteLedgerStore implements LedgerStore {
     });
   }
 
-  operations(q: OperationsQuery): Promise<OperationsPage> {
-    return listOperationsSql(this.#sql, q, {
+  async operations(q: OperationsQuery): Promise<OperationsPage> {
+    const trails = await settle(() => this.#prepareRead(q));
+    const page = await listOperationsSql(this.#sql, q, {
       prefixUpper: '\u{10ffff}',
       binary: '',
       partialIndexes: {
@@ -446,16 +587,30 @@ class SqliteLedgerStore implements LedgerStore {
         rare: 'ledger_operations_rare',
       },
     });
+    return trails ? { ...page, trails } : page;
   }
 
-  facets(sessions = 200): Promise<ListingFacets> {
-    return listingFacetsSql(this.#sql, sessions);
+  async facets(sessions = 200, options?: ReadOptions): Promise<ListingFacets> {
+    const trails = await settle(() => this.#prepareRead(options));
+    const facets = await listingFacetsSql(this.#sql, sessions);
+    return trails ? { ...facets, trails } : facets;
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await this.#group.drain();
+    if (this.#scheduled !== null) {
+      clearTimeout(this.#scheduled as NodeJS.Timeout);
+      clearImmediate(this.#scheduled as NodeJS.Immediate);
+      this.#scheduled = null;
+    }
+    try {
+      // What was committed is projected before the store goes (the next open would otherwise).
+      this.#projectAll();
+    } catch {
+      // The next writable open resumes from the cursor.
+    }
     this.#db.close();
   }
 

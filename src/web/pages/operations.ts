@@ -2,7 +2,12 @@
 // state and server-side keyset pagination (the store's operations listing: a page costs the same
 // on the first page and the ten-thousandth). Plain GET forms: the page works without the script.
 import { OperationState, valuesOf, type OperationState as State } from '../../core/vocabulary.js';
-import type { ListingFacets, OperationsPage, OperationsQuery } from '../../ledger/listing.js';
+import type {
+  ListingFacets,
+  ListingTrail,
+  OperationsPage,
+  OperationsQuery,
+} from '../../ledger/listing.js';
 import { dash, html, type Html, iso, qs, seg } from '../html.js';
 import { stateBadge } from '../layout.js';
 
@@ -68,6 +73,16 @@ const select = (
       ${options.map((o) => html`<option${o === current ? html` selected` : ''}>${o}</option>`)}
     </select></label
   >`;
+
+/**
+ * The listing is projected after the commit (SQLite): a page that missed some events says so,
+ * because its counts and rows may be that far behind (an operation's own page is always exact).
+ */
+export const trailLine = (t: ListingTrail): Html =>
+  html`<p class="summary-line flag" data-trails="${String(t.events)}" role="status">
+    The listing trails the ledger by ${String(t.events)} event(s) (${String(Math.round(t.ms))} ms);
+    reload to catch up.
+  </p>`;
 
 export function operationsBody(
   result: OperationsPage,
@@ -139,6 +154,7 @@ export function operationsBody(
         <strong data-total>${result.total}</strong> matching operation(s) · duplicate effects first,
         then unresolved, newest first
       </p>
+      ${result.trails ? trailLine(result.trails) : ''}
       <table aria-label="Operations">
         <thead>
           <tr>

@@ -1,0 +1,162 @@
+// Crash test of SQLite's listing projector (schema 7): a child appends in a loop (its projector
+// running after its commits) and is killed with SIGKILL at seeded random points. After every kill,
+// the listing as the crash left it must be the exact projection of the events up to its cursor (a
+// batch and its cursor commit together), and once a writer opens the file again, the listing,
+// counts, sessions and tags must equal a full re-projection of every event (here: the memory
+// store fed the same events).
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Database from 'better-sqlite3';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { seededRandom } from '../src/core/time.js';
+import type { StoredEvent } from '../src/ledger/events.js';
+import type { OperationsQuery } from '../src/ledger/listing.js';
+import { openMemoryLedger } from '../src/ledger/memory/store.js';
+import { openSqliteLedger } from '../src/ledger/sqlite/store.js';
+import type { LedgerStore } from '../src/ledger/store.js';
+import { compileForChildren, type CompiledTree } from './fixtures/ledger/compile.js';
+
+const TRIALS = Number(process.env['CANDOR_PROJECTION_CRASH_TRIALS'] ?? 30);
+const SEED = Number(process.env['CANDOR_CRASH_SEED'] ?? 737373);
+
+let tree: CompiledTree;
+const dir = mkdtempSync(join(tmpdir(), 'candor-projection-crash-'));
+beforeAll(() => {
+  tree = compileForChildren();
+});
+afterAll(() => {
+  tree?.remove();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Runs one writer (the crash mode of test/fixtures/ledger/writer.ts) and kills it. */
+function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(
+      process.execPath,
+      [tree.script('test/fixtures/ledger/writer.js'), JSON.stringify(args)],
+      { stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    let err = '';
+    let armed = false;
+    child.stdout.on('data', (d: Buffer) => {
+      out += d.toString('utf8');
+      if (!armed && out.includes('ready\n')) {
+        armed = true;
+        setTimeout(() => child.kill('SIGKILL'), delayMs);
+      }
+    });
+    child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      if (signal === 'SIGKILL') resolve();
+      else reject(new Error(`writer exited on its own (code ${code}): ${err}`));
+    });
+  });
+}
+
+const QUERIES: OperationsQuery[] = [
+  { limit: 500 },
+  { states: ['open', 'unknown'], limit: 500 },
+  { states: ['succeeded', 'failed'], limit: 500 },
+  { order: 'opened', limit: 500 },
+  { action: 'create_thing', action_class: 'create', limit: 500 },
+];
+
+/** What the listing answers, without the trail (the memory store has none). */
+async function listing(store: LedgerStore, sessions: string[]): Promise<unknown> {
+  const pages = [];
+  for (const q of QUERIES) {
+    const { trails: _trails, ...page } = await store.operations(q);
+    pages.push(page);
+  }
+  const { trails: _t, ...facets } = await store.facets(500);
+  const bySession = [];
+  for (const s of sessions)
+    bySession.push((await store.query({ session_id: s })).map((e) => e.seq));
+  return { pages, facets, bySession };
+}
+
+/** The memory store's listing of `events` (a full re-projection, same seqs). */
+async function reprojection(events: readonly StoredEvent[], sessions: string[]): Promise<unknown> {
+  const memory = openMemoryLedger();
+  const plain = events.map(({ seq: _s, v: _v, prev_hash: _p, hash: _h, ...e }) => e);
+  for (let i = 0; i < plain.length; i += 500) await memory.append(plain.slice(i, i + 500));
+  try {
+    return await listing(memory, sessions);
+  } finally {
+    await memory.close();
+  }
+}
+
+describe('ledger listing projector crash safety (SQLite, SIGKILL)', () => {
+  it(`leaves the listing at a batch boundary and resumes it over ${TRIALS} kills (seed ${SEED})`, async () => {
+    const rnd = seededRandom(SEED);
+    const path = join(dir, 'projection.db');
+    const sessions: string[] = [];
+    let trailing = 0;
+    for (let trial = 0; trial < TRIALS; trial++) {
+      const durability = trial % 2 === 0 ? 'process' : 'power';
+      // Up to a few projector intervals (20 ms) after the writer is ready.
+      const delay = 2 + (rnd.bytes(1)[0]! % 120);
+      sessions.push(`ses_t${trial}`);
+      await runAndKill(
+        {
+          url: `sqlite:${path}`,
+          durability,
+          mode: 'crash',
+          seed: SEED + trial,
+          tag: `t${trial}`,
+          count: 0,
+        },
+        delay,
+      );
+      const raw = new Database(path, { readonly: true });
+      const cursor = raw.prepare('SELECT seq FROM ledger_projection').pluck().get() as number;
+      raw.close();
+
+      // As the crash left it: read-only, so nothing is projected before answering.
+      const reader = openSqliteLedger(path, { readOnly: true });
+      try {
+        const all = await reader.read();
+        expect(cursor, `trial ${trial}: cursor within the events`).toBeLessThanOrEqual(all.length);
+        const page = await reader.operations({ limit: 1 });
+        if (cursor < all.length) {
+          trailing++;
+          expect(page.trails?.events, `trial ${trial}: the trail is reported`).toBe(
+            all.length - cursor,
+          );
+        } else expect(page.trails).toBeUndefined();
+        const projected = all.filter((e) => e.seq <= cursor);
+        const { bySession: _q, ...stored } = (await listing(reader, [])) as Record<string, unknown>;
+        const { bySession: _r, ...expected } = (await reprojection(projected, [])) as Record<
+          string,
+          unknown
+        >;
+        expect(stored, `trial ${trial} (seed ${SEED}): listing at cursor ${cursor}`).toEqual(
+          expected,
+        );
+      } finally {
+        await reader.close();
+      }
+
+      // A writer opens the file: the projection resumes from the cursor.
+      const store = openSqliteLedger(path);
+      try {
+        const all = await store.read();
+        const { trails } = await store.operations({ limit: 1, fresh: false });
+        expect(trails, `trial ${trial}: resumed at open`).toBeUndefined();
+        expect(await listing(store, sessions), `trial ${trial} (seed ${SEED})`).toEqual(
+          await reprojection(all, sessions),
+        );
+      } finally {
+        await store.close();
+      }
+    }
+    // Some kills must have left the listing behind the events, or nothing was resumed.
+    expect(trailing).toBeGreaterThan(0);
+  }, 300_000);
+});
