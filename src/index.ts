@@ -46,6 +46,9 @@ export { isUsageError, type UsageErrorCode } from './core/errors.js';
 export type {
   Dispatched,
   DispatchOptions,
+  Looked,
+  LookupPrepared,
+  Lookups,
   Prepared,
   Transport,
   Transports,

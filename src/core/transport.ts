@@ -1,7 +1,11 @@
 // The transport port: how the engine hands one prepared request to whatever carries it (HTTP on
-// undici, a command over SSH; an upstream MCP server next) and gets back what happened — evidence
-// for classify(), never a verdict. Adapters live in their own folders (src/http/adapter.ts,
-// src/ssh/adapter.ts) and import only core; the engine sees this port alone.
+// undici, a command over SSH, a `tools/call` to an upstream MCP server) and gets back what
+// happened — evidence for classify(), never a verdict. Two members carry bytes: `dispatch` (an
+// attempt) and `lookup` (reconciliation looking at the destination), each typed per transport so
+// the engine reads what came back without casts. Adapters live in their own folders
+// (src/http/adapter.ts, src/ssh/adapter.ts, src/upstream/adapter.ts) and import only core; the
+// engine sees this port alone. The promises every adapter keeps are proved by one shared suite
+// (test/transport.case.ts) run over each of them and over the scripted transport of the fakes.
 import type { Evidence } from './evidence.js';
 import type { ActionClass } from './vocabulary.js';
 
@@ -44,6 +48,25 @@ export interface HttpPrepared {
    * flagged `over_limit` (lookups). Without it the adapter keeps 4 MiB and drains the rest.
    */
   max_body_bytes?: number;
+}
+
+/**
+ * An HTTP lookup: a request that only reads, with a bound on its answer.
+ */
+export interface HttpLookupPrepared extends Omit<HttpPrepared, 'max_body_bytes'> {
+  /** Reading stops past this many bytes; the lookup then failed (`over_limit`). */
+  max_body_bytes: number;
+  /**
+   * A get-by-id lookup: its 404 says "no such record" (`absent`). For a list lookup a 404 is no
+   * answer at all (`failed`): the list itself is missing.
+   */
+  absent_on_404: boolean;
+}
+
+/** What an HTTP lookup found: a 2xx answer, complete and within its limit, for the engine to read. */
+export interface HttpFound {
+  status: number;
+  body: Uint8Array;
 }
 
 /** An SSH command run under the marker protocol (one attempt of an operation). */
@@ -97,7 +120,25 @@ export type MarkerState =
     }
   | { state: 'completed'; exit_status: number; completed_at: string };
 
-export type SshPrepared = SshRunPrepared | SshMarkerPrepared | SshCheckPrepared;
+/** What an attempt hands the SSH transport; marker reads and checks are lookups. */
+export type SshPrepared = SshRunPrepared;
+
+/** The two SSH lookups: the operation's marker, or a set_state action's convergence check. */
+export type SshLookupPrepared = SshMarkerPrepared | SshCheckPrepared;
+
+/**
+ * What an SSH lookup found: a marker the command left (any state but absent: an absent marker is
+ * the lookup's `absent`), with the recorded stdout of a completed run; or a convergence check that
+ * passed (a failing check is `absent`: the desired state is not there).
+ */
+export type SshFound =
+  | {
+      op: 'marker';
+      marker: Exclude<MarkerState, { state: 'absent' }>;
+      stdout: string;
+      stdout_truncated?: { kept_bytes: number; dropped_bytes: number };
+    }
+  | { op: 'check'; check_status: 0 };
 
 /**
  * One `tools/call` to an upstream MCP server (an attempt, or a reconciliation lookup through a
@@ -177,6 +218,36 @@ export interface Dispatched {
   phases: Phases;
 }
 
+/**
+ * What a lookup learned about the destination. `found` and `absent` are the destination's own
+ * answer; `failed` means nothing was learned (no answer, an unreadable one, a refusal) and says
+ * nothing about the operation. Every variant carries the lookup's own evidence and true phases.
+ */
+export type Looked<F> =
+  | { verdict: 'found'; found: F; evidence: Evidence; phases: Phases }
+  | { verdict: 'absent'; evidence: Evidence; phases: Phases }
+  | {
+      verdict: 'failed';
+      evidence: Evidence;
+      phases: Phases;
+      /** The status the destination answered with, when a whole answer (or its cut start) came. */
+      status?: number;
+      /** The answer went past the lookup's `max_body_bytes` and was cut off there. */
+      over_limit?: true;
+      /** The far side refused the lookup by name (an SSH wrapper's `marker_unsafe`, …). */
+      refusal?: string;
+    };
+
+/** Each transport's lookup request and what it finds, by kind. */
+export interface Lookups {
+  http: { prepared: HttpLookupPrepared; found: HttpFound };
+  ssh: { prepared: SshLookupPrepared; found: SshFound };
+  /** A mapped upstream read tool; what it found is read by the configured rule. */
+  mcp: { prepared: McpPrepared; found: McpToolReply };
+}
+
+export type LookupPrepared = Lookups[TransportKind]['prepared'];
+
 export interface DispatchOptions {
   /** The caller's signal: aborting it cancels the exchange (evidence `cancelled`). */
   signal?: AbortSignal | undefined;
@@ -187,6 +258,15 @@ export interface Transport<P extends Prepared = Prepared> {
   readonly kind: P['kind'];
   /** Never throws for a failed exchange: failure is evidence. */
   dispatch(prepared: P, options: DispatchOptions): Promise<Dispatched>;
+  /**
+   * Looks at the destination for reconciliation. Never throws for a failed exchange: it is a
+   * `failed` lookup with its evidence. Aborting the signal ends it as `failed`, evidence
+   * `cancelled`.
+   */
+  lookup(
+    prepared: Lookups[P['kind']]['prepared'],
+    options: DispatchOptions,
+  ): Promise<Looked<Lookups[P['kind']]['found']>>;
   /**
    * What else identifies the request on this transport (where it runs, what checks it), bound into
    * the request fingerprint next to the generic request line. Absent: the request line alone.
@@ -201,4 +281,27 @@ export interface Transports {
   http?: Transport<HttpPrepared>;
   ssh?: Transport<SshPrepared>;
   mcp?: Transport<McpPrepared>;
+}
+
+/**
+ * An HTTP exchange read as a lookup: a complete 2xx answer is `found`, a complete 404 of a
+ * get-by-id is `absent`, anything else `failed` (with the status when a whole answer, or the cut
+ * start of one past the limit, came). Pure, shared by the HTTP adapter and transports that wrap or
+ * script it, so that every HTTP lookup is read the same way.
+ */
+export function readHttpLookup(prepared: HttpLookupPrepared, d: Dispatched): Looked<HttpFound> {
+  const reply = d.reply;
+  const tooLarge = reply?.over_limit === true;
+  const complete = d.evidence.phase === 'response_complete';
+  const status = complete || tooLarge ? reply?.status : undefined;
+  const base = { evidence: d.evidence, phases: d.phases };
+  if (complete && status === 404 && prepared.absent_on_404) return { verdict: 'absent', ...base };
+  if (complete && status !== undefined && status >= 200 && status < 300)
+    return { verdict: 'found', found: { status, body: reply?.body ?? new Uint8Array(0) }, ...base };
+  return {
+    verdict: 'failed',
+    ...base,
+    ...(status !== undefined ? { status } : {}),
+    ...(tooLarge ? { over_limit: true as const } : {}),
+  };
 }

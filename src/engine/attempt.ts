@@ -349,7 +349,7 @@ function redactedOutput(ctx: EngineContext, data: unknown): unknown {
   return typeof stdout === 'string' ? { ...data, stdout: ctx.redactor.redactString(stdout) } : data;
 }
 
-/** Hands a prepared request to the transport of its kind (also used by reconciliation lookups). */
+/** Hands a prepared request to the transport of its kind (lookups go through lookup.ts). */
 export async function dispatch(
   ctx: Pick<EngineContext, 'transports'>,
   prepared: Prepared,
@@ -362,7 +362,7 @@ export async function dispatch(
 }
 
 /** No transport of the destination's kind is registered in the runtime. */
-class TransportMissing extends Error {
+export class TransportMissing extends Error {
   readonly code = 'transport_missing';
   constructor(kind: string) {
     super(`no ${kind} transport is registered`);

@@ -4,7 +4,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Evidence } from '../core/evidence.js';
-import type { Dispatched, HttpPrepared, Transport } from '../core/transport.js';
+import {
+  readHttpLookup,
+  type Dispatched,
+  type HttpPrepared,
+  type Transport,
+} from '../core/transport.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { defineAction } from './action.js';
@@ -46,6 +51,8 @@ function destination() {
   const sent: string[] = [];
   const transport: Transport<HttpPrepared> = {
     kind: 'http',
+    // The lookup is read from the same answers, as the HTTP adapter reads its exchanges.
+    lookup: async (p, options) => readHttpLookup(p, await transport.dispatch(p, options)),
     dispatch(p): Promise<Dispatched> {
       sent.push(`${p.method} ${p.path}`);
       const lost: Evidence = { phase: 'request_sent', local_error: 'connection_reset' };
@@ -204,6 +211,15 @@ describe('ownership leases between gateways', () => {
     // gw-a: its first connect is refused (nothing sent), so it may retry; before the retry it
     // stalls (a GC pause, a paused VM) in its backoff sleep, longer than its lease.
     const aSent: string[] = [];
+    const refused = (p: HttpPrepared): Promise<Dispatched> => {
+      aSent.push(`${p.method} ${p.path}`);
+      return Promise.resolve({
+        evidence: { phase: 'not_sent', local_error: 'connect_refused' },
+        data: null,
+        diagnostics: {},
+        phases: { started_at: 1, finished_at: 2 },
+      });
+    };
     let stall!: () => void;
     const stalled = new Promise<void>((r) => (stall = r));
     let wake!: () => void;
@@ -222,15 +238,8 @@ describe('ownership leases between gateways', () => {
       transports: {
         http: {
           kind: 'http',
-          dispatch(p: HttpPrepared): Promise<Dispatched> {
-            aSent.push(`${p.method} ${p.path}`);
-            return Promise.resolve({
-              evidence: { phase: 'not_sent', local_error: 'connect_refused' },
-              data: null,
-              diagnostics: {},
-              phases: { started_at: 1, finished_at: 2 },
-            });
-          },
+          dispatch: refused,
+          lookup: async (p) => readHttpLookup(p, await refused(p)),
         },
       },
     });

@@ -3,12 +3,11 @@
 // the answer shows. The lookup goes through the same transport as the attempts; what it found is
 // an observation, never an attempt. No automatic retry follows an absent effect: upstream MCP
 // servers honour no idempotency key, so a person (or the agent, knowingly) decides.
-import type { McpToolReply } from '../core/transport.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { McpDestination } from './action.js';
-import { dispatch } from './attempt.js';
 import { type AnyAction, type EngineContext, unknownOutcome } from './context.js';
+import { lookupMcp } from './lookup.js';
 import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
 /** The named arguments of `reconcileMcpOperation`. */
@@ -46,7 +45,7 @@ export async function reconcileMcpOperation(
   }
   const checked = `${dest.upstream} ${lookup.tool}`;
   const checkedAt = clock.now();
-  const out = await dispatch(
+  const looked = await lookupMcp(
     ctx,
     {
       kind: 'mcp',
@@ -63,10 +62,10 @@ export async function reconcileMcpOperation(
     signal,
   );
   let matches: Array<{ ref: string; record: unknown }> | null = null;
-  if (out.evidence.phase === 'response_complete' && out.evidence.mcp_reply !== 'rpc_error') {
+  if (looked.verdict === 'found') {
     try {
       // A configured rule: a throw means "no usable answer", never an escape.
-      matches = lookup.matches(out.data as McpToolReply, params);
+      matches = lookup.matches(looked.found, params);
       if (!Array.isArray(matches)) matches = null;
     } catch {
       matches = null;

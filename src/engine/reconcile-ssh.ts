@@ -16,11 +16,11 @@ import type { OperationState } from '../core/vocabulary.js';
 import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
 import { REDACTED } from '../core/redact.js';
 import type { Evidence } from '../core/evidence.js';
-import type { MarkerState } from '../core/transport.js';
+import type { Looked, SshFound } from '../core/transport.js';
 import { contractOf, type EngineAction, type SshDestination } from './action.js';
-import { dispatch } from './attempt.js';
 import { unknownOutcome, type AnyAction, type EngineContext } from './context.js';
 import { licensedAttempt } from './drive.js';
+import { lookupSsh } from './lookup.js';
 import { envelopeFromView } from './operation.js';
 import { settleApplied } from './reconcile-settle.js';
 import { prepare } from './request.js';
@@ -119,13 +119,14 @@ interface ConvergenceCheckOptions {
   decl: SshDestination;
   real: RealInput;
   checkedAt: number;
+  signal: AbortSignal | undefined;
 }
 
 async function convergenceCheck(
   ctx: EngineContext,
   action: AnyAction,
   view: OperationView,
-  { decl, real, checkedAt }: ConvergenceCheckOptions,
+  { decl, real, checkedAt, signal }: ConvergenceCheckOptions,
 ): Promise<Envelope> {
   const { observe, envelopeOf } = ctx;
   const checked = `ssh ${decl.host_ref} convergence check`;
@@ -146,9 +147,10 @@ async function convergenceCheck(
     });
     return escalate(ctx, action, view, { code: real.code, reason: real.reason });
   }
-  const r = await runSshCheck(ctx, decl, real.input);
-  if (!r.ok) {
-    if (r.refusal)
+  const r = await runSshCheck(ctx, decl, real.input, signal);
+  // An answer to another lookup than the check is no answer: nothing learned.
+  if (r.verdict === 'failed' || (r.verdict === 'found' && r.found.op !== 'check')) {
+    if (r.verdict === 'failed' && r.refusal)
       return escalate(ctx, action, view, {
         code: r.refusal,
         reason: `the wrapper refused the check (${r.refusal})`,
@@ -161,7 +163,7 @@ async function convergenceCheck(
       diagnosticsRef: null,
     });
   }
-  const converged = r.check_status === 0;
+  const converged = r.verdict === 'found';
   const rerun = !converged && provenNotReached(view);
   await observe(view, {
     source: 'post_write_check',
@@ -194,11 +196,17 @@ async function convergenceCheck(
   });
 }
 
+/** The named arguments of `reconcileSshOperation`. */
+export interface ReconcileSshOperationOptions {
+  view: OperationView;
+  signal?: AbortSignal | undefined;
+}
+
 export async function reconcileSshOperation(
   ctx: EngineContext,
   action: AnyAction,
   decl: SshDestination,
-  view: OperationView,
+  { view, signal }: ReconcileSshOperationOptions,
 ): Promise<Envelope> {
   const { clock, observe, load, resolve, envelopeOf } = ctx;
   // A settled operation is never re-run (nor re-checked into another state) by reconciliation.
@@ -210,13 +218,25 @@ export async function reconcileSshOperation(
   if (!real.ok && real.code === 'request_changed')
     return escalate(ctx, action, view, { code: real.code, reason: real.reason });
   if (action.class === 'set_state')
-    return convergenceCheck(ctx, action, view, { decl, real, checkedAt });
-  const found = await lookupSshMarker(ctx, decl, view.operation_id);
-  if (!found.ok) {
-    if (found.refusal) {
+    return convergenceCheck(ctx, action, view, { decl, real, checkedAt, signal });
+  const looked = await lookupSsh(
+    ctx,
+    {
+      kind: 'ssh',
+      op: 'marker',
+      id: view.operation_id,
+      host_ref: decl.host_ref,
+      operation_id: view.operation_id,
+    },
+    signal,
+  );
+  const found = looked.verdict === 'found' && looked.found.op === 'marker' ? looked.found : null;
+  // An answer to another lookup than the marker is no answer: nothing learned.
+  if (looked.verdict === 'failed' || (looked.verdict === 'found' && !found)) {
+    if (looked.verdict === 'failed' && looked.refusal) {
       return escalate(ctx, action, view, {
-        code: found.refusal,
-        reason: `the wrapper refused to read the marker (${found.refusal}); a person must fix the marker directory`,
+        code: looked.refusal,
+        reason: `the wrapper refused to read the marker (${looked.refusal}); a person must fix the marker directory`,
       });
     }
     return envelopeOf({
@@ -227,9 +247,8 @@ export async function reconcileSshOperation(
       diagnosticsRef: null,
     });
   }
-  const m = found.marker;
   const checked = `ssh ${decl.host_ref} marker ${view.operation_id}`;
-  if (m.state === 'absent') {
+  if (!found) {
     const proven = provenNotReached(view);
     const go = proven && real.ok;
     const conclusion = go
@@ -260,7 +279,9 @@ export async function reconcileSshOperation(
       reason: conclusion,
     });
   }
-  const c = classify(found.evidence, contractOf(action));
+  const { marker: m, stdout, stdout_truncated } = found;
+  const output = { stdout, ...(stdout_truncated ? { stdout_truncated } : {}) };
+  const c = classify(looked.evidence, contractOf(action));
   const stateAfter: OperationState =
     m.state === 'completed'
       ? c.category === 'succeeded'
@@ -297,7 +318,7 @@ export async function reconcileSshOperation(
       action,
       view,
       outcome: c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
-      data: c.category === 'succeeded' ? { exit_status: m.exit_status, ...found.output } : null,
+      data: c.category === 'succeeded' ? { exit_status: m.exit_status, ...output } : null,
       diagnosticsRef: null,
     });
   }
@@ -312,53 +333,23 @@ export async function reconcileSshOperation(
   return escalate(ctx, action, view, { code: `marker_${m.state}`, reason: conclusion });
 }
 
-/** A completed run's recorded stdout as the transport bounds it (with `stdout_truncated` if cut). */
-type RecordedOutput = {
-  stdout: string;
-  stdout_truncated?: { kept_bytes: number; dropped_bytes: number };
-};
-
-type SshLookup =
-  | { ok: true; marker: MarkerState; evidence: Evidence; output: RecordedOutput }
-  | { ok: false; evidence: Evidence; refusal?: string };
-
-/** The operation's marker, read through the SSH transport. */
-async function lookupSshMarker(
-  ctx: EngineContext,
-  decl: SshDestination,
-  operationId: string,
-): Promise<SshLookup> {
-  const d = await dispatch(
-    ctx,
-    {
-      kind: 'ssh',
-      op: 'marker',
-      id: operationId,
-      host_ref: decl.host_ref,
-      operation_id: operationId,
-    },
-    undefined,
-  );
-  const found = d.data as ({ marker: MarkerState } & RecordedOutput) | null;
-  if (!found) return lookupFailure(d.evidence);
-  const { marker, ...output } = found;
-  return { ok: true, marker, evidence: d.evidence, output };
-}
-
-type SshCheck =
-  { ok: true; check_status: number } | { ok: false; evidence: Evidence; refusal?: string };
-
 /** The set_state convergence check alone, under `sh -c` with the secret environment. */
 async function runSshCheck(
   ctx: EngineContext,
   decl: SshDestination,
   input: unknown,
-): Promise<SshCheck> {
-  if (!decl.check) return { ok: false, evidence: { phase: 'not_sent', error_code: 'no_check' } };
+  signal: AbortSignal | undefined,
+): Promise<Looked<SshFound>> {
+  const notRun = (evidence: Evidence): Looked<SshFound> => ({
+    verdict: 'failed',
+    evidence,
+    phases: { started_at: ctx.clock.now(), finished_at: ctx.clock.now() },
+  });
+  if (!decl.check) return notRun({ phase: 'not_sent', error_code: 'no_check' });
   const secrets = await sshSecretEnv(ctx.options.resolveSshSecret, ctx.redactor, decl, input);
-  if (!secrets.ok) return { ok: false, evidence: secrets.evidence };
+  if (!secrets.ok) return notRun(secrets.evidence);
   const secretEnv = secrets.env;
-  const d = await dispatch(
+  return lookupSsh(
     ctx,
     {
       kind: 'ssh',
@@ -369,17 +360,6 @@ async function runSshCheck(
       deadline_ms: decl.deadline_ms,
       ...(secretEnv ? { secret_env: secretEnv } : {}),
     },
-    undefined,
+    signal,
   );
-  const ran = d.data as { check_status: number } | null;
-  if (!ran) return lookupFailure(d.evidence);
-  return { ok: true, check_status: ran.check_status };
-}
-
-/** A failed lookup; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
-function lookupFailure(evidence: Evidence): { ok: false; evidence: Evidence; refusal?: string } {
-  const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
-  return refused
-    ? { ok: false, evidence, refusal: refused.replace(/^wrapper_/, '') }
-    : { ok: false, evidence };
 }

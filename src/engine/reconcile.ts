@@ -14,9 +14,9 @@ import type { OperationView } from '../ledger/projection.js';
 import type { HttpRequestSpec, RequestContext } from './action.js';
 import { LOOKUP_MAX_ANSWER_BYTES } from './action.js';
 import { operationEnvelope } from './truth.js';
-import { dispatch } from './attempt.js';
 import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
 import { licensedAttempt } from './drive.js';
+import { lookupHttp } from './lookup.js';
 import { bindRecords, type LookupRecord } from './lookup-binding.js';
 import { reconcileMcpOperation } from './reconcile-mcp.js';
 import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
@@ -133,7 +133,10 @@ export async function reconcileView(
     };
   }
   if (dest.kind === 'ssh') {
-    return { step: 'ssh', envelope: await reconcileSshOperation(ctx, action, dest, view) };
+    return {
+      step: 'ssh',
+      envelope: await reconcileSshOperation(ctx, action, dest, { view, signal }),
+    };
   }
   if (dest.kind === 'mcp') return reconcileMcpOperation(ctx, action, dest, { view, signal });
   const lookup = dest.reconciliation!;
@@ -175,7 +178,8 @@ export async function reconcileView(
   const checkedAt = clock.now();
   let matches: LookupRecord[] | null = null;
   for (const s of cred.secrets) redactor.addSecret(s);
-  const out = await dispatch(
+  const maxAnswerBytes = lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES;
+  const looked = await lookupHttp(
     ctx,
     {
       kind: 'http',
@@ -192,21 +196,25 @@ export async function reconcileView(
       ...(action.timeouts ? { timeouts: action.timeouts } : {}),
       reuse_connection: true,
       // Bounded like every answer read from outside: a huge body costs the cap, not its length.
-      max_body_bytes: lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES,
+      max_body_bytes: maxAnswerBytes,
+      // A get-by-id that says "no such record": a negative observation, like an empty list.
+      absent_on_404: lookup.shape === 'one',
     },
     signal,
   );
-  const reply = out.reply;
-  const tooLarge = reply?.over_limit === true;
-  const complete = out.evidence.phase === 'response_complete';
-  const status = complete || tooLarge ? (reply?.status ?? null) : null;
-  if (complete && status === 404 && lookup.shape === 'one') {
-    // A get-by-id that says "no such record": a negative observation, like an empty list.
+  const tooLarge = looked.verdict === 'failed' && looked.over_limit === true;
+  const status =
+    looked.verdict === 'found'
+      ? looked.found.status
+      : looked.verdict === 'absent'
+        ? (looked.evidence.status ?? null)
+        : (looked.status ?? null);
+  if (looked.verdict === 'absent') {
     matches = [];
-  } else if (complete && status !== null && status >= 200 && status < 300) {
+  } else if (looked.verdict === 'found') {
     try {
       // A user callback: a throw means "no usable answer", never an escape.
-      const text = Buffer.from(reply?.body ?? new Uint8Array(0)).toString('utf8');
+      const text = Buffer.from(looked.found.body).toString('utf8');
       matches = lookup.matches(JSON.parse(text), params);
       if (!Array.isArray(matches)) matches = null;
     } catch {
@@ -219,9 +227,9 @@ export async function reconcileView(
     // lookup was tried (and what it met), so it is recorded too. Its verdict `failed` moves the
     // fold nowhere (core/fold.ts): an unknown operation stays unknown.
     const met = tooLarge
-      ? `it answered ${status ?? '?'} with a body over the limit of ${lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES} bytes`
+      ? `it answered ${status ?? '?'} with a body over the limit of ${maxAnswerBytes} bytes`
       : status === null
-        ? `it got no answer (${out.evidence.phase})`
+        ? `it got no answer (${looked.evidence.phase})`
         : `it answered ${status} with no usable list of records`;
     await observe(view, {
       source: 'lookup',
@@ -230,7 +238,7 @@ export async function reconcileView(
       matches: 0,
       remote_refs: [],
       conclusion: tooLarge
-        ? `lookup_answer_too_large: the lookup answered ${status ?? '?'} with a body over the limit of ${lookup.maxAnswerBytes ?? LOOKUP_MAX_ANSWER_BYTES} bytes, cut off there: nothing learned`
+        ? `lookup_answer_too_large: the lookup answered ${status ?? '?'} with a body over the limit of ${maxAnswerBytes} bytes, cut off there: nothing learned`
         : status === null
           ? 'the lookup got no answer: nothing learned'
           : `the lookup answered ${status} with no usable list of records: nothing learned`,

@@ -5,14 +5,12 @@
 import { describe, expect, it } from 'vitest';
 import { z } from 'zod';
 import type { Evidence } from '../core/evidence.js';
-import type {
-  Dispatched,
-  HttpPrepared,
-  Prepared,
-  Reply,
-  SshPrepared,
-  Transport,
-} from '../core/transport.js';
+import type { Reply } from '../core/transport.js';
+import {
+  scriptedHttpTransport,
+  scriptedSshTransport,
+  type ScriptStep,
+} from '../fakes/scripted-transport.js';
 import type { StoredEvent } from '../ledger/events.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { defineAction, type ActionDefinition } from './action.js';
@@ -23,32 +21,18 @@ import { defineSshAction } from './ssh-action.js';
 
 const SECRET = 'tok-scripted-5d1e0c';
 
+/** One exchange the script answers (what the real transport would report). */
 interface Step {
   evidence: Evidence;
   reply?: Reply;
   data?: unknown;
 }
 
-/** A transport that answers from a script and keeps every prepared request it was handed. */
-function scripted<P extends Prepared>(kind: P['kind'], steps: Step[]) {
-  const sent: P[] = [];
-  const transport: Transport<P> = {
-    kind,
-    dispatch(prepared): Promise<Dispatched> {
-      sent.push(prepared);
-      const step = steps.shift();
-      if (!step) throw new Error(`script exhausted at request ${sent.length}`);
-      return Promise.resolve({
-        evidence: { ...step.evidence },
-        data: step.data ?? null,
-        ...(step.reply ? { reply: step.reply } : {}),
-        diagnostics: { scripted: sent.length },
-        phases: { started_at: 1, finished_at: 2 },
-      });
-    },
-  };
-  return { transport, sent, steps };
-}
+/** Phases pinned, so that what the ledger records of them can be asserted exactly. */
+const pinned = <F>(step: Step): ScriptStep<F> => ({
+  phases: { started_at: 1, finished_at: 2 },
+  ...step,
+});
 
 const json = (status: number, body: unknown, headers: Record<string, string> = {}): Step => {
   const bytes = Buffer.from(JSON.stringify(body));
@@ -110,7 +94,7 @@ function gateAnswering(decision: GateDecision): Gate & { asked: number } {
 
 function engine(steps: Step[], gate?: Gate) {
   const ledger = openMemoryLedger();
-  const http = scripted<HttpPrepared>('http', steps);
+  const http = scriptedHttpTransport(steps.map((s) => pinned(s)));
   const runtime: Runtime = createEngine({
     ledger,
     credentials: staticCredentials({ 'vault:deploy': { authorization: `Bearer ${SECRET}` } }),
@@ -406,12 +390,12 @@ describe('the engine over a scripted transport (no sockets)', () => {
 
   it('an SSH destination goes to the ssh transport, with the host, command and check it declares', async () => {
     const ledger = openMemoryLedger();
-    const http = scripted<HttpPrepared>('http', []);
-    const ssh = scripted<SshPrepared>('ssh', [
-      {
+    const http = scriptedHttpTransport([]);
+    const ssh = scriptedSshTransport([
+      pinned({
         evidence: { phase: 'response_complete', exit_status: 0 },
         data: { exit_status: 0, stdout: 'ok' },
-      },
+      }),
     ]);
     const runtime = createEngine({
       ledger,

@@ -1,4 +1,5 @@
-// The fault-injecting fake HTTP service (DESIGN.md §4), published as `candor/testing`.
+// The fault-injecting fake HTTP service (DESIGN.md §4) and a scripted transport for testing actions
+// without sockets, published as `candor/testing`.
 export { startFakeService, type FakeService, type FakeServiceOptions } from './service.js';
 export {
   faultSchema,
@@ -47,3 +48,11 @@ export {
   type SshdFixture,
   type CutProxy,
 } from './sshd.js';
+export {
+  scriptedHttpTransport,
+  scriptedSshTransport,
+  scriptedMcpTransport,
+  type ScriptStep,
+  type ScriptedTransport,
+  type ScriptedTransportOptions,
+} from './scripted-transport.js';

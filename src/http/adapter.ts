@@ -6,7 +6,12 @@ import { parseRetryAfter, type Evidence } from '../core/evidence.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
 import { merged } from '../core/merge.js';
 import { systemClock, type Clock } from '../core/time.js';
-import type { Dispatched, HttpPrepared, Reply, Transport } from '../core/transport.js';
+import {
+  readHttpLookup,
+  type HttpPrepared,
+  type Reply,
+  type Transport,
+} from '../core/transport.js';
 import { createHttpPool } from './pool.js';
 import { DEFAULT_TIMEOUTS, sendHttp, type HttpOutcome, type HttpTimeouts } from './transport.js';
 
@@ -22,53 +27,56 @@ export function httpTransport(options: HttpTransportOptions = {}): Transport<Htt
   const now = (): number => clock.now();
   // This transport's connections: they live as long as the runtime that owns it.
   const pool = createHttpPool();
+  const dispatch: Transport<HttpPrepared>['dispatch'] = async (p, { signal }) => {
+    const outcome = await sendHttp(
+      {
+        origin: p.origin,
+        method: p.method,
+        path: p.path,
+        headers: p.headers,
+        ...(p.body !== undefined ? { body: p.body } : {}),
+        attemptId: p.id,
+        timeouts: p.timeouts
+          ? (merged(DEFAULT_TIMEOUTS, p.timeouts) as HttpTimeouts)
+          : DEFAULT_TIMEOUTS,
+        ...(signal ? { signal } : {}),
+        reuseConnection: p.reuse_connection,
+        ...(p.max_body_bytes !== undefined
+          ? { maxBodyBytes: p.max_body_bytes, overLimit: 'cut' as const }
+          : {}),
+        pool,
+        ...(options.lookup ? { lookup: options.lookup } : {}),
+      },
+      now,
+    );
+    return {
+      evidence: evidenceOf(outcome, now()),
+      data: null,
+      reply: replyOf(outcome),
+      diagnostics: {
+        status: outcome.status ?? null,
+        headers: outcome.headers ? withoutSecretHeaders(outcome.headers) : null,
+        framing: outcome.framing ?? null,
+        error_code: outcome.error_code ?? null,
+      },
+      phases: {
+        started_at: outcome.phases.started_at,
+        ...(outcome.phases.request_sent_at !== undefined
+          ? { request_sent_at: outcome.phases.request_sent_at }
+          : {}),
+        ...(outcome.phases.headers_at !== undefined
+          ? { headers_at: outcome.phases.headers_at }
+          : {}),
+        finished_at: outcome.phases.finished_at,
+      },
+    };
+  };
   return {
     kind: 'http',
     close: () => pool.close(),
-    async dispatch(p, { signal }): Promise<Dispatched> {
-      const outcome = await sendHttp(
-        {
-          origin: p.origin,
-          method: p.method,
-          path: p.path,
-          headers: p.headers,
-          ...(p.body !== undefined ? { body: p.body } : {}),
-          attemptId: p.id,
-          timeouts: p.timeouts
-            ? (merged(DEFAULT_TIMEOUTS, p.timeouts) as HttpTimeouts)
-            : DEFAULT_TIMEOUTS,
-          ...(signal ? { signal } : {}),
-          reuseConnection: p.reuse_connection,
-          ...(p.max_body_bytes !== undefined
-            ? { maxBodyBytes: p.max_body_bytes, overLimit: 'cut' as const }
-            : {}),
-          pool,
-          ...(options.lookup ? { lookup: options.lookup } : {}),
-        },
-        now,
-      );
-      return {
-        evidence: evidenceOf(outcome, now()),
-        data: null,
-        reply: replyOf(outcome),
-        diagnostics: {
-          status: outcome.status ?? null,
-          headers: outcome.headers ? withoutSecretHeaders(outcome.headers) : null,
-          framing: outcome.framing ?? null,
-          error_code: outcome.error_code ?? null,
-        },
-        phases: {
-          started_at: outcome.phases.started_at,
-          ...(outcome.phases.request_sent_at !== undefined
-            ? { request_sent_at: outcome.phases.request_sent_at }
-            : {}),
-          ...(outcome.phases.headers_at !== undefined
-            ? { headers_at: outcome.phases.headers_at }
-            : {}),
-          finished_at: outcome.phases.finished_at,
-        },
-      };
-    },
+    dispatch,
+    // A lookup is an exchange like any other (same pool, timeouts, signal), read as an answer.
+    lookup: async (p, options) => readHttpLookup(p, await dispatch(p, options)),
   };
 }
 

@@ -4,7 +4,10 @@
 import type { Evidence } from '../core/evidence.js';
 import type {
   Dispatched,
+  Looked,
+  Phases,
   SshCheckPrepared,
+  SshFound,
   SshMarkerPrepared,
   SshPrepared,
   SshRunPrepared,
@@ -55,9 +58,20 @@ export function sshTransport(
           phases: { started_at, finished_at: now() },
         });
       }
-      if (p.op === 'run') return run(options, entry, p, signal, started_at, now);
-      if (p.op === 'marker') return marker(options, entry, p, started_at, now);
-      return check(options, entry, p, started_at, now);
+      return run(options, entry, p, signal, started_at, now);
+    },
+    lookup(p, { signal }): Promise<Looked<SshFound>> {
+      const started_at = now();
+      const entry = entryOf(p.host_ref);
+      if (!options || !entry) {
+        return Promise.resolve({
+          verdict: 'failed',
+          evidence: unknownHostEvidence,
+          phases: { started_at, finished_at: now() },
+        });
+      }
+      const at = { started_at, now, signal };
+      return p.op === 'marker' ? marker(options, entry, p, at) : check(options, entry, p, at);
     },
     binding(p) {
       // The marker location from the inventory now: an inventory change between an attempt and its
@@ -71,7 +85,7 @@ export function sshTransport(
             marker_dir: entry.marker_dir ?? '',
           }
         : null;
-      return { location, check: p.op === 'marker' ? null : (p.check ?? null) };
+      return { location, check: p.check ?? null };
     },
   };
 }
@@ -158,38 +172,46 @@ async function run(
   };
 }
 
-/** data: `{ marker, stdout }` when the marker could be read, else null (evidence says why). */
+/** When a lookup began, the clock, and the caller's signal. */
+interface LookupTiming {
+  started_at: number;
+  now: () => number;
+  signal: AbortSignal | undefined;
+}
+
+/** The marker: absent, or found in the state the command left it (with a completed run's stdout). */
 async function marker(
   options: SshRuntimeOptions,
   host: HostEntry,
   p: SshMarkerPrepared,
-  started_at: number,
-  now: () => number,
-): Promise<Dispatched> {
+  { started_at, now, signal }: LookupTiming,
+): Promise<Looked<SshFound>> {
   const { reconcileSsh } = await import('./transport.js');
   const r = await reconcileSsh({
     host,
     operationId: p.operation_id,
     resolveKey: options.resolveKey,
+    ...(signal ? { signal } : {}),
   });
-  return r.ok
-    ? lookedUp(
-        r.value.evidence,
-        { marker: r.value.marker, ...envelopeStdout(r.value.stdout, r.value.stdout_dropped) },
-        started_at,
-        now,
-      )
-    : lookedUp(r.failure.lookup_evidence, null, started_at, now);
+  const phases: Phases = { started_at, finished_at: now() };
+  if (!r.ok) return failedLookup(r.failure.lookup_evidence, phases);
+  const { marker: m, evidence } = r.value;
+  if (m.state === 'absent') return { verdict: 'absent', evidence, phases };
+  return {
+    verdict: 'found',
+    found: { op: 'marker', marker: m, ...envelopeStdout(r.value.stdout, r.value.stdout_dropped) },
+    evidence,
+    phases,
+  };
 }
 
-/** data: `{ check_status }` when the check ran to an exit status, else null. */
+/** The convergence check: found when the desired state holds (exit 0), absent when it does not. */
 async function check(
   options: SshRuntimeOptions,
   host: HostEntry,
   p: SshCheckPrepared,
-  started_at: number,
-  now: () => number,
-): Promise<Dispatched> {
+  { started_at, now, signal }: LookupTiming,
+): Promise<Looked<SshFound>> {
   const { checkSsh } = await import('./transport.js');
   const r = await checkSsh({
     host,
@@ -197,23 +219,23 @@ async function check(
     resolveKey: options.resolveKey,
     deadlineMs: p.deadline_ms,
     ...(p.secret_env ? { secretEnv: p.secret_env } : {}),
+    ...(signal ? { signal } : {}),
   });
-  return r.ok
-    ? lookedUp(
-        { phase: 'response_complete' },
-        { check_status: r.value.check_status },
-        started_at,
-        now,
-      )
-    : lookedUp(r.failure.lookup_evidence, null, started_at, now);
+  const phases: Phases = { started_at, finished_at: now() };
+  if (!r.ok) return failedLookup(r.failure.lookup_evidence, phases);
+  const evidence: Evidence = { phase: 'response_complete', exit_status: r.value.check_status };
+  return r.value.check_status === 0
+    ? { verdict: 'found', found: { op: 'check', check_status: 0 }, evidence, phases }
+    : { verdict: 'absent', evidence, phases };
 }
 
-/** A marker read or a convergence check, as the port reports it (no diagnostics of its own). */
-function lookedUp(
-  evidence: Evidence,
-  data: Dispatched['data'],
-  started_at: number,
-  now: () => number,
-): Dispatched {
-  return { evidence, data, diagnostics: {}, phases: { started_at, finished_at: now() } };
+/** A lookup that learned nothing; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
+function failedLookup(evidence: Evidence, phases: Phases): Looked<SshFound> {
+  const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
+  return {
+    verdict: 'failed',
+    evidence,
+    phases,
+    ...(refused ? { refusal: refused.replace(/^wrapper_/, '') } : {}),
+  };
 }

@@ -17,7 +17,13 @@
 //   Each with `data.refusal: { code, detail }` saying what a person must do.
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/client/validators/ajv';
 import type { Evidence } from '../core/evidence.js';
-import type { Dispatched, McpPrepared, McpToolReply, Transport } from '../core/transport.js';
+import type {
+  Dispatched,
+  Looked,
+  McpPrepared,
+  McpToolReply,
+  Transport,
+} from '../core/transport.js';
 import type { CallFacts, UpstreamConnection } from './connection.js';
 import type { AuthFacts } from './oauth/session.js';
 
@@ -114,61 +120,86 @@ const REFUSAL_CODES: ReadonlySet<number> = new Set([-32700, -32600, -32601, -326
 export function mcpTransport(options: McpTransportOptions): Transport<McpPrepared> {
   const now = options.now ?? Date.now;
   const validator = new AjvJsonSchemaValidator();
+  /** One `tools/call`, with the tool's result (null without one) typed for lookups. */
+  const exchange = async (
+    p: McpPrepared,
+    signal: AbortSignal | undefined,
+  ): Promise<{ dispatched: Dispatched; result: McpToolReply | null }> => {
+    const started_at = now();
+    const upstream = options.upstreams.get(p.upstream);
+    if (!upstream) {
+      const dispatched: Dispatched = {
+        evidence: { phase: 'not_sent', local_error: 'other', error_code: 'unknown_upstream' },
+        data: null,
+        diagnostics: { problem: `no upstream "${p.upstream}" is configured` },
+        phases: { started_at, finished_at: now() },
+      };
+      return { dispatched, result: null };
+    }
+    const facts = await upstream.call(p.tool, p.arguments, {
+      id: p.id,
+      deadline_ms: p.deadline_ms,
+      signal,
+      ...(p.operation_caller !== undefined ? { operation_caller: p.operation_caller } : {}),
+    });
+    const finished_at = now();
+    const { evidence, data, diagnostics } = read(facts, p.upstream);
+    if (evidence.mcp_reply === 'result' && data && 'content' in data) {
+      const schema = options.outputSchemaOf?.(p.upstream, p.tool);
+      if (schema && data.structuredContent !== undefined) {
+        try {
+          const v = validator.getValidator(schema)(data.structuredContent);
+          evidence.contract_check = v.valid ? 'valid' : 'violated';
+          if (!v.valid) diagnostics['problem'] = `structuredContent: ${v.errorMessage}`;
+        } catch {
+          evidence.contract_check = 'unchecked';
+        }
+      } else if (schema && data.structuredContent === undefined) {
+        // A tool that declares an outputSchema must return structured content (MCP spec).
+        evidence.contract_check = 'violated';
+        diagnostics['problem'] = 'no structuredContent although the tool declares an outputSchema';
+      }
+    }
+    const dispatched: Dispatched = {
+      evidence,
+      data,
+      diagnostics,
+      phases: {
+        started_at,
+        ...(facts.stage === 'written' || facts.stage === 'answered'
+          ? { request_sent_at: started_at }
+          : {}),
+        finished_at,
+      },
+    };
+    return { dispatched, result: data && 'content' in data ? data : null };
+  };
   return {
     kind: 'mcp',
-    async dispatch(p, { signal }): Promise<Dispatched> {
-      const started_at = now();
-      const upstream = options.upstreams.get(p.upstream);
-      if (!upstream) {
-        return {
-          evidence: { phase: 'not_sent', local_error: 'other', error_code: 'unknown_upstream' },
-          data: null,
-          diagnostics: { problem: `no upstream "${p.upstream}" is configured` },
-          phases: { started_at, finished_at: now() },
-        };
-      }
-      const facts = await upstream.call(p.tool, p.arguments, {
-        id: p.id,
-        deadline_ms: p.deadline_ms,
-        signal,
-        ...(p.operation_caller !== undefined ? { operation_caller: p.operation_caller } : {}),
-      });
-      const finished_at = now();
-      const { evidence, data, diagnostics } = read(facts, p.upstream);
-      if (evidence.mcp_reply === 'result' && data && 'content' in data) {
-        const schema = options.outputSchemaOf?.(p.upstream, p.tool);
-        if (schema && data.structuredContent !== undefined) {
-          try {
-            const v = validator.getValidator(schema)(data.structuredContent);
-            evidence.contract_check = v.valid ? 'valid' : 'violated';
-            if (!v.valid) diagnostics['problem'] = `structuredContent: ${v.errorMessage}`;
-          } catch {
-            evidence.contract_check = 'unchecked';
-          }
-        } else if (schema && data.structuredContent === undefined) {
-          // A tool that declares an outputSchema must return structured content (MCP spec).
-          evidence.contract_check = 'violated';
-          diagnostics['problem'] =
-            'no structuredContent although the tool declares an outputSchema';
-        }
-      }
-      return {
-        evidence,
-        data,
-        diagnostics,
-        phases: {
-          started_at,
-          ...(facts.stage === 'written' || facts.stage === 'answered'
-            ? { request_sent_at: started_at }
-            : {}),
-          finished_at,
-        },
-      };
-    },
+    dispatch: async (p, { signal }) => (await exchange(p, signal)).dispatched,
+    lookup: async (p, { signal }) => lookedUp(await exchange(p, signal)),
     binding(p) {
       return { upstream: p.upstream, tool: p.tool };
     },
   };
+}
+
+/**
+ * A `tools/call` read as a lookup: the read tool's result (an `isError` one too: "no such file" is
+ * how a read tool says absent, which the configured rule decides) is `found`; a JSON-RPC error, an
+ * auth refusal or no answer is `failed`. Whether the result shows the effect is the rule's to say.
+ */
+function lookedUp({
+  dispatched: d,
+  result,
+}: {
+  dispatched: Dispatched;
+  result: McpToolReply | null;
+}): Looked<McpToolReply> {
+  const base = { evidence: d.evidence, phases: d.phases };
+  return d.evidence.phase === 'response_complete' && result
+    ? { verdict: 'found', found: result, ...base }
+    : { verdict: 'failed', ...base };
 }
 
 function read(

@@ -10,7 +10,13 @@
 // connection (the request goes to a released port). A stalled owner (fleet) is held after its
 // exchange completed: the answer arrived, the process has not yet acted on it.
 import { z } from 'zod';
-import type { Dispatched, HttpPrepared, Transport } from '../../../src/core/transport.js';
+import {
+  readHttpLookup,
+  type DispatchOptions,
+  type Dispatched,
+  type HttpPrepared,
+  type Transport,
+} from '../../../src/core/transport.js';
 import type { ConfiguredAction } from '../../../src/config/actions.js';
 import { defineAction, type ActionDefinition } from '../../../src/engine/action.js';
 import { staticCredentials } from '../../../src/engine/ports.js';
@@ -145,50 +151,53 @@ export class FaultedWorld {
   /** The wrapping HTTP transport of one runtime (`owner()` names it once the runtime exists). */
   transport(owner: () => string, clock?: Clock): Transport<HttpPrepared> {
     const inner = httpTransport(clock ? { clock } : {});
+    const dispatch = async (p: HttpPrepared, opts: DispatchOptions): Promise<Dispatched> => {
+      const callId = p.headers['x-candor-call-id'] ?? '';
+      const corr = p.headers['x-correlation-id'] ?? '';
+      const lookupOf = corr.endsWith('.lookup') ? corr.slice(0, -'.lookup'.length) : null;
+      const t = this.tracked.get(lookupOf ?? callId);
+      if (!t) return inner.dispatch(p, opts);
+      let spec: FaultSpec | null = null;
+      let prepared = p;
+      let n: number;
+      if (lookupOf !== null && p.method === 'GET') {
+        n = ++t.lookups;
+        const f: LookupFault = t.plan.lookups[n - 1] ?? { kind: 'ok' };
+        spec = lookupSpec(`${t.plan.id}.lookup`, f);
+        t.log.push(`lookup #${n} by ${owner()}: ${f.kind}`);
+      } else if (p.method === 'POST') {
+        n = ++t.posts;
+        const f: AttemptFault = t.plan.attempts[n - 1] ?? { kind: 'ok' };
+        if (f.kind === 'refused') prepared = { ...p, origin: this.refusedOrigin };
+        else spec = attemptSpec(t.plan.id, f);
+        t.log.push(`attempt #${n} by ${owner()}: ${f.kind}`);
+      } else {
+        return inner.dispatch(p, opts);
+      }
+      const armed = spec ? this.fake.arm(spec) : null;
+      let out: Dispatched;
+      try {
+        out = await inner.dispatch(prepared, opts);
+      } finally {
+        // A fault the request never met (it did not reach the fake) must not hit the next one;
+        // a spent one is dropped too (the fake scans its armed faults on every request).
+        if (armed) this.fake.disarm(armed.id);
+      }
+      const stall = t.stall;
+      if (stall && lookupOf === null && n === t.plan.pauseAt && stall.owner === owner()) {
+        t.log.push(`${owner()} stalls past its lease holding the answer to attempt #${n}`);
+        stall.paused();
+        await stall.resume;
+        t.log.push(`${owner()} resumes and acts on the late answer to attempt #${n}`);
+      }
+      return out;
+    };
     return {
       kind: 'http',
       close: () => inner.close?.() ?? Promise.resolve(),
-      dispatch: async (p, opts): Promise<Dispatched> => {
-        const callId = p.headers['x-candor-call-id'] ?? '';
-        const corr = p.headers['x-correlation-id'] ?? '';
-        const lookupOf = corr.endsWith('.lookup') ? corr.slice(0, -'.lookup'.length) : null;
-        const t = this.tracked.get(lookupOf ?? callId);
-        if (!t) return inner.dispatch(p, opts);
-        let spec: FaultSpec | null = null;
-        let prepared = p;
-        let n: number;
-        if (lookupOf !== null && p.method === 'GET') {
-          n = ++t.lookups;
-          const f: LookupFault = t.plan.lookups[n - 1] ?? { kind: 'ok' };
-          spec = lookupSpec(`${t.plan.id}.lookup`, f);
-          t.log.push(`lookup #${n} by ${owner()}: ${f.kind}`);
-        } else if (p.method === 'POST') {
-          n = ++t.posts;
-          const f: AttemptFault = t.plan.attempts[n - 1] ?? { kind: 'ok' };
-          if (f.kind === 'refused') prepared = { ...p, origin: this.refusedOrigin };
-          else spec = attemptSpec(t.plan.id, f);
-          t.log.push(`attempt #${n} by ${owner()}: ${f.kind}`);
-        } else {
-          return inner.dispatch(p, opts);
-        }
-        const armed = spec ? this.fake.arm(spec) : null;
-        let out: Dispatched;
-        try {
-          out = await inner.dispatch(prepared, opts);
-        } finally {
-          // A fault the request never met (it did not reach the fake) must not hit the next one;
-          // a spent one is dropped too (the fake scans its armed faults on every request).
-          if (armed) this.fake.disarm(armed.id);
-        }
-        const stall = t.stall;
-        if (stall && lookupOf === null && n === t.plan.pauseAt && stall.owner === owner()) {
-          t.log.push(`${owner()} stalls past its lease holding the answer to attempt #${n}`);
-          stall.paused();
-          await stall.resume;
-          t.log.push(`${owner()} resumes and acts on the late answer to attempt #${n}`);
-        }
-        return out;
-      },
+      dispatch,
+      // Lookups meet the planned faults too: read from the same wrapped exchange as the adapter does.
+      lookup: async (p, opts) => readHttpLookup(p, await dispatch(p, opts)),
     };
   }
 
