@@ -569,16 +569,19 @@ const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLitera
 
 /**
  * Durability before acknowledging, in the write's own message after its COMMIT: the statement runs
- * in an implicit transaction of its own, with the session's `synchronous_commit = on`; taking a
- * transaction id makes that commit wait until the WAL is flushed up to its commit record, which
- * lies after ours, and the server answers the message only then. The append's transaction commits
- * with `synchronous_commit = off`, so the wait falls after the locks are released: concurrent
- * writers share WAL flushes (the server's group commit) instead of holding the append lock across
- * every fsync. If anything before it fails, the server skips the rest of the message, so an append
- * that failed is never waited on. A record lost in a server crash before this flush was never
+ * in an implicit transaction of its own, with the session's `synchronous_commit = on`; it takes a
+ * transaction id and writes one WAL record (a transactional logical message, ignored by physical
+ * replication), so its commit waits until the WAL is flushed up to its commit record, which lies
+ * after ours, and the server answers the message only then. A transaction that writes no WAL of its
+ * own before its commit record (`SELECT txid_current()` alone) commits asynchronously whatever
+ * `synchronous_commit` says, and waited for nothing. The append's transaction commits with
+ * `synchronous_commit = off`, so the wait falls after the locks are released: concurrent writers
+ * share WAL flushes (the server's group commit) instead of holding the append lock across every
+ * fsync. If anything before it fails, the server skips the rest of the message, so an append that
+ * failed is never waited on. A record lost in a server crash before this flush was never
  * acknowledged, and neither was anything chained after it (the WAL is sequential).
  */
-const FLUSH_WAIT = 'SELECT txid_current()';
+const FLUSH_WAIT = "SELECT pg_logical_emit_message(true, 'candor-flush', '')";
 
 /**
  * Statements writing what the records change beside the events (tags, unresolved states, the
