@@ -159,6 +159,32 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
     }
   });
 
+  it('acknowledges an append only once the server flushed the WAL past it', async () => {
+    // The append commits asynchronously (outside its locks) and is acknowledged after a flush
+    // wait; on this otherwise idle server the WAL written so far is the append's, so once append()
+    // returns, the flushed position must have caught up with the inserted one. Without a working
+    // flush wait the WAL writer flushes only every 200 ms, and the check fails at once.
+    const store = await openPostgresLedger(url(), { schema: 'flushed' });
+    const observer = new pg.Client({ connectionString: url() });
+    await observer.connect();
+    try {
+      const behind: number[] = [];
+      for (let i = 0; i < 10; i++) {
+        await store.append([opened(`op_flush_${i}`)]);
+        await store.append([started(`op_flush_${i}`, `att_flush_${i}`)]);
+        const { rows } = await observer.query<{ behind: boolean }>(
+          'SELECT pg_current_wal_flush_lsn() < pg_current_wal_insert_lsn() AS behind',
+        );
+        if (rows[0]!.behind) behind.push(i);
+      }
+      expect(behind).toEqual([]);
+      expect(await store.read()).toHaveLength(20);
+    } finally {
+      await observer.end();
+      await store.close();
+    }
+  });
+
   it('seals in the server the bytes the client seals: same records, hashes and listing', async () => {
     const odd = opened('op_ü');
     const events: NewEvent[] = [

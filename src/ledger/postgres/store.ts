@@ -4,8 +4,8 @@
 // queued in one process are group-committed. The append lock covers server work only: the client
 // encodes records around their seq and previous hash and folds the listing under per-operation
 // locks, and one `candor_append` call (append.ts) seals and writes under the append lock. A write
-// takes one message (operation locks, a guard on what this store remembers, the call, COMMIT) or,
-// when it must read first, two; then a WAL flush wait outside the locks.
+// takes one message (operation locks, a guard on what this store remembers, the call, COMMIT and
+// a WAL flush wait outside the locks) or, when it must read first, two.
 import pg from 'pg';
 import { sha256Hex } from '../../core/fingerprint.js';
 import type { NewEvent, StoredEvent } from '../events.js';
@@ -200,15 +200,7 @@ class PostgresLedgerStore implements LedgerStore {
           rollback = true;
         }
       }
-      if (done.stored > 0) {
-        // Durability before acknowledging: a synchronous commit that takes a transaction id flushes
-        // the WAL up to its own commit record, which lies after ours. Waiting here, after the lock
-        // is released, lets concurrent writers share WAL flushes (the server's group commit) instead
-        // of holding the append lock across every fsync. A record lost in a server crash before
-        // this flush was never acknowledged, and neither was anything chained after it (the WAL is
-        // sequential).
-        await client.query('SELECT txid_current()');
-      }
+      // A write that stored records ended its message with the flush wait (FLUSH_WAIT).
       return done.results;
     } catch (err) {
       this.#known.clear();
@@ -243,7 +235,7 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * One round trip (plus the flush wait) when this store knows every touched operation from its
+   * One round trip (the flush wait included) when this store knows every touched operation from its
    * own commits, or the batch opens it: the listing is folded from what it remembers and sent with
    * the locks, a guard and the write in one message. The guard (under the operations' locks) fails
    * the transaction unless each remembered operation's row still ends at the seq this store wrote
@@ -398,9 +390,9 @@ class PostgresLedgerStore implements LedgerStore {
         writes,
         this.#channel,
         new Map([...known].map(([id, r]) => [id, r?.last_seq])),
-      )}; COMMIT`,
+      )}; COMMIT; ${FLUSH_WAIT}`,
     )) as unknown as pg.QueryResult<{ head_seq: string; head_hash: string; hashes: string[] }>[];
-    const reply = replies.at(-2)!.rows[0]!;
+    const reply = replies.at(-3)!.rows[0]!;
     const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
     const records = storedRecords(templates, before, reply.hashes);
     this.#remember(records, written, before.seq);
@@ -574,6 +566,22 @@ class PostgresLedgerStore implements LedgerStore {
 }
 
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
+
+/**
+ * Durability before acknowledging, in the write's own message after its COMMIT: the statement runs
+ * in an implicit transaction of its own, with the session's `synchronous_commit = on`; it takes a
+ * transaction id and writes one WAL record (a transactional logical message, ignored by physical
+ * replication), so its commit waits until the WAL is flushed up to its commit record, which lies
+ * after ours, and the server answers the message only then. A transaction that writes no WAL of its
+ * own before its commit record (`SELECT txid_current()` alone) commits asynchronously whatever
+ * `synchronous_commit` says, and waited for nothing. The append's transaction commits with
+ * `synchronous_commit = off`, so the wait falls after the locks are released: concurrent writers
+ * share WAL flushes (the server's group commit) instead of holding the append lock across every
+ * fsync. If anything before it fails, the server skips the rest of the message, so an append that
+ * failed is never waited on. A record lost in a server crash before this flush was never
+ * acknowledged, and neither was anything chained after it (the WAL is sequential).
+ */
+const FLUSH_WAIT = "SELECT pg_logical_emit_message(true, 'candor-flush', '')";
 
 /**
  * Statements writing what the records change beside the events (tags, unresolved states, the
