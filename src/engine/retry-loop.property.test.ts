@@ -18,7 +18,14 @@ import { z } from 'zod';
 import type { Envelope } from '../core/envelope.js';
 import type { Evidence } from '../core/evidence.js';
 import { LICENSING_DECISIONS } from '../core/rules.js';
-import type { Dispatched, HttpPrepared, Reply, Transport } from '../core/transport.js';
+import {
+  readHttpLookup,
+  type Dispatched,
+  type HttpLookupPrepared,
+  type HttpPrepared,
+  type Reply,
+  type Transport,
+} from '../core/transport.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { defineAction } from './action.js';
 import { staticCredentials } from './ports.js';
@@ -113,7 +120,7 @@ function destination(m: Model) {
       ),
     );
 
-  const lookupAnswer = (p: HttpPrepared): Promise<Dispatched> => {
+  const lookupAnswer = (p: HttpLookupPrepared): Promise<Dispatched> => {
     const fault = m.lookups[lookupCount++ % m.lookups.length]!;
     if (fault === 'refused') return answer({ phase: 'not_sent', local_error: 'connect_refused' });
     if (fault === 'fails_500')
@@ -127,8 +134,9 @@ function destination(m: Model) {
 
   const transport: Transport<HttpPrepared> = {
     kind: 'http',
+    // A lookup is read as every HTTP lookup is (core/transport.ts readHttpLookup).
+    lookup: async (p) => readHttpLookup(p, await lookupAnswer(p)),
     dispatch(p): Promise<Dispatched> {
-      if (p.method === 'GET') return lookupAnswer(p);
       const fault = m.writes[writes.length % m.writes.length]!;
       const reaches = fault !== 'refused';
       // A destination that honours keys answers a key it has committed with a replay, whatever
