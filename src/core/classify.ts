@@ -1,6 +1,7 @@
 // classify(): one total function from observed evidence and a declared contract to what the caller
 // may honestly claim. It never throws; evidence it cannot read is treated as the worst case
-// (bytes may have left, nothing came back). The rules are the data tables below, in order.
+// (bytes may have left, nothing came back). decide() only picks a rule id from the evidence, in
+// order; the rule table (core/rule-table.ts) gives that rule's category, retry and remote effect.
 import {
   ContractCheck,
   contractSchema,
@@ -9,14 +10,11 @@ import {
   LocalError,
   Phase,
   type Evidence,
-  type LocalError as LocalErrorT,
   type ResolvedContract,
 } from './evidence.js';
 import {
   ActionClass,
-  Category,
   DispatchState,
-  RemoteEffect,
   Retry,
   valuesOf,
   type Category as CategoryT,
@@ -25,66 +23,9 @@ import {
   type Retry as RetryT,
 } from './vocabulary.js';
 import { ACTION_CLASS_RULES } from './rules.js';
+import { contractFacts, effectOf, retryOf, RULE_TABLE, type RuleId } from './rule-table.js';
 
-/** Every rule that can decide a classification, except the not-sent ones per local error. */
-export const RULE_IDS = [
-  'reconciled_duplicates',
-  'reconciled_found',
-  'gate_locked',
-  'approval_denied',
-  'not_sent',
-  'misframed_response',
-  'exit_zero',
-  'exit_zero_contract_violated',
-  'exit_nonzero',
-  'exit_nonzero_not_started',
-  'no_exit_status',
-  'no_status',
-  'sent_no_response',
-  'idempotency_in_progress',
-  'http_401',
-  'http_403',
-  'http_429',
-  'http_4xx_rejection',
-  'http_5xx_documented_failure',
-  'http_5xx_not_applied_retry_after',
-  'http_5xx_not_applied',
-  'http_5xx_unknown',
-  'http_2xx_body_cut',
-  'http_2xx_contract_violated',
-  'http_2xx_error_body',
-  'http_2xx_replay',
-  'http_2xx',
-  'http_unexpected_status',
-  'mcp_result',
-  'mcp_read_result',
-  'mcp_result_contract_violated',
-  'mcp_tool_error',
-  'mcp_read_error',
-  'mcp_rpc_error',
-  'mcp_rpc_internal_error',
-  'unreadable_evidence',
-  'classifier_fault',
-  // The engine's own: no attempt was made (the request could not be built, or changed).
-  'request_unbuildable',
-  'request_changed',
-] as const;
-
-/**
- * Which rule decided a classification: a closed set, recorded in the ledger and reports. A rule
- * the code can produce but this union lacks is a compile error in classify().
- */
-export type RuleId = (typeof RULE_IDS)[number] | `not_sent_${LocalErrorT}`;
-
-const RULE_ID_SET: ReadonlySet<string> = new Set([
-  ...RULE_IDS,
-  ...valuesOf(LocalError).map((e) => `not_sent_${e}`),
-]);
-
-/** Whether a recorded rule (a string from the ledger) is one this classifier knows. */
-export function isRuleId(rule: string): rule is RuleId {
-  return RULE_ID_SET.has(rule);
-}
+export { isRuleId, RULE_IDS, type RuleId } from './rule-table.js';
 
 /** The rules that answer a 5xx (a retry they license is recorded as `destination_5xx`). */
 export const FIVE_XX_RULES: ReadonlySet<RuleId> = new Set<RuleId>([
@@ -115,63 +56,23 @@ export const CONFIRMED_FAILURE_RETRY: Readonly<Record<ActionClass, RetryT>> = Ob
   ) as Record<ActionClass, RetryT>,
 );
 
-/** Failures before any byte left: category and retry per local error (default: allowed). */
-export const NOT_SENT_RULES: Readonly<
-  Partial<Record<NonNullable<Evidence['local_error']>, { category: CategoryT; retry: RetryT }>>
-> = {
-  ssh_auth_rejected: { category: Category.authentication_failed, retry: Retry.never },
-  // A changed host key is a possible interception: never retried automatically.
-  host_key_mismatch: { category: Category.local_failure, retry: Retry.never },
-  // A missing, unbound or undecryptable credential is not fixed by trying again: a person must act.
-  credential_unavailable: { category: Category.local_failure, retry: Retry.escalate },
-};
+/**
+ * Failures before any byte left that have a rule of their own (any other local error is
+ * `not_sent`): a rejected SSH login, a changed host key, a credential that was not released.
+ */
+export const OWN_NOT_SENT_RULE: ReadonlySet<LocalError> = new Set<LocalError>([
+  LocalError.ssh_auth_rejected,
+  LocalError.host_key_mismatch,
+  LocalError.credential_unavailable,
+]);
 
 /** Explicit refusals by HTTP status (response complete or not: the status line is the answer). */
-export const STATUS_RULES: ReadonlyArray<{
-  match: (status: number) => boolean;
-  category: CategoryT;
-  retry: RetryT;
-  rule: RuleId;
-}> = [
-  {
-    match: (s) => s === 401,
-    category: Category.authentication_failed,
-    retry: Retry.never,
-    rule: 'http_401',
-  },
-  {
-    match: (s) => s === 403,
-    category: Category.authorization_denied,
-    retry: Retry.never,
-    rule: 'http_403',
-  },
-  {
-    match: (s) => s === 429,
-    category: Category.rate_limited,
-    retry: Retry.after_delay,
-    rule: 'http_429',
-  },
-  {
-    match: (s) => s >= 400 && s < 500,
-    category: Category.confirmed_rejection,
-    retry: Retry.never,
-    rule: 'http_4xx_rejection',
-  },
+export const STATUS_RULES: ReadonlyArray<{ match: (status: number) => boolean; rule: RuleId }> = [
+  { match: (s) => s === 401, rule: 'http_401' },
+  { match: (s) => s === 403, rule: 'http_403' },
+  { match: (s) => s === 429, rule: 'http_429' },
+  { match: (s) => s >= 400 && s < 500, rule: 'http_4xx_rejection' },
 ];
-
-/** Retry after an unknown outcome: reads repeat; writes need an honoured key or a lookup first. */
-export function retryAfterUnknown(contract: ResolvedContract): RetryT {
-  if (contract.action_class === ActionClass.read) return Retry.allowed;
-  if (contract.idempotency_honoured) return Retry.allowed;
-  if (contract.reconciliation) return Retry.reconcile_first;
-  return Retry.escalate;
-}
-
-/** Retry after a response that breaks the contract: reads stop; writes look the result up first. */
-export function retryAfterMalformed(contract: ResolvedContract): RetryT {
-  if (contract.action_class === ActionClass.read) return Retry.never;
-  return contract.reconciliation ? Retry.reconcile_first : Retry.escalate;
-}
 
 const WORST_CASE_CONTRACT: ResolvedContract = {
   action_class: ActionClass.execute,
@@ -185,28 +86,39 @@ export function classify(evidence: unknown, contract: unknown): Classification {
   try {
     const ctr = plainContract(contract) ?? parsedContract(contract);
     const e = plainEvidence(evidence) ?? evidenceSchema.safeParse(evidence);
-    if (!e.success) {
-      return result({
-        category: Category.outcome_unknown,
-        retry: retryAfterUnknown(ctr),
-        remote_effect: RemoteEffect.unknown,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.execution_error,
-        rule: 'unreadable_evidence',
-      });
-    }
-    return decide(e.data, ctr);
+    if (!e.success)
+      return fromTable('unreadable_evidence', DispatchState.execution_error, { ctr, ev: null });
+    const rule = decide(e.data, ctr);
+    return fromTable(rule, dispatchFor(rule, e.data), { ctr, ev: e.data });
   } catch {
     // Unreachable by construction; kept so that the function is total even if a schema misbehaves.
-    return result({
-      category: Category.outcome_unknown,
-      retry: Retry.escalate,
-      remote_effect: RemoteEffect.unknown,
-      retry_after_ms: null,
-      dispatch_state: DispatchState.execution_error,
-      rule: 'classifier_fault',
+    return fromTable('classifier_fault', DispatchState.execution_error, {
+      ctr: WORST_CASE_CONTRACT,
+      ev: null,
     });
   }
+}
+
+/**
+ * The classification of `rule` (core/rule-table.ts gives category, retry and remote effect). An
+ * `after_delay` waits what the destination asked for, else the contract's default.
+ */
+function fromTable(
+  rule: RuleId,
+  dispatch_state: DispatchStateT,
+  { ctr, ev }: { ctr: ResolvedContract; ev: Evidence | null },
+): Classification {
+  const facts = contractFacts(ctr);
+  const retry = retryOf(rule, facts);
+  return {
+    category: RULE_TABLE[rule].category as CategoryT,
+    retry,
+    remote_effect: effectOf(rule, facts),
+    retry_after_ms:
+      retry === Retry.after_delay ? (ev?.retry_after_ms ?? ctr.default_retry_after_ms) : null,
+    dispatch_state,
+    rule,
+  };
 }
 
 function parsedContract(contract: unknown): ResolvedContract {
@@ -300,97 +212,26 @@ function plainContract(contract: unknown): ResolvedContract | null {
   };
 }
 
-function decide(ev: Evidence, ctr: ResolvedContract): Classification {
-  const isRead = ctr.action_class === ActionClass.read;
-  const writeEffect = (known: RemoteEffectT): RemoteEffectT => (isRead ? RemoteEffect.none : known);
-
-  if (ev.reconciliation_matches !== undefined && ev.reconciliation_matches >= 2) {
-    return result({
-      category: Category.duplicate_effect,
-      retry: Retry.escalate,
-      remote_effect: RemoteEffect.applied,
-      retry_after_ms: null,
-      dispatch_state: dispatchOf(ev),
-      rule: 'reconciled_duplicates',
-    });
-  }
-  if (ev.reconciliation_matches === 1) {
-    return result({
-      category: Category.succeeded,
-      retry: Retry.never,
-      remote_effect: writeEffect(RemoteEffect.applied),
-      retry_after_ms: null,
-      dispatch_state: dispatchOf(ev),
-      rule: 'reconciled_found',
-    });
-  }
+/**
+ * Which rule the evidence meets, in order: the first that matches decides. The row it names
+ * (core/rule-table.ts) says what the caller may claim.
+ */
+function decide(ev: Evidence, ctr: ResolvedContract): RuleId {
+  if (ev.reconciliation_matches !== undefined && ev.reconciliation_matches >= 2)
+    return 'reconciled_duplicates';
+  if (ev.reconciliation_matches === 1) return 'reconciled_found';
 
   if (ev.phase === 'not_sent') {
-    if (ev.blocked === 'gate_locked') {
-      return result({
-        category: Category.gate_locked,
-        retry: Retry.never,
-        remote_effect: RemoteEffect.none,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.not_sent,
-        rule: 'gate_locked',
-      });
-    }
-    if (ev.blocked === 'approval_denied') {
-      return result({
-        category: Category.approval_denied,
-        retry: Retry.never,
-        remote_effect: RemoteEffect.none,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.not_sent,
-        rule: 'approval_denied',
-      });
-    }
+    if (ev.blocked === 'gate_locked') return 'gate_locked';
+    if (ev.blocked === 'approval_denied') return 'approval_denied';
     const local = ev.local_error;
-    const special = local === undefined ? undefined : NOT_SENT_RULES[local];
-    if (local !== undefined && special) {
-      return result({
-        category: special.category,
-        retry: special.retry,
-        remote_effect: RemoteEffect.none,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.not_sent,
-        rule: `not_sent_${local}`,
-      });
-    }
-    return result({
-      category: Category.local_failure,
-      retry: Retry.allowed,
-      remote_effect: RemoteEffect.none,
-      retry_after_ms: null,
-      dispatch_state: DispatchState.not_sent,
-      rule: 'not_sent',
-    });
+    return local !== undefined && OWN_NOT_SENT_RULE.has(local) ? `not_sent_${local}` : 'not_sent';
   }
 
-  const unknownOutcome = (rule: RuleId, effect: RemoteEffectT): Classification =>
-    result({
-      category: Category.outcome_unknown,
-      retry: retryAfterUnknown(ctr),
-      remote_effect: effect,
-      retry_after_ms: null,
-      dispatch_state: dispatchOf(ev),
-      rule,
-    });
-  const malformed = (rule: RuleId, writeKnown: RemoteEffectT): Classification =>
-    result({
-      category: Category.malformed_response,
-      retry: retryAfterMalformed(ctr),
-      remote_effect: writeEffect(writeKnown),
-      retry_after_ms: null,
-      dispatch_state: dispatchOf(ev),
-      rule,
-    });
-
-  if (ev.phase === 'request_sent') return unknownOutcome('sent_no_response', RemoteEffect.unknown);
+  if (ev.phase === 'request_sent') return 'sent_no_response';
 
   // A response (or an SSH exit status) arrived, completely or cut.
-  if (ev.response_misframed) return malformed('misframed_response', RemoteEffect.unknown);
+  if (ev.response_misframed) return 'misframed_response';
 
   if (ev.status === undefined && ev.mcp_reply !== undefined && ev.phase === 'response_complete')
     return mcpAnswer(ev.mcp_reply, ev, ctr);
@@ -398,132 +239,50 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
   if (ev.status === undefined) {
     // SSH: the exit status is the answer; without it nothing is known.
     if (ev.phase === 'response_complete' && typeof ev.exit_status === 'number') {
-      if (ev.exit_status === 0) {
+      if (ev.exit_status === 0)
         // set-state: the command exited 0 but its convergence re-check failed.
-        if (ev.contract_check === 'violated')
-          return malformed('exit_zero_contract_violated', RemoteEffect.applied);
-        return result({
-          category: Category.succeeded,
-          retry: Retry.never,
-          remote_effect: writeEffect(RemoteEffect.applied),
-          retry_after_ms: null,
-          dispatch_state: DispatchState.response_received,
-          rule: 'exit_zero',
-        });
-      }
+        return ev.contract_check === 'violated' ? 'exit_zero_contract_violated' : 'exit_zero';
       // The command ran and failed; which of its steps took effect is unknown unless the wrapper
       // reported the documented "not started" failure.
-      const notStarted = ev.contract_check === 'documented_failure';
-      const effect = notStarted ? RemoteEffect.none : writeEffect(RemoteEffect.unknown);
-      const retry =
-        effect === RemoteEffect.none
-          ? CONFIRMED_FAILURE_RETRY[ctr.action_class]
-          : retryAfterMalformed(ctr);
-      return result({
-        category: Category.confirmed_failure,
-        retry: retry,
-        remote_effect: effect,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.response_received,
-        rule: notStarted ? 'exit_nonzero_not_started' : 'exit_nonzero',
-      });
+      return ev.contract_check === 'documented_failure'
+        ? 'exit_nonzero_not_started'
+        : 'exit_nonzero';
     }
-    if (ev.phase === 'response_cut' || ev.exit_status === null) {
-      return unknownOutcome('no_exit_status', RemoteEffect.unknown);
-    }
-    return malformed('no_status', RemoteEffect.unknown);
+    if (ev.phase === 'response_cut' || ev.exit_status === null) return 'no_exit_status';
+    return 'no_status';
   }
 
   const s = ev.status;
-  if (ev.idempotency_in_progress && s >= 400 && s < 500 && s !== 401 && s !== 403) {
-    // The first request under this key is still running: its outcome is pending, not refused.
-    const retry = ctr.idempotency_honoured ? Retry.after_delay : retryAfterUnknown(ctr);
-    const delay =
-      retry === Retry.after_delay ? (ev.retry_after_ms ?? ctr.default_retry_after_ms) : null;
-    return result({
-      category: Category.outcome_unknown,
-      retry: retry,
-      remote_effect: writeEffect(RemoteEffect.unknown),
-      retry_after_ms: delay,
-      dispatch_state: DispatchState.response_received,
-      rule: 'idempotency_in_progress',
-    });
-  }
+  // The first request under this key is still running: its outcome is pending, not refused.
+  if (ev.idempotency_in_progress && s >= 400 && s < 500 && s !== 401 && s !== 403)
+    return 'idempotency_in_progress';
   const refusal = STATUS_RULES.find((r) => r.match(s));
-  if (refusal) {
-    const delay =
-      refusal.retry === Retry.after_delay
-        ? (ev.retry_after_ms ?? ctr.default_retry_after_ms)
-        : null;
-    return result({
-      category: refusal.category,
-      retry: refusal.retry,
-      remote_effect: RemoteEffect.none,
-      retry_after_ms: delay,
-      dispatch_state: DispatchState.response_received,
-      rule: refusal.rule,
-    });
-  }
+  if (refusal) return refusal.rule;
 
   if (s >= 500 && s < 600) {
-    if (ev.contract_check === 'documented_failure') {
-      return result({
-        category: Category.confirmed_failure,
-        retry: CONFIRMED_FAILURE_RETRY[ctr.action_class],
-        remote_effect: RemoteEffect.none,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.response_received,
-        rule: 'http_5xx_documented_failure',
-      });
-    }
+    if (ev.contract_check === 'documented_failure') return 'http_5xx_documented_failure';
     if (ctr.five_xx === 'not_applied') {
-      if (ev.retry_after_ms !== undefined && (s === 503 || s === 502 || s === 504)) {
-        return result({
-          category: Category.rate_limited,
-          retry: Retry.after_delay,
-          remote_effect: RemoteEffect.none,
-          retry_after_ms: ev.retry_after_ms,
-          dispatch_state: DispatchState.response_received,
-          rule: 'http_5xx_not_applied_retry_after',
-        });
-      }
-      return result({
-        category: Category.confirmed_failure,
-        retry: CONFIRMED_FAILURE_RETRY[ctr.action_class],
-        remote_effect: RemoteEffect.none,
-        retry_after_ms: null,
-        dispatch_state: DispatchState.response_received,
-        rule: 'http_5xx_not_applied',
-      });
+      return ev.retry_after_ms !== undefined && (s === 503 || s === 502 || s === 504)
+        ? 'http_5xx_not_applied_retry_after'
+        : 'http_5xx_not_applied';
     }
-    return unknownOutcome('http_5xx_unknown', writeEffect(RemoteEffect.unknown));
+    return 'http_5xx_unknown';
   }
 
   if (s >= 200 && s < 300) {
-    if (ev.phase === 'response_cut')
-      return unknownOutcome('http_2xx_body_cut', writeEffect(RemoteEffect.applied));
-    if (ev.contract_check === 'violated' || ev.contract_check === 'documented_failure') {
-      return malformed(
-        ev.contract_check === 'violated' ? 'http_2xx_contract_violated' : 'http_2xx_error_body',
-        RemoteEffect.applied,
-      );
-    }
-    return result({
-      category: Category.succeeded,
-      retry: Retry.never,
-      remote_effect: writeEffect(RemoteEffect.applied),
-      retry_after_ms: null,
-      dispatch_state: DispatchState.response_received,
-      rule: ev.idempotent_replay ? 'http_2xx_replay' : 'http_2xx',
-    });
+    if (ev.phase === 'response_cut') return 'http_2xx_body_cut';
+    if (ev.contract_check === 'violated') return 'http_2xx_contract_violated';
+    if (ev.contract_check === 'documented_failure') return 'http_2xx_error_body';
+    return ev.idempotent_replay ? 'http_2xx_replay' : 'http_2xx';
   }
 
   // 1xx as a final answer, 3xx not followed, or a status outside the registry: not a usable answer.
-  return malformed('http_unexpected_status', RemoteEffect.unknown);
+  return 'http_unexpected_status';
 }
 
 /**
- * The result table of an upstream MCP server's answer (DESIGN.md §5), beside the HTTP rules:
+ * The rules of an upstream MCP server's answer (DESIGN.md §5), beside the HTTP rules (their rows
+ * in core/rule-table.ts):
  *   JSON-RPC -32700…-32602 (parse error, invalid request, unknown method, invalid params or unknown
  *     tool): refused before any tool code ran -> confirmed_rejection, none.
  *   isError, -32603 and server-defined codes, once the request was written: the tool ran and failed
@@ -537,110 +296,61 @@ function decide(ev: Evidence, ctr: ResolvedContract): Classification {
 export const MCP_ANSWER_RULES: Readonly<
   Record<
     NonNullable<Evidence['mcp_reply']> | 'result_contract_violated',
-    Readonly<Record<'read' | 'write', { category: CategoryT; effect: RemoteEffectT; rule: RuleId }>>
+    Readonly<Record<'read' | 'write', RuleId>>
   >
 > = {
-  rpc_error: {
-    read: {
-      category: Category.confirmed_rejection,
-      effect: RemoteEffect.none,
-      rule: 'mcp_rpc_error',
-    },
-    write: {
-      category: Category.confirmed_rejection,
-      effect: RemoteEffect.none,
-      rule: 'mcp_rpc_error',
-    },
-  },
-  tool_error: {
-    read: {
-      category: Category.confirmed_failure,
-      effect: RemoteEffect.none,
-      rule: 'mcp_read_error',
-    },
-    write: {
-      category: Category.outcome_unknown,
-      effect: RemoteEffect.unknown,
-      rule: 'mcp_tool_error',
-    },
-  },
-  rpc_internal_error: {
-    read: {
-      category: Category.confirmed_failure,
-      effect: RemoteEffect.none,
-      rule: 'mcp_read_error',
-    },
-    write: {
-      category: Category.outcome_unknown,
-      effect: RemoteEffect.unknown,
-      rule: 'mcp_rpc_internal_error',
-    },
-  },
+  rpc_error: { read: 'mcp_rpc_error', write: 'mcp_rpc_error' },
+  tool_error: { read: 'mcp_read_error', write: 'mcp_tool_error' },
+  rpc_internal_error: { read: 'mcp_read_error', write: 'mcp_rpc_internal_error' },
   result_contract_violated: {
-    read: {
-      category: Category.malformed_response,
-      effect: RemoteEffect.none,
-      rule: 'mcp_result_contract_violated',
-    },
-    write: {
-      category: Category.malformed_response,
-      effect: RemoteEffect.applied,
-      rule: 'mcp_result_contract_violated',
-    },
+    read: 'mcp_result_contract_violated',
+    write: 'mcp_result_contract_violated',
   },
-  result: {
-    read: { category: Category.succeeded, effect: RemoteEffect.none, rule: 'mcp_read_result' },
-    write: { category: Category.succeeded, effect: RemoteEffect.applied, rule: 'mcp_result' },
-  },
+  result: { read: 'mcp_read_result', write: 'mcp_result' },
 };
-
-/** Retry after a category of the MCP table: the same columns the HTTP rules use. */
-function mcpRetry(category: CategoryT, ctr: ResolvedContract): RetryT {
-  switch (category) {
-    case Category.succeeded:
-    case Category.confirmed_rejection:
-      return Retry.never;
-    case Category.confirmed_failure:
-      return CONFIRMED_FAILURE_RETRY[ctr.action_class];
-    case Category.malformed_response:
-      return retryAfterMalformed(ctr);
-    default:
-      return retryAfterUnknown(ctr);
-  }
-}
 
 function mcpAnswer(
   reply: NonNullable<Evidence['mcp_reply']>,
   ev: Evidence,
   ctr: ResolvedContract,
-): Classification {
+): RuleId {
   const key =
     reply === 'result' && ev.contract_check === 'violated' ? 'result_contract_violated' : reply;
-  const row = MCP_ANSWER_RULES[key][ctr.action_class === ActionClass.read ? 'read' : 'write'];
-  return result({
-    category: row.category,
-    retry: mcpRetry(row.category, ctr),
-    remote_effect: row.effect,
-    retry_after_ms: null,
-    dispatch_state: DispatchState.response_received,
-    rule: row.rule,
-  });
+  return MCP_ANSWER_RULES[key][ctr.action_class === ActionClass.read ? 'read' : 'write'];
 }
 
-function dispatchOf(ev: Evidence): DispatchStateT {
-  if (ev.local_error === 'execution_error' && ev.phase !== 'not_sent')
-    return DispatchState.execution_error;
-  switch (ev.phase) {
-    case 'not_sent':
-      return DispatchState.not_sent;
-    case 'request_sent':
-      return DispatchState.sent_no_response;
-    default:
-      return DispatchState.response_received;
-  }
-}
+/**
+ * Rules that read a status, an exit status or an MCP reply: the answer was received. The others
+ * after a send take the dispatch state from the phase the evidence reached.
+ */
+const ANSWERED_RULES: ReadonlySet<RuleId> = new Set<RuleId>([
+  'exit_zero',
+  'exit_nonzero',
+  'exit_nonzero_not_started',
+  'idempotency_in_progress',
+  'http_401',
+  'http_403',
+  'http_429',
+  'http_4xx_rejection',
+  'http_5xx_documented_failure',
+  'http_5xx_not_applied_retry_after',
+  'http_5xx_not_applied',
+  'http_2xx_replay',
+  'http_2xx',
+  'mcp_result',
+  'mcp_read_result',
+  'mcp_result_contract_violated',
+  'mcp_tool_error',
+  'mcp_read_error',
+  'mcp_rpc_error',
+  'mcp_rpc_internal_error',
+]);
 
-/** A classification, spelled out field by field at every rule (no positional mix-ups). */
-function result(c: Classification): Classification {
-  return c;
+function dispatchFor(rule: RuleId, ev: Evidence): DispatchStateT {
+  if (ev.phase === 'not_sent') return DispatchState.not_sent;
+  if (ANSWERED_RULES.has(rule)) return DispatchState.response_received;
+  if (ev.local_error === 'execution_error') return DispatchState.execution_error;
+  return ev.phase === 'request_sent'
+    ? DispatchState.sent_no_response
+    : DispatchState.response_received;
 }

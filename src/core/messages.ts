@@ -1,5 +1,6 @@
 // One plain sentence per outcome, for people. Agents must never need to parse it (DESIGN.md §1).
 import type { EarlierAttempt } from './operation-outcome.js';
+import { isEnvelopeRuleId, RULE_TABLE, type RuleMessageKey } from './rule-table.js';
 import type { Category, RemoteEffect } from './vocabulary.js';
 
 export interface MessageContext {
@@ -75,12 +76,13 @@ const TEMPLATES: Readonly<Record<Category, (c: MessageContext) => string>> = {
 };
 
 /**
- * Sentences of rules whose meaning the category alone does not carry: reads say found / failed,
- * never "applied"; an upstream tool that failed after the request was written says so, and where
- * its own words are.
+ * Sentences of rules whose meaning the category alone does not carry (the rule table's message
+ * keys, core/rule-table.ts): reads say found / failed, never "applied"; an upstream tool that
+ * failed after the request was written says so, and where its own words are. Each applies only
+ * while the claim still has the category it was written for.
  */
 const RULE_TEMPLATES: Readonly<
-  Record<string, { category: Category; text: (c: MessageContext) => string }>
+  Record<RuleMessageKey, { category: Category; text: (c: MessageContext) => string }>
 > = {
   caller_not_permitted: {
     category: 'authorization_denied',
@@ -125,7 +127,11 @@ export function messageFor(category: Category, context: MessageContext): string 
       ? `Done: an earlier attempt applied ${context.subject}; this later attempt was answered ${said}, which does not undo it.`
       : `This attempt was answered ${said}, but an earlier attempt may have applied ${context.subject}: whether it was applied is unknown.`;
   }
-  const byRule = context.rule === undefined ? undefined : RULE_TEMPLATES[context.rule];
+  const key =
+    context.rule !== undefined && isEnvelopeRuleId(context.rule)
+      ? RULE_TABLE[context.rule].message
+      : 'by_category';
+  const byRule = key === 'by_category' ? undefined : RULE_TEMPLATES[key];
   if (byRule?.category === category && !context.retry_declined) return byRule.text(context);
   const declined = context.retry_declined;
   if (declined && (category === 'approval_denied' || category === 'gate_locked')) {

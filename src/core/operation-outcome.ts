@@ -4,6 +4,7 @@
 // attempt that may have applied. Also here: the licence to send again, raised to the operation.
 import type { Licence } from './licence.js';
 import type { Category, RemoteEffect, Retry } from './vocabulary.js';
+import { retryOf, WORST_CASE_FACTS } from './rule-table.js';
 
 /** What one attempt's classification said (or what a refusal would say alone). */
 export interface Claim {
@@ -37,7 +38,7 @@ export interface OperationClaim {
 
 /** The next step when the effect may exist and no retry is licensed: look it up, or a person. */
 export function unknownNextStep(facts: Pick<OperationFacts, 'lookup'>): Retry {
-  return facts.lookup ? 'reconcile_first' : 'escalate';
+  return retryOf('operation_unknown', { ...WORST_CASE_FACTS, lookup: facts.lookup });
 }
 
 /**
@@ -55,7 +56,7 @@ export function operationClaim(attempt: Claim, facts: OperationFacts): Operation
     return {
       claim: {
         category: 'succeeded',
-        retry: 'never',
+        retry: retryOf('operation_applied'),
         remote_effect: 'applied',
         retry_after_ms: null,
         ...(attempt.rule !== undefined ? { rule: attempt.rule } : {}),

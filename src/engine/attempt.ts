@@ -4,6 +4,7 @@
 import { callContext, withTraceparent } from './trace.js';
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
 import type { Diagnostics, Dispatched, Prepared, Transport } from '../core/transport.js';
@@ -506,10 +507,11 @@ function diagnosticsOf(ctx: EngineContext, outcome: Outcome): Diagnostics {
 }
 
 /** The request function failed before any attempt: nothing was sent; a person must look. */
+const unbuilt = outcomeOf('request_unbuildable');
 const REQUEST_UNBUILDABLE: Classification = {
-  category: 'local_failure',
-  retry: 'escalate',
-  remote_effect: 'none',
+  category: unbuilt.category,
+  retry: unbuilt.retry,
+  remote_effect: unbuilt.remote_effect,
   retry_after_ms: null,
   dispatch_state: 'not_sent',
   rule: 'request_unbuildable',

@@ -11,7 +11,8 @@ import { merged } from '../core/merge.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Transports } from '../core/transport.js';
-import type { Category, OperationState, Retry } from '../core/vocabulary.js';
+import type { Category, OperationState } from '../core/vocabulary.js';
+import { outcomeOf, type RuleOutcome } from '../core/rule-table.js';
 import type { EarlierAttempt } from '../core/operation-outcome.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
@@ -426,14 +427,20 @@ export function deferOpening(
   };
 }
 
-/** A claim that stays `outcome_unknown` (the remote effect is not known), with the given next step. */
-export function unknownOutcome(retry: Retry): {
-  category: 'outcome_unknown';
-  retry: Retry;
-  remote_effect: 'unknown';
-  retry_after_ms: null;
-} {
-  return { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null };
+/**
+ * A claim that stays `outcome_unknown` (the remote effect is not known), with its next step: a
+ * lookup (`unknown_lookup_next`) or a person (`unknown_person_decides`), rows of
+ * core/rule-table.ts. The directive spellings (`reconcile_first`, `escalate`) name the same two
+ * rows for callers that still pass them.
+ */
+export function unknownOutcome(
+  next: 'unknown_lookup_next' | 'unknown_person_decides' | 'reconcile_first' | 'escalate',
+): RuleOutcome {
+  const rule =
+    next === 'reconcile_first' || next === 'unknown_lookup_next'
+      ? 'unknown_lookup_next'
+      : 'unknown_person_decides';
+  return outcomeOf(rule);
 }
 
 /** Two observations that say the same thing (their ids and times aside). */

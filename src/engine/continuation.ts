@@ -9,7 +9,7 @@
 import { canonicalJson } from '../core/canonical.js';
 import type { Envelope } from '../core/envelope.js';
 import { sha256Hex } from '../core/fingerprint.js';
-import type { Retry } from '../core/vocabulary.js';
+import { outcomeOf, WORST_CASE_FACTS } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
 import { hasLookup, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext } from './context.js';
@@ -109,12 +109,11 @@ export function budgetSpent(
   if (view.remote_effect === 'applied') return operationEnvelope(ctx, action, view);
   const allNone = view.attempts.length > 0 && view.remote_effect === 'none';
   const lookup = !lookedUp && hasLookup(action);
-  const retry: Retry = !allNone && lookup ? 'reconcile_first' : 'escalate';
   if (last && allNone) {
     return envelopeOf({
       action,
       view,
-      outcome: { category: last.category, retry, remote_effect: 'none', retry_after_ms: null },
+      outcome: outcomeOf('budget_spent_not_applied', { category: last.category }),
       data,
       diagnosticsRef: last.diagnostics_ref,
     });
@@ -123,7 +122,9 @@ export function budgetSpent(
   return envelopeOf({
     action,
     view,
-    outcome: { category: 'outcome_unknown', retry, remote_effect: 'unknown', retry_after_ms: null },
+    outcome: outcomeOf('budget_spent_unknown', {
+      facts: { ...WORST_CASE_FACTS, lookup: !allNone && lookup },
+    }),
     data: null,
     diagnosticsRef: last?.diagnostics_ref ?? null,
   });

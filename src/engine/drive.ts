@@ -3,6 +3,7 @@
 import { classify, isRuleId } from '../core/classify.js';
 import { licence, type Licence, type Licensable } from '../core/licence.js';
 import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
+import { contractFacts, outcomeOf } from '../core/rule-table.js';
 import type { Envelope } from '../core/envelope.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
@@ -111,16 +112,10 @@ export async function gateRefusal<I, O>(
   if (decision.decision === 'approved') return null;
   if (decision.decision === 'pending') {
     // Nothing sent now; the operation stays open so the same operation_id continues it later.
-    const base = classify({ phase: 'not_sent', blocked: 'approval_denied' }, contractOf(action));
     return envelopeOf({
       action,
       view,
-      outcome: {
-        ...base,
-        category: 'approval_pending',
-        retry: 'after_approval',
-        remote_effect: view.remote_effect,
-      },
+      outcome: outcomeOf('approval_pending', { remote_effect: view.remote_effect }),
       data: { approval_id: decision.approval_id },
       diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
     });
@@ -135,13 +130,7 @@ export async function gateRefusal<I, O>(
           sentence: `This call sent nothing: ${decision.reason}.`,
         },
       });
-    const outcome = {
-      category: 'authorization_denied' as const,
-      retry: 'never' as const,
-      remote_effect: view.remote_effect,
-      retry_after_ms: null,
-      rule: 'caller_not_permitted',
-    };
+    const outcome = outcomeOf('caller_not_permitted', { remote_effect: view.remote_effect });
     if (!last) {
       const lost = await resolveOrOwnerLost(ctx, action, view, {
         state: 'cancelled',
@@ -172,16 +161,17 @@ export async function gateRefusal<I, O>(
   // A refused retry: this attempt was not made, but an earlier one may have taken effect (the
   // operation's fold over all of them, not the last attempt's word).
   const effect = view.remote_effect;
-  const retryNext =
+  const outcome =
     effect === 'none'
-      ? c.retry
-      : contractOf(action).reconciliation
-        ? 'reconcile_first'
-        : 'escalate';
+      ? c
+      : outcomeOf(category === 'approval_denied' ? 'retry_approval_denied' : 'retry_gate_locked', {
+          facts: contractFacts(contractOf(action)),
+          remote_effect: effect,
+        });
   return envelopeOf({
     action,
     view,
-    outcome: { ...c, remote_effect: effect, retry: retryNext },
+    outcome,
     data: null,
     diagnosticsRef: last.finish?.diagnostics_ref ?? null,
     variant: effect === 'none' ? undefined : 'retry_declined',
@@ -374,13 +364,11 @@ export async function licensedAttempt(
   if (changedRequest(ctx, a, params, view)) {
     // The recorded input no longer rebuilds the operation's request (redacted, or the action's
     // definition changed): sending it would be another request under this operation's name.
-    return nothingSentNow(
-      ctx,
-      a,
-      view,
-      (sent) =>
+    return nothingSentNow(ctx, a, view, {
+      rule: 'request_changed',
+      message: (sent) =>
         `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
-    );
+    });
   }
   const prepared = tryPrepare(ctx, a, params, view);
   if (!prepared) return notAttempted(ctx, a, view);
@@ -449,13 +437,11 @@ function notAttempted(
   action: AnyAction | EngineAction<never, never>,
   view: OperationView,
 ): Envelope {
-  return nothingSentNow(
-    ctx,
-    action,
-    view,
-    (sent) =>
+  return nothingSentNow(ctx, action, view, {
+    rule: 'request_unbuildable',
+    message: (sent) =>
       `The request for ${action.subject} could not be built (the action's request function failed), so nothing was sent now; ${sent ? `whether an earlier attempt applied it is unknown and ` : ''}a person must look.`,
-  );
+  });
 }
 
 /**
@@ -466,7 +452,14 @@ function nothingSentNow(
   ctx: EngineContext,
   action: AnyAction | EngineAction<never, never>,
   view: OperationView,
-  message: (earlierSent: boolean) => string,
+  {
+    rule,
+    message,
+  }: {
+    /** Why nothing was sent: the request changed, or could not be built. */
+    rule: 'request_changed' | 'request_unbuildable';
+    message: (earlierSent: boolean) => string;
+  },
 ): Envelope {
   // What the operation's attempts established (core/fold.ts), not whether one was answered.
   const effect = view.remote_effect;
@@ -476,15 +469,10 @@ function nothingSentNow(
     view,
     outcome:
       effect === 'applied'
-        ? { category: 'succeeded', retry: 'never', remote_effect: 'applied', retry_after_ms: null }
+        ? outcomeOf('operation_applied')
         : sent
-          ? unknownOutcome('escalate')
-          : {
-              category: 'local_failure',
-              retry: 'escalate',
-              remote_effect: 'none',
-              retry_after_ms: null,
-            },
+          ? unknownOutcome('unknown_person_decides')
+          : outcomeOf(rule),
     data: null,
     diagnosticsRef: null,
   });

@@ -10,8 +10,9 @@
 // - A policy port that throws is a `deny` (fail closed); its decision is recorded all the same.
 import { localCaller } from '../core/caller.js';
 import type { Envelope } from '../core/envelope.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
-import { contractOf, type EngineAction } from './action.js';
+import type { EngineAction } from './action.js';
 import type { EngineContext, RunOptions } from './context.js';
 import type { PolicyVerdict } from './ports.js';
 import { operationEnvelope, resolveOrOwnerLost } from './truth.js';
@@ -121,12 +122,7 @@ async function denied<I, O>(
     const env = ctx.envelopeOf({
       action,
       view,
-      outcome: {
-        category: 'authorization_denied',
-        retry: 'never',
-        remote_effect: 'none',
-        retry_after_ms: null,
-      },
+      outcome: outcomeOf('policy_denied'),
       data,
       diagnosticsRef: null,
     });
@@ -145,21 +141,11 @@ async function denied<I, O>(
         data,
       },
     });
-  const retry =
-    effect === 'none'
-      ? 'never'
-      : contractOf(action).reconciliation
-        ? 'reconcile_first'
-        : 'escalate';
+  // Every attempt so far is known not to have applied (the others returned above).
   const env = ctx.envelopeOf({
     action,
     view,
-    outcome: {
-      category: 'authorization_denied',
-      retry,
-      remote_effect: effect,
-      retry_after_ms: null,
-    },
+    outcome: outcomeOf('policy_denied'),
     data,
     diagnosticsRef: last.finish?.diagnostics_ref ?? null,
   });

@@ -3,6 +3,7 @@
 // tools), kept apart so that neither imports the other back.
 import type { OperationView } from '../ledger/projection.js';
 import type { Envelope } from '../core/envelope.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { AnyAction, EngineContext } from './context.js';
 
 /** What a reconciliation really did, for callers that must report it (recover). */
@@ -99,11 +100,11 @@ export async function settleApplied(
   return ctx.envelopeOf({
     action,
     view,
+    // Found by a lookup: applied, whatever the action's class (the row is the lookup's finding).
     outcome: {
+      ...outcomeOf(once ? 'reconciled_found' : 'reconciled_duplicates'),
       category,
-      retry: once ? 'never' : 'escalate',
       remote_effect: 'applied',
-      retry_after_ms: null,
     },
     data,
     diagnosticsRef: null,

@@ -12,6 +12,7 @@
 // - anything else is `escalate`, with the reason in an observation and in the envelope's data.
 import { classify } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
+import { retryOf } from '../core/rule-table.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
 import { REDACTED } from '../core/redact.js';
@@ -317,7 +318,7 @@ export async function reconcileSshOperation(
     return envelopeOf({
       action,
       view,
-      outcome: c.category === 'succeeded' ? c : { ...c, retry: 'escalate' },
+      outcome: c.category === 'succeeded' ? c : { ...c, retry: retryOf('marker_final_failure') },
       data: c.category === 'succeeded' ? { exit_status: m.exit_status, ...output } : null,
       diagnosticsRef: null,
     });

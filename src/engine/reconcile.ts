@@ -9,6 +9,7 @@
 // operation that never sent anything is not looked up (there is nothing to find, and its state
 // must stay "nothing was sent", never `unknown`).
 import type { Envelope } from '../core/envelope.js';
+import { retryOf } from '../core/rule-table.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { HttpRequestSpec, RequestContext } from './action.js';
@@ -95,7 +96,7 @@ export async function reconcileView(
       view,
       outcome: {
         category: last?.category ?? 'local_failure',
-        retry: 'allowed',
+        retry: retryOf('reconcile_not_sent'),
         remote_effect: 'none',
         retry_after_ms: null,
       },

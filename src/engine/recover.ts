@@ -10,6 +10,7 @@
 // slow destination does not serialize every deadline.
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import type { Envelope } from '../core/envelope.js';
+import { outcomeOf } from '../core/rule-table.js';
 import { REDACTED } from '../core/redact.js';
 import type { OperationView } from '../ledger/projection.js';
 import { UNRESOLVED_STATES } from '../ledger/projection.js';
@@ -304,12 +305,7 @@ function notSentEnvelope(ctx: EngineContext, action: AnyAction, view: OperationV
   const env = ctx.envelopeOf({
     action,
     view,
-    outcome: {
-      category: 'local_failure',
-      retry: 'escalate',
-      remote_effect: 'none',
-      retry_after_ms: null,
-    },
+    outcome: outcomeOf('recovery_not_sent'),
     data: null,
     diagnosticsRef: null,
   });
@@ -323,12 +319,7 @@ function unknownEnvelope(ctx: EngineContext, action: AnyAction, view: OperationV
   return ctx.envelopeOf({
     action,
     view,
-    outcome: {
-      category: 'outcome_unknown',
-      retry: 'escalate',
-      remote_effect: 'unknown',
-      retry_after_ms: null,
-    },
+    outcome: outcomeOf('unknown_person_decides'),
     data: null,
     diagnosticsRef: view.attempts.at(-1)?.finish?.diagnostics_ref ?? null,
   });
@@ -343,12 +334,7 @@ function lockedEnvelope(
   const env = ctx.envelopeOf({
     action,
     view,
-    outcome: {
-      category: 'gate_locked',
-      retry: 'escalate',
-      remote_effect: sent ? 'unknown' : 'none',
-      retry_after_ms: null,
-    },
+    outcome: outcomeOf('recovery_gate_locked', { remote_effect: sent ? 'unknown' : 'none' }),
     data: null,
     diagnosticsRef: null,
   });
@@ -361,13 +347,14 @@ function lockedEnvelope(
 }
 
 function unconfigured(view: OperationView, sent: boolean): Envelope {
+  const row = outcomeOf(sent ? 'action_unconfigured_sent' : 'action_unconfigured_not_sent');
   return {
     ok: false,
-    category: sent ? 'outcome_unknown' : 'local_failure',
+    category: row.category,
     operation: view.action ?? 'unknown',
     operation_id: view.operation_id,
-    retry: 'escalate',
-    remote_effect: sent ? 'unknown' : 'none',
+    retry: row.retry,
+    remote_effect: row.remote_effect,
     correlation_id: view.correlation_id,
     message: `No action named "${view.action ?? '?'}" is configured here, so the operation cannot be checked; ${sent ? 'an attempt may have reached the destination' : 'nothing was sent'}, and a person must decide.`,
     data: null,

@@ -9,6 +9,7 @@
 // transports into `createRuntime`.
 import type { Envelope } from '../core/envelope.js';
 import { isUsageError } from '../core/errors.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
 import type { EngineAction } from './action.js';
 import { classRule } from '../core/rules.js';
@@ -346,13 +347,14 @@ function unbuildableEnvelope(
   e: RequestUnbuildable,
 ): Envelope {
   const misuse = isUsageError(e.cause, 'invalid_input');
+  const row = outcomeOf(misuse ? 'invalid_input' : 'request_unbuildable');
   return {
     ok: false,
-    category: misuse ? 'invalid_input' : 'local_failure',
+    category: row.category,
     operation: action.name,
     operation_id: null,
-    retry: misuse ? 'never' : 'escalate',
-    remote_effect: 'none',
+    retry: row.retry,
+    remote_effect: row.remote_effect,
     correlation_id: null,
     message: misuse
       ? `The arguments do not fit ${action.name}: ${e.cause.message}; nothing was sent.`

@@ -9,11 +9,11 @@ import { licence } from '../core/licence.js';
 import {
   operationClaim,
   operationLicence,
-  unknownNextStep,
   type Claim,
   type OperationFacts,
 } from '../core/operation-outcome.js';
 import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
+import { outcomeOf, retryOf, WORST_CASE_FACTS } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
 import type { AnyAction, EngineContext, RefusalCode, ResolvedBy } from './context.js';
@@ -103,13 +103,7 @@ export function operationEnvelope(
       refusal: refusal ? { code: refusal.code, sentence: refusal.sentence } : undefined,
     });
   };
-  if (view.state === 'duplicate_effect_confirmed')
-    return build({
-      category: 'duplicate_effect',
-      retry: 'escalate',
-      remote_effect: 'applied',
-      retry_after_ms: null,
-    });
+  if (view.state === 'duplicate_effect_confirmed') return build(outcomeOf('reconciled_duplicates'));
   // An answer that showed the effect but not its details (a cut 2xx) keeps asking for the lookup
   // until a lookup (or a later answer) gave the record.
   if (
@@ -125,13 +119,7 @@ export function operationEnvelope(
       retry_after_ms: null,
       rule: finish.rule,
     });
-  if (facts.effect === 'applied')
-    return build({
-      category: 'succeeded',
-      retry: 'never',
-      remote_effect: 'applied',
-      retry_after_ms: null,
-    });
+  if (facts.effect === 'applied') return build(outcomeOf('operation_applied'));
   if (facts.effect === 'unknown') {
     if (finish && finish.remote_effect !== 'applied')
       return build({
@@ -142,12 +130,9 @@ export function operationEnvelope(
         rule: finish.rule,
       });
     // Started and never finished (the bytes may have left), or known only from an earlier one.
-    return build({
-      category: 'outcome_unknown',
-      retry: unknownNextStep(facts),
-      remote_effect: 'unknown',
-      retry_after_ms: null,
-    });
+    return build(
+      outcomeOf('operation_unknown', { facts: { ...WORST_CASE_FACTS, lookup: facts.lookup } }),
+    );
   }
   if (finish)
     return build({
@@ -157,12 +142,9 @@ export function operationEnvelope(
       retry_after_ms: null,
       rule: finish.rule,
     });
-  return build({
-    category: view.resolution?.category ?? 'local_failure',
-    retry: 'never',
-    remote_effect: 'none',
-    retry_after_ms: null,
-  });
+  return build(
+    outcomeOf('operation_not_applied', { category: view.resolution?.category ?? 'local_failure' }),
+  );
 }
 
 function remoteRefsOf(view: OperationView): string[] {
@@ -226,10 +208,8 @@ function nextStep(
   facts: OperationFacts,
 ): Claim {
   const unknown = claim.remote_effect === 'unknown';
-  const lookupStep = (): Claim['retry'] =>
-    facts.lookup && !lookedUpInVain(view) ? 'reconcile_first' : 'escalate';
   if (claim.retry === 'reconcile_first' && unknown && lookedUpInVain(view))
-    return { ...claim, retry: 'escalate' };
+    return { ...claim, retry: retryOf('looked_up_in_vain') };
   if (claim.retry !== 'allowed' && claim.retry !== 'after_delay') return claim;
   if (!isKnown(action) || claim.remote_effect === 'applied') return claim;
   const f = view.attempts.at(-1)?.finish;
@@ -250,7 +230,10 @@ function nextStep(
   if (lic && left > 0) return claim;
   return {
     ...claim,
-    retry: unknown ? lookupStep() : 'escalate',
+    retry: retryOf('retry_unlicensed', {
+      ...WORST_CASE_FACTS,
+      lookup: unknown && facts.lookup && !lookedUpInVain(view),
+    }),
     retry_after_ms: null,
   };
 }
@@ -263,8 +246,9 @@ function nextStep(
  */
 function heldBack(claim: Claim, held: OwnerHold | null, now: number): Claim {
   if (!held || (claim.retry !== 'allowed' && claim.retry !== 'after_delay')) return claim;
-  if (held.until === null) return { ...claim, retry: 'escalate', retry_after_ms: null };
-  return { ...claim, retry: 'after_delay', retry_after_ms: Math.max(1, held.until - now) };
+  if (held.until === null)
+    return { ...claim, retry: retryOf('owner_holds_unleased'), retry_after_ms: null };
+  return { ...claim, retry: retryOf('owner_holds'), retry_after_ms: Math.max(1, held.until - now) };
 }
 
 /**

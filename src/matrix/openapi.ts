@@ -10,6 +10,7 @@ import { nextActionFor } from '../agent/scripted.js';
 import { classify, type Classification } from '../core/classify.js';
 import type { Envelope } from '../core/envelope.js';
 import type { Evidence, ResolvedContract } from '../core/evidence.js';
+import { retryOf } from '../core/rule-table.js';
 import { ActionClass, valuesOf } from '../core/vocabulary.js';
 import {
   actionName,
@@ -513,7 +514,8 @@ export function expectationFor(ctr: ResolvedContract, cc: ConditionCase): Expect
     else if (ctr.idempotency_honoured) [final, committed] = [{ category: 'succeeded' }, true];
     else
       [final, unknownReason] = [
-        { category: 'outcome_unknown', retry: 'escalate' },
+        // A lookup that found nothing, with no key to retry under: a person decides.
+        { category: 'outcome_unknown', retry: retryOf('looked_up_in_vain') },
         REASON_LOOKUP_NONE,
       ];
   } else if (c.remote_effect === 'unknown') {

@@ -17,6 +17,7 @@
 // that window.
 import type { ConfiguredAction } from '../config/actions.js';
 import type { Envelope } from '../core/envelope.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { RunOptions } from '../engine/context.js';
 import type { Runtime } from '../engine/runtime.js';
 import type { LedgerStore } from '../ledger/store.js';
@@ -79,15 +80,16 @@ export function duplicateGuard(runtime: Runtime, ledger: LedgerStore): Duplicate
       ? 'duplicate_in_flight'
       : 'duplicate_unresolved';
     const base = found?.envelope;
+    const inFlight = outcomeOf('duplicate_in_flight');
     // The earlier operation's own directive; one still in flight has no answer yet: its outcome
     // is unknown until it ends (then operation_status says what it was).
     const directive =
       base && !prior.inFlight
         ? { category: base.category, retry: base.retry, remote_effect: base.remote_effect }
         : {
-            category: 'outcome_unknown' as const,
-            retry: 'reconcile_first' as const,
-            remote_effect: 'unknown' as const,
+            category: inFlight.category,
+            retry: inFlight.retry,
+            remote_effect: inFlight.remote_effect,
           };
     const next =
       directive.retry === 'escalate'

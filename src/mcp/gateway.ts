@@ -24,6 +24,7 @@ import {
 } from '@modelcontextprotocol/server';
 import type { ConfiguredAction } from '../config/actions.js';
 import { envelopeSchema, type Envelope } from '../core/envelope.js';
+import { outcomeOf, retryOf } from '../core/rule-table.js';
 import { headline } from '../core/headline.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
@@ -125,13 +126,14 @@ function personMustCheck(
   message: string,
   data: Record<string, unknown> | null,
 ): Envelope {
+  const row = outcomeOf('unknown_person_decides');
   return {
     ok: false,
-    category: 'outcome_unknown',
+    category: row.category,
     operation: tool,
     operation_id: operationId,
-    retry: 'escalate',
-    remote_effect: 'unknown',
+    retry: row.retry,
+    remote_effect: row.remote_effect,
     correlation_id: null,
     message,
     data,
@@ -140,13 +142,14 @@ function personMustCheck(
 }
 
 function invalidInputEnvelope(tool: string, error: InvalidInput): Envelope {
+  const row = outcomeOf('invalid_input');
   return {
     ok: false,
-    category: 'invalid_input',
+    category: row.category,
     operation: tool,
     operation_id: error.operationId,
-    retry: 'never',
-    remote_effect: 'none',
+    retry: row.retry,
+    remote_effect: row.remote_effect,
     correlation_id: null,
     message: `The arguments for ${tool} are invalid (${error.field}: ${error.problem}); nothing was sent.`,
     data: { field: error.field, problem: error.problem },
@@ -268,7 +271,7 @@ export function createGateway(options: GatewayOptions): Gateway {
       operation: BUILTIN.list_unresolved_operations,
       operation_id: null,
       // Listing is a local read of the ledger: nothing remote happened, nothing to repeat.
-      retry: 'never',
+      retry: retryOf('ledger_listing'),
       remote_effect: 'none',
       correlation_id: null,
       message:

@@ -6,6 +6,7 @@
 import { checkTranscript, DEFAULT_RULES, type Violation } from '../../agent/rules.js';
 import type { TranscriptStep } from '../../agent/transcript.js';
 import type { Envelope } from '../../core/envelope.js';
+import { outcomeOf } from '../../core/rule-table.js';
 import type { OperationView } from '../../ledger/projection.js';
 import { dash, html, type Html, iso, seg } from '../html.js';
 import { stateBadge } from '../layout.js';
@@ -58,6 +59,10 @@ export function callsOf(views: readonly OperationView[]): Call[] {
     for (const o of v.observations) {
       const settled = o.state_after === 'succeeded';
       const dup = o.state_after === 'duplicate_effect_confirmed';
+      // What the lookup found, in the rule table's words for a lookup's finding.
+      const found = outcomeOf(
+        settled ? 'reconciled_found' : dup ? 'reconciled_duplicates' : 'unknown_lookup_next',
+      );
       calls.push({
         view: v,
         kind: 'lookup',
@@ -67,8 +72,8 @@ export function callsOf(views: readonly OperationView[]): Call[] {
         result: {
           ...base,
           ok: settled,
-          category: settled ? 'succeeded' : dup ? 'duplicate_effect' : 'outcome_unknown',
-          retry: settled ? 'never' : dup ? 'escalate' : 'reconcile_first',
+          category: found.category,
+          retry: found.retry,
           remote_effect: settled || dup ? 'applied' : 'unknown',
         },
       });
