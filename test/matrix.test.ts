@@ -160,8 +160,12 @@ describe('reference matrix', () => {
       expect(together.rows.map((r) => r.id)).toEqual(serial.rows.map((r) => r.id));
       // Row by row: the claims, the agent's follow-up, every assertion with what it saw (remote
       // state and event trail included), the oracle's verdict and the secret check.
+      // A difference prints both rows' timelines (ledger events, the fake's ground truth).
       for (const [i, r] of together.rows.entries())
-        expect(outcome(r)).toEqual(outcome(serial.rows[i]!));
+        expect(
+          outcome(r),
+          `${r.id}\ntogether: ${JSON.stringify(r.timeline)}\nserial: ${JSON.stringify(serial.rows[i]!.timeline)}`,
+        ).toEqual(outcome(serial.rows[i]!));
       expect(together.summary).toEqual(serial.summary);
       expect(together.summary.unsafe).toBe(0);
       expect(together.summary.secret_leaks).toBe(0);

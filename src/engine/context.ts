@@ -430,16 +430,11 @@ export function deferOpening(
 /**
  * A claim that stays `outcome_unknown` (the remote effect is not known), with its next step: a
  * lookup (`unknown_lookup_next`) or a person (`unknown_person_decides`), rows of
- * core/rule-table.ts. The directive spellings (`reconcile_first`, `escalate`) name the same two
- * rows for callers that still pass them.
+ * core/rule-table.ts.
  */
 export function unknownOutcome(
-  next: 'unknown_lookup_next' | 'unknown_person_decides' | 'reconcile_first' | 'escalate',
+  rule: 'unknown_lookup_next' | 'unknown_person_decides',
 ): RuleOutcome {
-  const rule =
-    next === 'reconcile_first' || next === 'unknown_lookup_next'
-      ? 'unknown_lookup_next'
-      : 'unknown_person_decides';
   return outcomeOf(rule);
 }
 

@@ -35,7 +35,7 @@ export async function reconcileMcpOperation(
         ...envelopeOf({
           action,
           view,
-          outcome: unknownOutcome('escalate'),
+          outcome: unknownOutcome('unknown_person_decides'),
           data: null,
           diagnosticsRef: null,
         }),
@@ -77,7 +77,7 @@ export async function reconcileMcpOperation(
       envelope: envelopeOf({
         action,
         view,
-        outcome: unknownOutcome('reconcile_first'),
+        outcome: unknownOutcome('unknown_lookup_next'),
         data: null,
         diagnosticsRef: null,
       }),
@@ -111,7 +111,7 @@ export async function reconcileMcpOperation(
     envelope: envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('escalate'),
+      outcome: unknownOutcome('unknown_person_decides'),
       data: null,
       diagnosticsRef: null,
     }),

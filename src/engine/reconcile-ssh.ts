@@ -104,7 +104,7 @@ function escalate(
   return ctx.envelopeOf({
     action,
     view,
-    outcome: unknownOutcome('escalate'),
+    outcome: unknownOutcome('unknown_person_decides'),
     data: { escalation: { code, reason } },
     diagnosticsRef: null,
   });
@@ -159,7 +159,7 @@ async function convergenceCheck(
     return envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('reconcile_first'),
+      outcome: unknownOutcome('unknown_lookup_next'),
       data: null,
       diagnosticsRef: null,
     });
@@ -243,7 +243,7 @@ export async function reconcileSshOperation(
     return envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('reconcile_first'),
+      outcome: unknownOutcome('unknown_lookup_next'),
       data: null,
       diagnosticsRef: null,
     });
@@ -327,7 +327,7 @@ export async function reconcileSshOperation(
     return envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('reconcile_first'),
+      outcome: unknownOutcome('unknown_lookup_next'),
       data: null,
       diagnosticsRef: null,
     });

@@ -70,7 +70,7 @@ function notLookedUp(
   const env = ctx.envelopeOf({
     action,
     view,
-    outcome: unknownOutcome('escalate'),
+    outcome: unknownOutcome('unknown_person_decides'),
     data: null,
     diagnosticsRef: null,
   });
@@ -118,7 +118,7 @@ export async function reconcileView(
       envelope: envelopeOf({
         action,
         view,
-        outcome: unknownOutcome('escalate'),
+        outcome: unknownOutcome('unknown_person_decides'),
         data: null,
         diagnosticsRef: null,
       }),
@@ -253,7 +253,7 @@ export async function reconcileView(
     const env = envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('reconcile_first'),
+      outcome: unknownOutcome('unknown_lookup_next'),
       data,
       diagnosticsRef: null,
     });
@@ -298,7 +298,7 @@ export async function reconcileView(
     const env = envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('escalate'),
+      outcome: unknownOutcome('unknown_person_decides'),
       data: {
         escalation: {
           code: 'lookup_ambiguous',
@@ -342,7 +342,7 @@ export async function reconcileView(
     envelope: envelopeOf({
       action,
       view,
-      outcome: unknownOutcome('escalate'),
+      outcome: unknownOutcome('unknown_person_decides'),
       data: null,
       diagnosticsRef: null,
     }),
