@@ -1,7 +1,6 @@
 // Crash test: a child appends operations in a loop and is killed with SIGKILL at seeded random
 // points. After every kill the ledger must open, the chain must check out, every acknowledged
 // append must be there unchanged, and every attempt started without a finish must be unresolved.
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -10,7 +9,7 @@ import { seededRandom } from '../src/core/time.js';
 import { expectLinearChain } from '../src/ledger/contract.case.js';
 import { projectOperations, UNRESOLVED_STATES } from '../src/ledger/projection.js';
 import { openSqliteLedger } from '../src/ledger/sqlite/store.js';
-import { bundleForChildren, type CompiledTree } from './fixtures/ledger/compile.js';
+import { bundleForChildren, killAfterReady, type CompiledTree } from './fixtures/ledger/compile.js';
 
 // 50 kills in the suite; scripts/test-node.sh --short-campaigns runs fewer on the other Node.js versions.
 const TRIALS = Number(process.env['CANDOR_CRASH_TRIALS'] ?? 50);
@@ -33,44 +32,17 @@ interface Ack {
 }
 
 /** Runs one writer, kills it `delayMs` after it is ready; returns the acks it printed. */
-function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<Ack[]> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [tree.script('test/fixtures/ledger/writer.js'), JSON.stringify(args)],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    let out = '';
-    let err = '';
-    let armed = false;
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString('utf8');
-      if (!armed && out.includes('ready\n')) {
-        armed = true;
-        setTimeout(() => child.kill('SIGKILL'), delayMs);
-      }
+async function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<Ack[]> {
+  const out = await killAfterReady(tree.script('test/fixtures/ledger/writer.js'), args, delayMs);
+  // Only complete lines count: a torn last line was never fully acknowledged.
+  return out
+    .slice(0, out.lastIndexOf('\n') + 1)
+    .split('\n')
+    .filter((l) => l.startsWith('ack '))
+    .map((l) => {
+      const [, seq, hash] = l.split(' ');
+      return { seq: Number(seq), hash: hash! };
     });
-    child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      if (signal !== 'SIGKILL') {
-        reject(new Error(`writer exited on its own (code ${code}): ${err}`));
-        return;
-      }
-      // Only complete lines count: a torn last line was never fully acknowledged.
-      const lines = out.slice(0, out.lastIndexOf('\n') + 1).split('\n');
-      resolve(
-        lines
-          .filter((l) => l.startsWith('ack '))
-          .map((l) => {
-            const [, seq, hash] = l.split(' ');
-            return { seq: Number(seq), hash: hash! };
-          }),
-      );
-    });
-  });
 }
 
 describe('ledger crash safety (SQLite, SIGKILL)', () => {

@@ -4,7 +4,6 @@
 // batch and its cursor commit together), and once a writer opens the file again, the listing,
 // counts, sessions and tags must equal a full re-projection of every event (here: the memory
 // store fed the same events).
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -16,15 +15,16 @@ import type { OperationsQuery } from '../src/ledger/listing.js';
 import { openMemoryLedger } from '../src/ledger/memory/store.js';
 import { openSqliteLedger } from '../src/ledger/sqlite/store.js';
 import type { LedgerStore } from '../src/ledger/store.js';
-import { compileForChildren, type CompiledTree } from './fixtures/ledger/compile.js';
+import { bundleForChildren, killAfterReady, type CompiledTree } from './fixtures/ledger/compile.js';
 
 const TRIALS = Number(process.env['CANDOR_PROJECTION_CRASH_TRIALS'] ?? 30);
 const SEED = Number(process.env['CANDOR_CRASH_SEED'] ?? 737373);
 
 let tree: CompiledTree;
 const dir = mkdtempSync(join(tmpdir(), 'candor-projection-crash-'));
-beforeAll(() => {
-  tree = compileForChildren();
+// One bundled file per killed writer to load, not the ledger's module tree file by file.
+beforeAll(async () => {
+  tree = await bundleForChildren(['test/fixtures/ledger/writer.ts']);
 });
 afterAll(() => {
   tree?.remove();
@@ -32,30 +32,8 @@ afterAll(() => {
 });
 
 /** Runs one writer (the crash mode of test/fixtures/ledger/writer.ts) and kills it. */
-function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(
-      process.execPath,
-      [tree.script('test/fixtures/ledger/writer.js'), JSON.stringify(args)],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
-    );
-    let out = '';
-    let err = '';
-    let armed = false;
-    child.stdout.on('data', (d: Buffer) => {
-      out += d.toString('utf8');
-      if (!armed && out.includes('ready\n')) {
-        armed = true;
-        setTimeout(() => child.kill('SIGKILL'), delayMs);
-      }
-    });
-    child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-    child.on('error', reject);
-    child.on('close', (code, signal) => {
-      if (signal === 'SIGKILL') resolve();
-      else reject(new Error(`writer exited on its own (code ${code}): ${err}`));
-    });
-  });
+async function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<void> {
+  await killAfterReady(tree.script('test/fixtures/ledger/writer.js'), args, delayMs);
 }
 
 const QUERIES: OperationsQuery[] = [

@@ -4,7 +4,6 @@
 // ran twice, nothing that ran is claimed "not applied", and every operation left unresolved is
 // either settled through its marker/check or reported for a person. A failing seed is printed;
 // replay one with CANDOR_SSH_KILL_SEED.
-import { spawn } from 'node:child_process';
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -22,7 +21,7 @@ import {
 } from '../../src/fakes/sshd.js';
 import { projectOperations } from '../../src/ledger/projection.js';
 import { openSqliteLedger } from '../../src/ledger/sqlite/store.js';
-import { bundleForChildren } from '../fixtures/ledger/compile.js';
+import { bundleForChildren, killAfterReady } from '../fixtures/ledger/compile.js';
 import { CAMPAIGN_HOST, campaignActions } from './ssh-campaign-actions.js';
 
 const TRIALS = Number(process.env.CANDOR_SSH_KILL_TRIALS ?? 50);
@@ -90,29 +89,7 @@ describe.skipIf(skip !== undefined)('SSH SIGKILL campaign', { timeout: 1_500_000
 
   /** Spawns the child, kills it `delayMs` after `ready`; resolves once it is gone. */
   function runAndKill(args: Record<string, unknown>, delayMs: number): Promise<string> {
-    return new Promise((resolve, reject) => {
-      const child = spawn(
-        process.execPath,
-        [tree.script('test/adversarial/ssh-campaign-child.js'), JSON.stringify(args)],
-        { stdio: ['ignore', 'pipe', 'pipe'] },
-      );
-      let out = '';
-      let err = '';
-      let armed = false;
-      child.stdout.on('data', (d: Buffer) => {
-        out += d.toString('utf8');
-        if (!armed && out.includes('ready\n')) {
-          armed = true;
-          setTimeout(() => child.kill('SIGKILL'), delayMs);
-        }
-      });
-      child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
-      child.on('error', reject);
-      child.on('close', (code, signal) => {
-        if (signal !== 'SIGKILL') reject(new Error(`child exited on its own (${code}): ${err}`));
-        else resolve(out);
-      });
-    });
+    return killAfterReady(tree.script('test/adversarial/ssh-campaign-child.js'), args, delayMs);
   }
 
   async function trial(n: number, delayMs: number): Promise<TrialResult> {
