@@ -2,7 +2,7 @@
 // the same exec string the transport sends, so quoting, the marker protocol and the parser are
 // checked together.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -25,7 +25,7 @@ afterEach(() => {
 });
 
 const NONCE = '0123456789abcdef';
-function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }) {
+function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }, path = process.env.PATH) {
   const full: WrapperCall = {
     nonce: NONCE,
     markerDir: join(dir, 'ops'),
@@ -33,7 +33,7 @@ function wrap(call: Partial<WrapperCall> & { mode: WrapperCall['mode'] }) {
     ...call,
   };
   const r = spawnSync('sh', ['-c', WRAPPER_EXEC], {
-    env: { PATH: process.env.PATH },
+    env: { PATH: path },
     input: wrapperRequest(full),
   });
   const parsed = parseWrapperOutput(r.stdout, NONCE);
@@ -154,6 +154,82 @@ describe('wrapper script', () => {
       process: 'gone',
     });
     writeFileSync(go, '');
+  });
+
+  it('a recorded process reaped between its two reads is gone; one without /proc stays alive', async () => {
+    // The marker of a run whose wrapper and command are `sleep` processes of this test.
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const marker = (op: string, pids: number[]) => {
+      mkdirSync(join(dir, 'ops', op), { recursive: true, mode: 0o700 });
+      writeFileSync(
+        join(dir, 'ops', op, 'start'),
+        `2026-01-01T00:00:00Z ${pids[0]} ${boot}\nchild ${pids[1]}\n`,
+      );
+    };
+    // A `sed` in front of the real one. Asked for /proc/PID/stat, it answers as if that file could
+    // not be read: with SHIM_REAP it first kills PID and waits until its parent (this test) has
+    // reaped it, the way an init process reaps a killed wrapper at any moment; without, the
+    // process lives on, as on a host without /proc.
+    const bin = join(dir, 'bin');
+    mkdirSync(bin);
+    const realSed = spawnSync('sh', ['-c', 'command -v sed'], { encoding: 'utf8' }).stdout.trim();
+    writeFileSync(
+      join(bin, 'sed'),
+      [
+        '#!/bin/sh',
+        'for a; do last=$a; done',
+        'case $last in /proc/*/stat)',
+        '  if [ -f "$SHIM_REAP" ]; then p=${last#/proc/}; p=${p%/stat}; kill -9 "$p"',
+        '    i=0; while [ -e "$last" ] && [ $i -lt 500 ]; do sleep 0.01; i=$((i + 1)); done; fi',
+        '  exit 2;;',
+        'esac',
+        `exec ${shQuote(realSed)} "$@"`,
+        '',
+      ].join('\n'),
+      { mode: 0o755 },
+    );
+    const path = `${bin}:${process.env.PATH}`;
+    const sleeper = () => spawn('sleep', ['30'], { stdio: 'ignore' });
+    const procs = [sleeper(), sleeper(), sleeper(), sleeper()];
+    try {
+      marker('op_noproc', [procs[0]!.pid!, procs[1]!.pid!]);
+      expect(
+        wrap({ mode: 'reconcile', operationId: 'op_noproc' }, path).report.marker,
+      ).toMatchObject({ state: 'started', process: 'alive' });
+      expect(procs[0]!.exitCode ?? procs[0]!.signalCode).toBeNull();
+
+      marker('op_reaped', [procs[2]!.pid!, procs[3]!.pid!]);
+      const reap = join(dir, 'reap');
+      writeFileSync(reap, '');
+      const gone = await new Promise<ReturnType<typeof wrap>>((resolve, reject) => {
+        // The shim waits for this process to reap its children, so the wrapper runs beside it.
+        const child = spawn('sh', ['-c', WRAPPER_EXEC], {
+          env: { PATH: path, SHIM_REAP: reap },
+          stdio: ['pipe', 'pipe', 'ignore'],
+        });
+        const out: Buffer[] = [];
+        child.stdout.on('data', (b: Buffer) => out.push(b));
+        child.on('error', reject);
+        child.on('close', (status) => {
+          const parsed = parseWrapperOutput(Buffer.concat(out), NONCE);
+          if (!parsed.ok) reject(new Error(`unparsable: ${Buffer.concat(out).toString()}`));
+          else resolve({ status, report: parsed.value, raw: Buffer.concat(out) });
+        });
+        child.stdin.end(
+          wrapperRequest({
+            mode: 'reconcile',
+            nonce: NONCE,
+            markerDir: join(dir, 'ops'),
+            operationId: 'op_reaped',
+          }),
+        );
+      });
+      expect(gone.report.marker).toMatchObject({ state: 'started', process: 'gone' });
+      expect(procs[2]!.signalCode).toBe('SIGKILL');
+      expect(procs[3]!.signalCode).toBe('SIGKILL');
+    } finally {
+      for (const p of procs) p.kill('SIGKILL');
+    }
   });
 
   it('refuses unsafe operation ids and unusable marker dirs before running anything', () => {

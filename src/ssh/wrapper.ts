@@ -43,7 +43,9 @@ export const DEFAULT_OUTPUT_CAP = 1024 * 1024;
 
 // POSIX sh (dash, busybox, bash), written without `${` so that String.raw keeps it verbatim.
 // `kill -0` and /proc boot_id give liveness (a zombie counts as gone; a recorded boot id that differs
-// from the current one means every recorded process is gone, whatever pids were reused since).
+// from the current one means every recorded process is gone, whatever pids were reused since). A
+// process whose /proc entry cannot be read counts as alive while `kill -0` still reaches it (a host
+// without /proc), and as gone once it does not: its parent reaped it between the two reads.
 // Marker directories: every component of the path is checked without following symlinks — a
 // symlink anywhere is refused; ancestors belong to the user or root and nobody else can write them
 // (a world-writable ancestor only with the sticky bit, like /tmp); the marker directory itself and
@@ -99,6 +101,7 @@ live() {
     case $p in ''|*[!0-9]*) continue;; esac
     kill -0 "$p" 2>/dev/null || continue
     z=$(sed -n 's/^.*) \(.\).*/\1/p' "/proc/$p/stat" 2>/dev/null)
+    [ -n "$z" ] || kill -0 "$p" 2>/dev/null || continue
     if [ "$z" != Z ]; then echo alive; return; fi
   done
   echo gone
