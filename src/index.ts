@@ -15,7 +15,24 @@ export { envelopeSchema, envelopeJsonSchema, type Envelope } from './core/envelo
 // The classifier's rule tables (STATUS_RULES, NOT_SENT_RULES, …) are internal: tests import them from
 // src/core; test/entry.test.ts fails when one of them (or any other internal name) leaks here.
 export { classify, type Classification } from './core/classify.js';
-export { ContractCheck, LocalError, Phase, type Contract, type Evidence } from './core/evidence.js';
+export {
+  ContractCheck,
+  LocalError,
+  Phase,
+  type Contract,
+  type Evidence,
+  type RecordedEvidence,
+} from './core/evidence.js';
+// Evidence codes are closed per transport; a custom transport marks a platform's code as reported.
+export {
+  EngineErrorCode,
+  HttpErrorCode,
+  McpErrorCode,
+  reportedCode,
+  SshErrorCode,
+  type EvidenceErrorCode,
+  type ReportedCode,
+} from './core/error-code.js';
 export { idempotencyKeyFor } from './core/fingerprint.js';
 export { manualClock, systemClock, type Clock } from './core/time.js';
 export type { LedgerStore, LedgerQuery, Durability } from './ledger/store.js';

@@ -9,7 +9,7 @@ import {
   FiveXxMeaning,
   LocalError,
   Phase,
-  type Evidence,
+  type RecordedEvidence,
   type ResolvedContract,
 } from './evidence.js';
 import {
@@ -106,7 +106,7 @@ export function classify(evidence: unknown, contract: unknown): Classification {
 function fromTable(
   rule: RuleId,
   dispatch_state: DispatchStateT,
-  { ctr, ev }: { ctr: ResolvedContract; ev: Evidence | null },
+  { ctr, ev }: { ctr: ResolvedContract; ev: RecordedEvidence | null },
 ): Classification {
   const facts = contractFacts(ctr);
   const retry = retryOf(rule, facts);
@@ -150,10 +150,11 @@ const ANY_INT = intIn(Number.MIN_SAFE_INTEGER, Number.MAX_SAFE_INTEGER);
 const COUNT = intIn(0, Number.MAX_SAFE_INTEGER);
 
 /** evidenceSchema's fields as checks (kept beside it by a test that compares the two). */
-export const EVIDENCE_FIELDS: Readonly<Record<keyof Evidence, (v: unknown) => boolean>> = {
+export const EVIDENCE_FIELDS: Readonly<Record<keyof RecordedEvidence, (v: unknown) => boolean>> = {
   phase: oneOf(valuesOf(Phase)),
   blocked: oneOf(['gate_locked', 'approval_denied']),
   local_error: oneOf(valuesOf(LocalError)),
+  // Any string, as recorded: older ledgers hold codes outside today's unions (core/error-code.ts).
   error_code: isString,
   response_misframed: isBoolean,
   status: intIn(100, 999),
@@ -166,9 +167,9 @@ export const EVIDENCE_FIELDS: Readonly<Record<keyof Evidence, (v: unknown) => bo
   mcp_reply: oneOf(['result', 'tool_error', 'rpc_error', 'rpc_internal_error']),
   reconciliation_matches: COUNT,
 };
-const EVIDENCE_KEYS = Object.keys(EVIDENCE_FIELDS) as (keyof Evidence)[];
+const EVIDENCE_KEYS = Object.keys(EVIDENCE_FIELDS) as (keyof RecordedEvidence)[];
 
-function plainEvidence(evidence: unknown): { success: true; data: Evidence } | null {
+function plainEvidence(evidence: unknown): { success: true; data: RecordedEvidence } | null {
   if (!isPlain(evidence)) return null;
   const out: Record<string, unknown> = {};
   for (const key of EVIDENCE_KEYS) {
@@ -177,7 +178,7 @@ function plainEvidence(evidence: unknown): { success: true; data: Evidence } | n
     if (!EVIDENCE_FIELDS[key](v)) return null;
     out[key] = v;
   }
-  return out['phase'] === undefined ? null : { success: true, data: out as Evidence };
+  return out['phase'] === undefined ? null : { success: true, data: out as RecordedEvidence };
 }
 
 const isActionClass = oneOf(valuesOf(ActionClass));
@@ -216,7 +217,7 @@ function plainContract(contract: unknown): ResolvedContract | null {
  * Which rule the evidence meets, in order: the first that matches decides. The row it names
  * (core/rule-table.ts) says what the caller may claim.
  */
-function decide(ev: Evidence, ctr: ResolvedContract): RuleId {
+function decide(ev: RecordedEvidence, ctr: ResolvedContract): RuleId {
   if (ev.reconciliation_matches !== undefined && ev.reconciliation_matches >= 2)
     return 'reconciled_duplicates';
   if (ev.reconciliation_matches === 1) return 'reconciled_found';
@@ -295,7 +296,7 @@ function decide(ev: Evidence, ctr: ResolvedContract): RuleId {
  */
 export const MCP_ANSWER_RULES: Readonly<
   Record<
-    NonNullable<Evidence['mcp_reply']> | 'result_contract_violated',
+    NonNullable<RecordedEvidence['mcp_reply']> | 'result_contract_violated',
     Readonly<Record<'read' | 'write', RuleId>>
   >
 > = {
@@ -310,8 +311,8 @@ export const MCP_ANSWER_RULES: Readonly<
 };
 
 function mcpAnswer(
-  reply: NonNullable<Evidence['mcp_reply']>,
-  ev: Evidence,
+  reply: NonNullable<RecordedEvidence['mcp_reply']>,
+  ev: RecordedEvidence,
   ctr: ResolvedContract,
 ): RuleId {
   const key =
@@ -346,7 +347,7 @@ const ANSWERED_RULES: ReadonlySet<RuleId> = new Set<RuleId>([
   'mcp_rpc_internal_error',
 ]);
 
-function dispatchFor(rule: RuleId, ev: Evidence): DispatchStateT {
+function dispatchFor(rule: RuleId, ev: RecordedEvidence): DispatchStateT {
   if (ev.phase === 'not_sent') return DispatchState.not_sent;
   if (ANSWERED_RULES.has(rule)) return DispatchState.response_received;
   if (ev.local_error === 'execution_error') return DispatchState.execution_error;

@@ -1,6 +1,7 @@
 // What a transport observed about one attempt, and what the destination's contract promises.
 // Both are plain data so that the classifier is one pure function and the ledger can record them.
 import { z } from 'zod';
+import type { EvidenceErrorCode } from './error-code.js';
 import { ActionClass, valuesOf } from './vocabulary.js';
 
 /** How far the exchange got. Decided from transport events, never from error message text. */
@@ -53,7 +54,10 @@ export const evidenceSchema = z.object({
   /** Stopped by Candor itself before any connection. */
   blocked: z.enum(['gate_locked', 'approval_denied']).optional(),
   local_error: z.enum(valuesOf(LocalError)).optional(),
-  /** Transport error code as reported (e.g. `ECONNREFUSED`, `UND_ERR_SOCKET`), for diagnostics. */
+  /**
+   * Transport error code (e.g. `ECONNREFUSED`, `UND_ERR_SOCKET`), for diagnostics. Read as any
+   * string, as recorded: older ledgers may hold codes outside today's unions (core/error-code.ts).
+   */
   error_code: z.string().optional(),
   /** Whether the response status line itself was unparseable or misframed. */
   response_misframed: z.boolean().optional(),
@@ -79,7 +83,16 @@ export const evidenceSchema = z.object({
   /** Reconciliation: how many remote records matched the operation. */
   reconciliation_matches: z.number().int().nonnegative().optional(),
 });
-export type Evidence = z.infer<typeof evidenceSchema>;
+/** Evidence as read back (a ledger, a script, anything classify() is given): any recorded code. */
+export type RecordedEvidence = z.infer<typeof evidenceSchema>;
+/**
+ * Evidence as it is written: its `error_code` from a closed union (core/error-code.ts). Each
+ * transport narrows `C` to its own union, so a code it does not declare does not compile.
+ */
+export type Evidence<C extends EvidenceErrorCode = EvidenceErrorCode> = Omit<
+  RecordedEvidence,
+  'error_code'
+> & { error_code?: C };
 
 export const FiveXxMeaning = {
   /** Default: a 5xx tells nothing about whether the work happened. */

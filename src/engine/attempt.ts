@@ -5,6 +5,7 @@ import { callContext, withTraceparent } from './trace.js';
 import { DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
 import { classify, type Classification } from '../core/classify.js';
 import { outcomeOf } from '../core/rule-table.js';
+import type { EngineErrorCode } from '../core/error-code.js';
 import type { Evidence } from '../core/evidence.js';
 import { sha256Hex } from '../core/fingerprint.js';
 import type { Diagnostics, Dispatched, Prepared, Transport } from '../core/transport.js';
@@ -16,6 +17,7 @@ import { EXCERPT_WINDOW, redactedExcerpt } from '../core/redact.js';
 import { contractOf, httpDestination, type EngineAction } from './action.js';
 import { type EngineContext, type Licence, type RunOptions } from './context.js';
 import { prepare, type PreparedAttempt } from './request.js';
+import { CREDENTIAL_ERROR_CODE } from './ports.js';
 import { sshSecretEnv } from './ssh-action.js';
 import { checkResponse } from './response-check.js';
 import { merged } from '../core/merge.js';
@@ -293,7 +295,9 @@ async function withCredentials(
   action: EngineAction<never, unknown> | EngineAction<unknown, unknown>,
   prepared: PreparedAttempt,
   attemptId: string,
-): Promise<Prepared | { blocked: Evidence; refusal?: { code: string; detail: string } }> {
+): Promise<
+  Prepared | { blocked: Evidence<EngineErrorCode>; refusal?: { code: string; detail: string } }
+> {
   const request = prepared.request;
   // MCP: the upstream's secrets are in its child environment or connection, never a request.
   if (request.kind === 'mcp') return merged(request, { id: attemptId });
@@ -323,7 +327,7 @@ async function withCredentials(
           : {
               phase: 'not_sent',
               local_error: 'credential_unavailable',
-              error_code: cred.failure.code,
+              error_code: CREDENTIAL_ERROR_CODE[cred.failure.code],
             },
       ...(cred.failure.detail !== undefined && cred.failure.code !== 'locked'
         ? { refusal: { code: 'credential_unavailable', detail: cred.failure.detail } }

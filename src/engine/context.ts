@@ -34,16 +34,6 @@ import {
 
 export { UsageError } from '../core/errors.js';
 
-/**
- * The action's request function threw before the operation was opened: nothing was recorded or
- * sent. `run()` answers it with an envelope; `cause` is the function's own error.
- */
-export class RequestUnbuildable extends Error {
-  constructor(override readonly cause: unknown) {
-    super('the request could not be built from this input');
-  }
-}
-
 /** The engine's options; the transports are given (src/runtime.ts fills in the defaults). */
 export interface EngineOptions {
   ledger: LedgerStore;

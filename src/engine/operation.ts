@@ -7,7 +7,7 @@ import { idempotencyKeyFor, sha256Hex } from '../core/fingerprint.js';
 import { EVENT_VERSION, type NewEvent, type StoredEvent } from '../ledger/events.js';
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { httpDestination, type EngineAction } from './action.js';
-import { RequestUnbuildable, UsageError, type EngineContext, type RunOptions } from './context.js';
+import { UsageError, type EngineContext, type RunOptions } from './context.js';
 import { subjectRefOf } from './drive.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
 import { operationEnvelope, type OperationEnvelopeOptions } from './truth.js';
@@ -24,6 +24,20 @@ export interface Opening {
   prepared: PreparedAttempt | null;
 }
 
+/**
+ * The action's request function threw before the operation was opened: nothing was recorded or
+ * sent. `cause` is the function's own error (a UsageError `invalid_input` for an input its
+ * templates cannot place).
+ */
+export interface Unbuildable {
+  readonly cause: unknown;
+}
+
+/** An opening, or the request its action could not build (an outcome `run()` answers, not a fault). */
+export type OpeningResult =
+  | { ok: true; value: Opening; failure?: never }
+  | { ok: false; failure: Unbuildable; value?: never };
+
 /** The run an operation opens for, and how it finds a session when the run names none. */
 export interface OpeningOptions {
   run: RunOptions;
@@ -33,16 +47,16 @@ export interface OpeningOptions {
 
 /**
  * Builds an operation's opening without writing it: the caller writes `events` (alone, or in
- * front of the first attempt_started). Throws RequestUnbuildable when the action's request
- * function cannot build a request from this input. `sessionId` is only called when the caller
- * names no session (it may open one).
+ * front of the first attempt_started). Fails (`ok: false`) when the action's request function
+ * cannot build a request from this input. `sessionId` is only called when the caller names no
+ * session (it may open one).
  */
 export async function prepareOpening<I>(
   ctx: EngineContext,
   action: EngineAction<I, unknown>,
   input: I,
   { run: opts, sessionId }: OpeningOptions,
-): Promise<Opening> {
+): Promise<OpeningResult> {
   const { ledger, ids, clock, redactor, owner } = ctx;
   const sid = opts.sessionId ?? (await sessionId());
   const operationId = ids.mint('op');
@@ -81,7 +95,7 @@ export async function prepareOpening<I>(
       });
       line = requestLine(dest, spec);
     } catch (error) {
-      throw new RequestUnbuildable(error);
+      return { ok: false, failure: { cause: error } };
     }
   }
   // Declared secret inputs are replaced by position, then the redactor searches the rest; the
@@ -133,10 +147,14 @@ export async function prepareOpening<I>(
   // The operation's whole history is its opening: project it instead of reading it back.
   const view = projectOperation(events.map(unwritten));
   if (!view) throw new Error(`operation ${operationId} could not be projected from its opening`);
-  return { view, events, prepared };
+  return { ok: true, value: { view, events, prepared } };
 }
 
-/** Opens an operation now: its intent is on record (durably) when this resolves. */
+/**
+ * Opens an operation now: its intent is on record (durably) when this resolves. `Runtime.open`
+ * answers with an id, not an envelope, so a request its action cannot build is thrown here, with
+ * the request function's error as `cause` (nothing was recorded).
+ */
 export async function openOperation<I>(
   ctx: EngineContext,
   action: EngineAction<I, unknown>,
@@ -144,8 +162,12 @@ export async function openOperation<I>(
   { run: opts, sessionId }: OpeningOptions,
 ): Promise<OperationView> {
   const opening = await prepareOpening(ctx, action, input, { run: opts, sessionId });
-  await ctx.append(opening.events);
-  return opening.view;
+  if (!opening.ok)
+    throw new Error('the request could not be built from this input', {
+      cause: opening.failure.cause,
+    });
+  await ctx.append(opening.value.events);
+  return opening.value.view;
 }
 
 /** The caller as recorded: the contract's fields only, whatever else the object carries. */

@@ -1,4 +1,5 @@
 import type { Caller } from '../core/caller.js';
+import { EngineErrorCode } from '../core/error-code.js';
 import type {
   ActionClass,
   Category,
@@ -23,6 +24,19 @@ export type CredentialResult =
       };
       headers?: never;
     };
+
+/**
+ * Why a credential (or an SSH secret) gave nothing, as the evidence code; `locked` is evidence of
+ * its own (`blocked: gate_locked`).
+ */
+export const CREDENTIAL_ERROR_CODE = {
+  unknown_ref: EngineErrorCode.unknown_ref,
+  binding_mismatch: EngineErrorCode.binding_mismatch,
+  unavailable: EngineErrorCode.unavailable,
+} as const satisfies Record<
+  Exclude<Extract<CredentialResult, { ok: false }>['failure']['code'], 'locked'>,
+  EngineErrorCode
+>;
 
 /** Resolves a credential reference at dispatch time, inside the runtime; never seen by the agent. */
 export interface CredentialProvider {

@@ -16,6 +16,7 @@ import { retryOf } from '../core/rule-table.js';
 import type { OperationState } from '../core/vocabulary.js';
 import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
 import { REDACTED } from '../core/redact.js';
+import { EngineErrorCode } from '../core/error-code.js';
 import type { Evidence } from '../core/evidence.js';
 import type { Looked, SshFound } from '../core/transport.js';
 import { contractOf, type EngineAction, type SshDestination } from './action.js';
@@ -346,7 +347,7 @@ async function runSshCheck(
     evidence,
     phases: { started_at: ctx.clock.now(), finished_at: ctx.clock.now() },
   });
-  if (!decl.check) return notRun({ phase: 'not_sent', error_code: 'no_check' });
+  if (!decl.check) return notRun({ phase: 'not_sent', error_code: EngineErrorCode.no_check });
   const secrets = await sshSecretEnv(ctx.options.resolveSshSecret, ctx.redactor, decl, input);
   if (!secrets.ok) return notRun(secrets.evidence);
   const secretEnv = secrets.env;

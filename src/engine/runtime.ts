@@ -16,7 +16,6 @@ import { classRule } from '../core/rules.js';
 import {
   createEngineContext,
   deferOpening,
-  RequestUnbuildable,
   UsageError,
   type AnyAction,
   type EngineOptions,
@@ -24,7 +23,7 @@ import {
 } from './context.js';
 import { changedRequest, changedRequestEnvelope, paramsDigest } from './continuation.js';
 import { drive } from './drive.js';
-import { envelopeFromView, openOperation, prepareOpening, type Opening } from './operation.js';
+import { envelopeFromView, openOperation, prepareOpening, type Unbuildable } from './operation.js';
 import { createLeaseKeeper, ownerHold, takeOver } from './ownership.js';
 import type { PreparedAttempt } from './request.js';
 import { identifyCall, traced } from './trace.js';
@@ -164,16 +163,12 @@ export function createEngine(options: EngineOptions): Runtime {
         }
       } else {
         refuseSecretPlaceholder(action, data);
-        let opening: Opening;
-        try {
-          opening = await prepareOpening(ctx, action as EngineAction<I, unknown>, data, {
-            run: opts,
-            sessionId,
-          });
-        } catch (error) {
-          if (error instanceof RequestUnbuildable) return unbuildableEnvelope(action, error);
-          throw error;
-        }
+        const built = await prepareOpening(ctx, action as EngineAction<I, unknown>, data, {
+          run: opts,
+          sessionId,
+        });
+        if (!built.ok) return unbuildableEnvelope(action, built.failure);
+        const opening = built.value;
         view = opening.view;
         firstPrepared = opening.prepared;
         if (classRule(action.class).sensitive) {
@@ -342,10 +337,7 @@ function validInput<I>(action: EngineAction<I, unknown>, input: I): I {
  * templates cannot place (`invalid_input`, the agent must change it) or a failing function
  * (`local_failure`, a person must look). Nothing was recorded or sent either way.
  */
-function unbuildableEnvelope(
-  action: { name: string; subject: string },
-  e: RequestUnbuildable,
-): Envelope {
+function unbuildableEnvelope(action: { name: string; subject: string }, e: Unbuildable): Envelope {
   const misuse = isUsageError(e.cause, 'invalid_input');
   const row = outcomeOf(misuse ? 'invalid_input' : 'request_unbuildable');
   return {

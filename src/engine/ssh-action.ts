@@ -13,6 +13,7 @@
 import { createHmac, randomBytes } from 'node:crypto';
 import { z } from 'zod';
 import { canonicalJson } from '../core/canonical.js';
+import type { EngineErrorCode } from '../core/error-code.js';
 import type { Evidence } from '../core/evidence.js';
 import { REDACTED } from '../core/redact.js';
 import type { ActionClass } from '../core/vocabulary.js';
@@ -22,7 +23,7 @@ import {
   type EngineAction,
   type SshDestination,
 } from './action.js';
-import type { Redactor } from './ports.js';
+import { CREDENTIAL_ERROR_CODE, type Redactor } from './ports.js';
 
 export interface SshActionSpec<I> {
   name: string;
@@ -211,7 +212,7 @@ export async function sshSecretEnv(
   input: unknown,
 ): Promise<
   | { ok: true; env: Record<string, string> | undefined }
-  | { ok: false; evidence: Evidence; problem: string }
+  | { ok: false; evidence: Evidence<EngineErrorCode>; problem: string }
 > {
   const fromInput = dest.secret_env?.(input);
   const refs = Object.entries(dest.secret_refs ?? {});
@@ -230,7 +231,7 @@ export async function sshSecretEnv(
             evidence: {
               phase: 'not_sent',
               local_error: 'credential_unavailable',
-              error_code: r.code,
+              error_code: CREDENTIAL_ERROR_CODE[r.code],
             },
             problem,
           };

@@ -2,6 +2,7 @@
 // undici (transport.ts) and comes back as evidence, the reply as received and secret-free
 // diagnostics. Reading the reply against the action's contract is the engine's step, not this one.
 import type { LookupFunction } from 'node:net';
+import type { HttpErrorCode } from '../core/error-code.js';
 import { parseRetryAfter, type Evidence } from '../core/evidence.js';
 import { SECRET_HEADERS } from '../core/fingerprint.js';
 import { merged } from '../core/merge.js';
@@ -91,8 +92,8 @@ function replyOf(o: HttpOutcome): Reply {
 }
 
 /** What an HTTP outcome proves: its phase, local error, status and the headers that carry rules. */
-export function evidenceOf(o: HttpOutcome, nowMs: number): Evidence {
-  const e: Evidence = { phase: o.phase };
+export function evidenceOf(o: HttpOutcome, nowMs: number): Evidence<HttpErrorCode> {
+  const e: Evidence<HttpErrorCode> = { phase: o.phase };
   if (o.local_error !== undefined) e.local_error = o.local_error;
   if (o.error_code !== undefined) e.error_code = o.error_code;
   if (o.misframed) e.response_misframed = true;

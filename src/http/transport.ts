@@ -4,6 +4,7 @@
 // honoured idempotency key never meets a keep-alive socket the server may be closing.
 import type { LookupFunction } from 'node:net';
 import { request as undiciRequest } from 'undici';
+import { HttpErrorCode, reportedCode, type ReportedCode } from '../core/error-code.js';
 import type { LocalError, Phase } from '../core/evidence.js';
 import { merged } from '../core/merge.js';
 import type { HttpTimeouts } from '../core/transport.js';
@@ -16,7 +17,7 @@ export type { HttpTimeouts };
 export const DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024;
 
 /** The `error_code` of an answer cut off at its size limit (`overLimit: 'cut'`). */
-export const BODY_OVER_LIMIT = 'CANDOR_BODY_OVER_LIMIT';
+export const BODY_OVER_LIMIT = HttpErrorCode.body_over_limit;
 
 export const DEFAULT_TIMEOUTS: HttpTimeouts = {
   connect_ms: 5_000,
@@ -59,7 +60,7 @@ export interface HttpRequest {
 export interface HttpOutcome {
   phase: Phase;
   local_error?: LocalError;
-  error_code?: string;
+  error_code?: HttpErrorCode;
   /** The response could not be parsed as HTTP (bad status line, bad framing before the body). */
   misframed?: boolean;
   status?: number;
@@ -105,7 +106,7 @@ export async function sendHttp(
     return {
       phase: 'not_sent',
       local_error: 'other',
-      error_code: 'CANDOR_PATH_LEAVES_ORIGIN',
+      error_code: HttpErrorCode.path_leaves_origin,
       phases: { started_at, finished_at: clock() },
     };
   }
@@ -273,10 +274,11 @@ function prematureClose(): Error {
   return Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' });
 }
 
-function errorCode(error: unknown): string | undefined {
+/** The code undici or Node gave the error (or its cause), recorded as reported. */
+function errorCode(error: unknown): ReportedCode | undefined {
   if (typeof error !== 'object' || error === null) return undefined;
   const code = (error as { code?: unknown }).code;
-  if (typeof code === 'string') return code;
+  if (typeof code === 'string') return reportedCode(code);
   const inner = (error as { cause?: unknown }).cause;
   return inner === undefined ? undefined : errorCode(inner);
 }

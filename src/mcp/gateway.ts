@@ -86,15 +86,24 @@ const INSTRUCTIONS =
   'with operation_id). Use list_unresolved_operations after a cancelled call or a restart.';
 
 /** Arguments that break a tool's input schema: reported as an `invalid_input` envelope. */
-class InvalidInput extends Error {
-  constructor(
-    readonly field: string,
-    readonly problem: string,
-    readonly operationId: string | null = null,
-  ) {
-    super(`${field}: ${problem}`);
-  }
+interface InvalidInput {
+  field: string;
+  problem: string;
+  /** The operation the call named, when it named a well-formed one: the refusal describes it. */
+  operationId: string | null;
 }
+
+/** Arguments checked against a schema: the parsed value, or the first field that broke it. */
+type Checked<T> =
+  { ok: true; value: T; failure?: never } | { ok: false; failure: InvalidInput; value?: never };
+
+/** What serving a call produced: an envelope, or arguments refused before anything ran. */
+type Served = Checked<Envelope>;
+
+const served = async (envelope: Promise<Envelope>): Promise<Served> => ({
+  ok: true,
+  value: await envelope,
+});
 
 /** The result of a tool call: the text mirror opens with core/headline.ts's line, then the JSON. */
 export function resultOf(envelope: Envelope): CallToolResult {
@@ -141,18 +150,18 @@ function personMustCheck(
   };
 }
 
-function invalidInputEnvelope(tool: string, error: InvalidInput): Envelope {
+function invalidInputEnvelope(tool: string, invalid: InvalidInput): Envelope {
   const row = outcomeOf('invalid_input');
   return {
     ok: false,
     category: row.category,
     operation: tool,
-    operation_id: error.operationId,
+    operation_id: invalid.operationId,
     retry: row.retry,
     remote_effect: row.remote_effect,
     correlation_id: null,
-    message: `The arguments for ${tool} are invalid (${error.field}: ${error.problem}); nothing was sent.`,
-    data: { field: error.field, problem: error.problem },
+    message: `The arguments for ${tool} are invalid (${invalid.field}: ${invalid.problem}); nothing was sent.`,
+    data: { field: invalid.field, problem: invalid.problem },
     diagnostics_ref: null,
   };
 }
@@ -212,12 +221,15 @@ export function createGateway(options: GatewayOptions): Gateway {
         | { success: false; error: { issues: Array<{ path: PropertyKey[]; message: string }> } };
     },
     args: unknown,
-  ): T => {
+  ): Checked<T> => {
     const r = schema.safeParse(args);
-    if (r.success) return r.data;
+    if (r.success) return { ok: true, value: r.data };
     const issue = r.error.issues[0];
     const where = issue?.path.map(String).join('.') || '(arguments)';
-    throw new InvalidInput(where, issue?.message ?? 'invalid');
+    return {
+      ok: false,
+      failure: { field: where, problem: issue?.message ?? 'invalid', operationId: null },
+    };
   };
 
   async function status(operationId: string): Promise<Envelope> {
@@ -288,19 +300,30 @@ export function createGateway(options: GatewayOptions): Gateway {
     args: Record<string, unknown>,
     signal: AbortSignal | undefined,
     caller: Caller | undefined,
-  ): Promise<Envelope> {
+  ): Promise<Served> {
     const { operation_id: opId, ...input } = args;
-    if (opId !== undefined && (typeof opId !== 'string' || !OPERATION_ID_PATTERN.test(opId)))
-      throw new InvalidInput('operation_id', 'an operation id looks like op_…');
+    if (opId !== undefined && (typeof opId !== 'string' || !OPERATION_ID_PATTERN.test(opId))) {
+      return {
+        ok: false,
+        failure: {
+          field: 'operation_id',
+          problem: 'an operation id looks like op_…',
+          operationId: null,
+        },
+      };
+    }
     // Checked here as well as in the runtime, to name the field without a raw schema dump.
     const parsed = action.definition.input.safeParse(input);
     if (!parsed.success) {
       const issue = parsed.error.issues[0];
-      throw new InvalidInput(
-        issue?.path.map(String).join('.') || '(arguments)',
-        issue?.message ?? 'invalid',
-        typeof opId === 'string' ? opId : null,
-      );
+      return {
+        ok: false,
+        failure: {
+          field: issue?.path.map(String).join('.') || '(arguments)',
+          problem: issue?.message ?? 'invalid',
+          operationId: typeof opId === 'string' ? opId : null,
+        },
+      };
     }
     const run = (operationId?: string) =>
       runtime.run(action.definition, input, {
@@ -309,13 +332,15 @@ export function createGateway(options: GatewayOptions): Gateway {
         ...(caller ? { caller } : {}),
       });
     // A continuation is the same operation's request: the guard is for new calls only.
-    if (typeof opId === 'string') return run(opId);
-    return guard.run(
-      action,
-      input,
-      () => run(),
-      (operationId) => run(operationId),
-      caller ? { caller } : {},
+    if (typeof opId === 'string') return served(run(opId));
+    return served(
+      guard.run(
+        action,
+        input,
+        () => run(),
+        (operationId) => run(operationId),
+        caller ? { caller } : {},
+      ),
     );
   }
 
@@ -324,21 +349,67 @@ export function createGateway(options: GatewayOptions): Gateway {
     args: Record<string, unknown>,
     signal: AbortSignal | undefined,
     caller: Caller | undefined,
-  ): Promise<Envelope> {
+  ): Promise<Served> {
     switch (name) {
-      case BUILTIN.operation_status:
-        return status(parseArgs(operationArgsSchema, args).operation_id);
-      case BUILTIN.reconcile_operation: {
-        const { operation_id } = parseArgs(operationArgsSchema, args);
-        return runtime.reconcile(operation_id, signal ? { signal } : {});
+      case BUILTIN.operation_status: {
+        const a = parseArgs(operationArgsSchema, args);
+        return a.ok ? served(status(a.value.operation_id)) : a;
       }
-      case BUILTIN.list_unresolved_operations:
-        parseArgs(noArgsSchema, args);
-        return listUnresolved();
+      case BUILTIN.reconcile_operation: {
+        const a = parseArgs(operationArgsSchema, args);
+        return a.ok ? served(runtime.reconcile(a.value.operation_id, signal ? { signal } : {})) : a;
+      }
+      case BUILTIN.list_unresolved_operations: {
+        const a = parseArgs(noArgsSchema, args);
+        return a.ok ? served(listUnresolved()) : a;
+      }
     }
     const action = actions.get(name);
     if (!action) throw new ProtocolError(ProtocolErrorCode.InvalidParams, `unknown tool "${name}"`);
     return runAction(action, args, signal, caller);
+  }
+
+  /**
+   * A call that threw: a protocol error passes through; misuse the runtime refuses and a broken
+   * ledger are answered as envelopes; anything else is our own fault (InternalError).
+   */
+  async function thrown(
+    name: string,
+    args: Record<string, unknown>,
+    error: unknown,
+  ): Promise<CallToolResult> {
+    if (error instanceof ProtocolError) throw error;
+    if (error instanceof UsageError) {
+      // Misuse the runtime refuses (an unknown operation id, a placeholder for a secret): the
+      // call is refused before any byte, as an envelope the agent can act on — about the
+      // operation when it names one.
+      const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
+      if (id !== null && error.code === 'unknown_operation')
+        return resultOf(unknownOperationEnvelope(name, id));
+      if (id !== null) return resultOf(await refusedCall(name, id, error.code, error.message));
+      return resultOf(
+        invalidInputEnvelope(name, {
+          field: '(arguments)',
+          problem: error.message,
+          operationId: null,
+        }),
+      );
+    }
+    if (isLedgerFault(error)) {
+      // One line for the operator, no stack and no driver class name.
+      log(
+        `candor serve: the ledger is broken (during ${name}): ${redact(errorText(error))}; run \`candor audit verify\``,
+      );
+      const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
+      return resultOf(ledgerFaultEnvelope(name, id, error));
+    }
+    log(
+      `candor serve: internal error in ${name}: ${redact(error instanceof Error ? (error.stack ?? error.message) : String(error))}`,
+    );
+    throw new ProtocolError(
+      ProtocolErrorCode.InternalError,
+      'internal error in the gateway; whatever was dispatched is recorded in the ledger (see list_unresolved_operations)',
+    );
   }
 
   async function callTool(
@@ -351,47 +422,29 @@ export function createGateway(options: GatewayOptions): Gateway {
     inflight.add(work);
     let envelope: Envelope;
     try {
-      envelope = await work;
-    } catch (error) {
-      if (error instanceof ProtocolError) throw error;
-      if (error instanceof InvalidInput) {
-        envelope =
-          error.operationId === null
-            ? invalidInputEnvelope(name, error)
+      let answer: Served;
+      try {
+        answer = await work;
+      } catch (error) {
+        return await thrown(name, args, error);
+      }
+      if (!answer.ok) {
+        // Arguments refused before anything ran: the call's answer, not a fault (still in flight
+        // while the refusal reads the operation it names).
+        const invalid = answer.failure;
+        return resultOf(
+          invalid.operationId === null
+            ? invalidInputEnvelope(name, invalid)
             : await refusedCall(
                 name,
-                error.operationId,
+                invalid.operationId,
                 'invalid_input',
-                `the arguments are invalid: ${error.field}: ${error.problem}`,
-                { field: error.field, problem: error.problem },
-              );
-        return resultOf(envelope);
-      }
-      if (error instanceof UsageError) {
-        // Misuse the runtime refuses (an unknown operation id, a placeholder for a secret): the
-        // call is refused before any byte, as an envelope the agent can act on — about the
-        // operation when it names one.
-        const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
-        if (id !== null && error.code === 'unknown_operation')
-          return resultOf(unknownOperationEnvelope(name, id));
-        if (id !== null) return resultOf(await refusedCall(name, id, error.code, error.message));
-        return resultOf(invalidInputEnvelope(name, new InvalidInput('(arguments)', error.message)));
-      }
-      if (isLedgerFault(error)) {
-        // One line for the operator, no stack and no driver class name.
-        log(
-          `candor serve: the ledger is broken (during ${name}): ${redact(errorText(error))}; run \`candor audit verify\``,
+                `the arguments are invalid: ${invalid.field}: ${invalid.problem}`,
+                { field: invalid.field, problem: invalid.problem },
+              ),
         );
-        const id = typeof args['operation_id'] === 'string' ? args['operation_id'] : null;
-        return resultOf(ledgerFaultEnvelope(name, id, error));
       }
-      log(
-        `candor serve: internal error in ${name}: ${redact(error instanceof Error ? (error.stack ?? error.message) : String(error))}`,
-      );
-      throw new ProtocolError(
-        ProtocolErrorCode.InternalError,
-        'internal error in the gateway; whatever was dispatched is recorded in the ledger (see list_unresolved_operations)',
-      );
+      envelope = answer.value;
     } finally {
       inflight.delete(work);
     }

@@ -1,6 +1,7 @@
 // The SSH adapter of the transport port (src/core/transport.ts): runs an attempt's command on an
 // inventory host under the marker protocol, reads a marker or runs a convergence check for
 // reconciliation. The ssh2 driver (transport.ts) is loaded on first use, never by the root entry.
+import { SshErrorCode } from '../core/error-code.js';
 import type { Evidence } from '../core/evidence.js';
 import type {
   Dispatched,
@@ -120,10 +121,10 @@ export function envelopeStdout(
     : { stdout: kept };
 }
 
-const unknownHostEvidence: Evidence = {
+const unknownHostEvidence: Evidence<SshErrorCode> = {
   phase: 'not_sent',
   local_error: 'credential_unavailable',
-  error_code: 'unknown_host_ref',
+  error_code: SshErrorCode.unknown_host_ref,
 };
 
 async function run(
@@ -223,14 +224,17 @@ async function check(
   });
   const phases: Phases = { started_at, finished_at: now() };
   if (!r.ok) return failedLookup(r.failure.lookup_evidence, phases);
-  const evidence: Evidence = { phase: 'response_complete', exit_status: r.value.check_status };
+  const evidence: Evidence<SshErrorCode> = {
+    phase: 'response_complete',
+    exit_status: r.value.check_status,
+  };
   return r.value.check_status === 0
     ? { verdict: 'found', found: { op: 'check', check_status: 0 }, evidence, phases }
     : { verdict: 'absent', evidence, phases };
 }
 
 /** A lookup that learned nothing; a wrapper refusal (`wrapper_marker_unsafe`, …) is named. */
-function failedLookup(evidence: Evidence, phases: Phases): Looked<SshFound> {
+function failedLookup(evidence: Evidence<SshErrorCode>, phases: Phases): Looked<SshFound> {
   const refused = evidence.contract_check === 'documented_failure' && evidence.error_code;
   return {
     verdict: 'failed',

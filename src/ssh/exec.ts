@@ -2,6 +2,7 @@
 // wire (how far we got, exit status or signal, local stop reason as a code); turning that into
 // `Evidence` is the caller's job. It never throws for expected failures and never reads error text.
 import { Client, type ClientChannel, type ConnectConfig } from 'ssh2';
+import { reportedCode, SshErrorCode, type ReportedCode } from '../core/error-code.js';
 import type { LocalError } from '../core/evidence.js';
 import { systemClock, type Clock } from '../core/time.js';
 import { pinnedHostVerifier, type HostEntry, type ResolveKey } from './inventory.js';
@@ -22,7 +23,7 @@ export interface ExecObservation {
   /** The channel closed cleanly (remote EOF/close), as opposed to the connection dying. */
   channelClosed: boolean;
   localError?: LocalError;
-  errorCode?: string;
+  errorCode?: SshErrorCode;
   stdout: Buffer;
   stderr: Buffer;
   /** Bytes received past `maxStdout` / `maxStderr`: counted, not kept. */
@@ -63,12 +64,16 @@ const SOCKET_CODES: Readonly<Record<string, LocalError>> = {
   EPIPE: 'connection_reset',
 };
 
-/** ssh2 marks its errors with a `level`; sockets add a `code`. */
-function errorFacts(err: unknown): { level: string; code: string | undefined; reason: unknown } {
+/** ssh2 marks its errors with a `level`; sockets add a `code` (both recorded as reported). */
+function errorFacts(err: unknown): {
+  level: string;
+  code: ReportedCode | undefined;
+  reason: unknown;
+} {
   const e = (typeof err === 'object' && err !== null ? err : {}) as Record<string, unknown>;
   return {
     level: typeof e.level === 'string' ? e.level : '',
-    code: typeof e.code === 'string' ? e.code : undefined,
+    code: typeof e.code === 'string' ? reportedCode(e.code) : undefined,
     reason: e.reason,
   };
 }
@@ -118,7 +123,7 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
     opts.onPhase?.(p);
   };
   /** The first stop reason wins: later errors are consequences of it. */
-  const stopWith = (localError: LocalError, errorCode?: string): void => {
+  const stopWith = (localError: LocalError, errorCode?: SshErrorCode): void => {
     if (obs.localError !== undefined) return;
     obs.localError = localError;
     if (errorCode !== undefined) obs.errorCode = errorCode;
@@ -145,7 +150,7 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
       obs.stderrDropped = err.dropped();
       resolve(obs);
     };
-    const cut = (localError: LocalError, errorCode?: string): void => {
+    const cut = (localError: LocalError, errorCode?: SshErrorCode): void => {
       stopWith(localError, errorCode);
       finish();
     };
@@ -188,9 +193,9 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
           // A channel-open failure carries the server's numeric reason: nothing was executed.
           if (typeof errorFacts(err).reason === 'number') {
             obs.execSent = false;
-            cut('other', 'SSH_CHANNEL_OPEN_FAILURE');
+            cut('other', SshErrorCode.channel_open_failure);
           } else {
-            cut('connection_closed', 'SSH_EXEC_FAILED');
+            cut('connection_closed', SshErrorCode.exec_failed);
           }
           return;
         }
@@ -207,7 +212,7 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
       else if (level === 'client-dns') cut('dns', code);
       else if (level === 'client-socket')
         cut((code === undefined ? undefined : SOCKET_CODES[code]) ?? 'connection_closed', code);
-      else cut('other', level || code);
+      else cut('other', level !== '' ? reportedCode(level) : code);
     });
     conn.on('close', () => cut('connection_closed'));
 
@@ -244,7 +249,7 @@ export function execOnce(opts: ExecOptions): Promise<ExecObservation> {
         conn.connect(config);
       } catch {
         // ssh2 throws synchronously for a key it cannot parse.
-        cut('credential_unavailable', 'SSH_KEY_UNPARSABLE');
+        cut('credential_unavailable', SshErrorCode.key_unparsable);
       }
     })();
   });

@@ -6,6 +6,7 @@
 //     the outcome is unknown and only the remote marker can tell;
 //   - exit status received -> `response_complete` with `exit_status` (255 is an exit status like
 //     any other: ssh2 reports transport loss as a closed channel without one).
+import { reportedCode, SshErrorCode } from '../core/error-code.js';
 import type { Contract, Evidence } from '../core/evidence.js';
 import { OPERATION_ID_PATTERN } from '../core/ids.js';
 import { systemRandom, type Clock, type Random } from '../core/time.js';
@@ -23,6 +24,32 @@ import {
   type WrapperMode,
   type WrapperReport,
 } from './wrapper.js';
+
+/** Evidence from this transport: its codes are SshErrorCode's. */
+type SshEvidence = Evidence<SshErrorCode>;
+
+/** wrapper.ts `wrapperCallProblem`'s codes: the wrapper call it would refuse to build. */
+const INVALID_REQUEST: Readonly<Record<string, SshErrorCode>> = {
+  bad_nonce: SshErrorCode.invalid_request_bad_nonce,
+  bad_output_cap: SshErrorCode.invalid_request_bad_output_cap,
+  bad_secret_env_name: SshErrorCode.invalid_request_bad_secret_env_name,
+  nul_in_value: SshErrorCode.invalid_request_nul_in_value,
+};
+// A problem wrapper.ts names that is not listed above is still recorded as it names it (the
+// scan in test/error-codes.test.ts fails until it is listed).
+const invalidRequest = (problem: string): SshErrorCode =>
+  INVALID_REQUEST[problem] ?? reportedCode(`invalid_request_${problem}`);
+
+/** A wrapper report that could not be read, by wrapper.ts `parseWrapperOutput`'s failure. */
+const UNREADABLE_REPORT = {
+  no_report: SshErrorCode.wrapper_no_report,
+  bad_line: SshErrorCode.wrapper_bad_line,
+  bad_frame: SshErrorCode.wrapper_bad_frame,
+  no_exit_line: SshErrorCode.wrapper_no_exit_line,
+} as const satisfies Record<
+  Extract<ReturnType<typeof parseWrapperOutput>, { ok: false }>['failure'],
+  SshErrorCode
+>;
 
 /** How an action class is run remotely. */
 export type SshFamilyMode = 'raw' | 'converge' | 'marker';
@@ -71,7 +98,7 @@ export interface RunSshOptions extends CommonOptions {
 }
 
 export interface SshRunResult {
-  evidence: Evidence;
+  evidence: SshEvidence;
   /** The command's output (recorded output when an earlier run answered). */
   stdout: string;
   stderr: string;
@@ -89,7 +116,7 @@ export interface SshRunResult {
   phases: SshPhases;
 }
 
-const notSent = (errorCode: string, phases: SshPhases = {}): SshRunResult => ({
+const notSent = (errorCode: SshErrorCode, phases: SshPhases = {}): SshRunResult => ({
   evidence: { phase: 'not_sent', local_error: 'other', error_code: errorCode },
   stdout: '',
   stderr: '',
@@ -131,7 +158,7 @@ function nonceFrom(random: Random): string {
 }
 
 /** Evidence when no exit status arrived (or nothing was sent); undefined when one did. */
-function transportEvidence(obs: ExecObservation): Evidence | undefined {
+function transportEvidence(obs: ExecObservation): SshEvidence | undefined {
   const code = obs.errorCode === undefined ? {} : { error_code: obs.errorCode };
   if (!obs.execSent) return { phase: 'not_sent', local_error: obs.localError ?? 'other', ...code };
   if (obs.exitCode !== null) return undefined;
@@ -140,11 +167,12 @@ function transportEvidence(obs: ExecObservation): Evidence | undefined {
     return {
       phase: 'response_cut',
       exit_status: null,
-      error_code: `exit_signal_${obs.exitSignal.replace(/^SIG/, '')}`,
+      // The signal's name as the remote reported it.
+      error_code: reportedCode(`exit_signal_${obs.exitSignal.replace(/^SIG/, '')}`),
     };
   }
   if (obs.channelClosed && obs.localError === undefined) {
-    return { phase: 'response_cut', exit_status: null, error_code: 'no_exit_status' };
+    return { phase: 'response_cut', exit_status: null, error_code: SshErrorCode.no_exit_status };
   }
   return {
     phase: 'request_sent',
@@ -154,14 +182,18 @@ function transportEvidence(obs: ExecObservation): Evidence | undefined {
   };
 }
 
+/** The wrapper's refusal, as the remote wrapper printed it (`wrapper_marker_unsafe`, …). */
+const wrapperRefusal = (report: WrapperReport): SshErrorCode =>
+  reportedCode(`wrapper_${report.error ?? 'error'}`);
+
 /** Evidence for a wrapper report that came with exit status `exit`. */
-function reportEvidence(report: WrapperReport, exit: number): Evidence {
+function reportEvidence(report: WrapperReport, exit: number): SshEvidence {
   if (report.exit !== exit) {
     return {
       phase: 'response_complete',
       exit_status: exit,
       response_misframed: true,
-      error_code: 'wrapper_exit_mismatch',
+      error_code: SshErrorCode.wrapper_exit_mismatch,
     };
   }
   switch (report.kind) {
@@ -171,7 +203,7 @@ function reportEvidence(report: WrapperReport, exit: number): Evidence {
         phase: 'response_complete',
         exit_status: exit,
         contract_check: 'documented_failure',
-        error_code: `wrapper_${report.error ?? 'error'}`,
+        error_code: wrapperRefusal(report),
       };
     case 'converged_before':
       return {
@@ -197,7 +229,7 @@ function reportEvidence(report: WrapperReport, exit: number): Evidence {
         phase: 'response_complete',
         exit_status: exit,
         response_misframed: true,
-        error_code: 'wrapper_unexpected_report',
+        error_code: SshErrorCode.wrapper_unexpected_report,
       };
   }
 }
@@ -211,7 +243,7 @@ function reportEvidence(report: WrapperReport, exit: number): Evidence {
  *   have been deleted, or the attempt used another host, user or directory). Only the ledger can
  *   prove that an earlier attempt never reached the wrapper (see engine/reconcile-ssh.ts).
  */
-export function markerEvidence(marker: MarkerState): Evidence {
+export function markerEvidence(marker: MarkerState): SshEvidence {
   switch (marker.state) {
     case 'completed':
       return {
@@ -224,15 +256,18 @@ export function markerEvidence(marker: MarkerState): Evidence {
       return {
         phase: 'request_sent',
         exit_status: null,
-        error_code: `marker_started_${marker.process}`,
+        error_code:
+          marker.process === 'alive'
+            ? SshErrorCode.marker_started_alive
+            : SshErrorCode.marker_started_gone,
       };
     case 'claimed':
-      return { phase: 'request_sent', exit_status: null, error_code: 'marker_claimed' };
+      return { phase: 'request_sent', exit_status: null, error_code: SshErrorCode.marker_claimed };
     case 'absent':
       return {
         phase: 'request_sent',
         exit_status: null,
-        error_code: 'marker_absent',
+        error_code: SshErrorCode.marker_absent,
         reconciliation_matches: 0,
       };
   }
@@ -240,10 +275,11 @@ export function markerEvidence(marker: MarkerState): Evidence {
 
 /** Runs one attempt. Never throws for expected failures; the evidence says how far it got. */
 export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
-  if (!OPERATION_ID_PATTERN.test(opts.operationId)) return notSent('invalid_operation_id');
+  if (!OPERATION_ID_PATTERN.test(opts.operationId))
+    return notSent(SshErrorCode.invalid_operation_id);
   const mode = familyMode(opts.family);
   if (mode === 'converge' && (opts.check === undefined || opts.check === '')) {
-    return notSent('missing_convergence_check');
+    return notSent(SshErrorCode.missing_convergence_check);
   }
   const wrapperMode: WrapperMode =
     mode === 'converge' ? 'converge' : mode === 'raw' ? 'read' : 'run';
@@ -253,7 +289,7 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
     command: opts.command,
     check: opts.check ?? '',
   });
-  if (sent.problem !== undefined) return notSent(`invalid_request_${sent.problem}`);
+  if (sent.problem !== undefined) return notSent(invalidRequest(sent.problem));
   const { obs, nonce } = sent;
   const base = { phases: obs.phases, stdout_dropped: 0, stderr_dropped: 0 };
   const cut = transportEvidence(obs);
@@ -275,7 +311,10 @@ export async function runSsh(opts: RunSshOptions): Promise<SshRunResult> {
         phase: 'response_complete',
         exit_status: exit,
         response_misframed: true,
-        error_code: obs.stdoutDropped > 0 ? 'wrapper_report_too_long' : `wrapper_${parsed.failure}`,
+        error_code:
+          obs.stdoutDropped > 0
+            ? SshErrorCode.wrapper_report_too_long
+            : UNREADABLE_REPORT[parsed.failure],
       },
       stdout: '',
       stderr: obs.stderr.toString('utf8'),
@@ -321,7 +360,7 @@ export type SshReconcileResult =
       value: {
         marker: MarkerState;
         /** `markerEvidence(marker)`: what the marker says about the operation. */
-        evidence: Evidence;
+        evidence: SshEvidence;
         /** Recorded output of a completed run. */
         stdout: string;
         stderr: string;
@@ -334,7 +373,7 @@ export type SshReconcileResult =
   | {
       ok: false;
       /** The lookup itself failed; this evidence is about the lookup, NOT about the operation. */
-      failure: { lookup_evidence: Evidence; phases: SshPhases };
+      failure: { lookup_evidence: SshEvidence; phases: SshPhases };
       value?: never;
     };
 
@@ -343,7 +382,7 @@ export async function reconcileSsh(opts: ReconcileSshOptions): Promise<SshReconc
   if (!OPERATION_ID_PATTERN.test(opts.operationId)) {
     return {
       ok: false,
-      failure: { lookup_evidence: notSent('invalid_operation_id').evidence, phases: {} },
+      failure: { lookup_evidence: notSent(SshErrorCode.invalid_operation_id).evidence, phases: {} },
     };
   }
   const looked = await lookup(opts, { mode: 'reconcile', operationId: opts.operationId });
@@ -371,7 +410,7 @@ export interface CheckSshOptions extends CommonOptions {
 
 export type SshCheckResult =
   | { ok: true; value: { check_status: number; phases: SshPhases }; failure?: never }
-  | { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases }; value?: never };
+  | { ok: false; failure: { lookup_evidence: SshEvidence; phases: SshPhases }; value?: never };
 
 /**
  * Runs only the convergence check, through the wrapper: under `sh -c` with the secret inputs in
@@ -388,7 +427,7 @@ export async function checkSsh(opts: CheckSshOptions): Promise<SshCheckResult> {
 
 type Lookup =
   | { ok: true; value: { report: WrapperReport; phases: SshPhases }; failure?: never }
-  | { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases }; value?: never };
+  | { ok: false; failure: { lookup_evidence: SshEvidence; phases: SshPhases }; value?: never };
 
 async function lookup(
   opts: CommonOptions,
@@ -399,7 +438,7 @@ async function lookup(
     return {
       ok: false,
       failure: {
-        lookup_evidence: notSent(`invalid_request_${sent.problem}`).evidence,
+        lookup_evidence: notSent(invalidRequest(sent.problem)).evidence,
         phases: {},
       },
     };
@@ -421,7 +460,7 @@ async function lookup(
           phase: 'response_complete',
           exit_status: obs.exitCode,
           response_misframed: true,
-          error_code: `wrapper_${parsed.failure}`,
+          error_code: UNREADABLE_REPORT[parsed.failure],
         },
         phases: obs.phases,
       },
@@ -434,7 +473,7 @@ async function lookup(
 function unexpected(
   report: WrapperReport,
   phases: SshPhases,
-): { ok: false; failure: { lookup_evidence: Evidence; phases: SshPhases } } {
+): { ok: false; failure: { lookup_evidence: SshEvidence; phases: SshPhases } } {
   return {
     ok: false,
     failure: {
@@ -445,9 +484,7 @@ function unexpected(
           ? { contract_check: 'documented_failure' as const }
           : { response_misframed: true }),
         error_code:
-          report.kind === 'error'
-            ? `wrapper_${report.error ?? 'error'}`
-            : 'wrapper_unexpected_report',
+          report.kind === 'error' ? wrapperRefusal(report) : SshErrorCode.wrapper_unexpected_report,
       },
       phases,
     },

@@ -16,6 +16,7 @@
 //       authorization_denied, nothing done); insufficient_scope names the scope
 //   Each with `data.refusal: { code, detail }` saying what a person must do.
 import { AjvJsonSchemaValidator } from '@modelcontextprotocol/client/validators/ajv';
+import { McpErrorCode } from '../core/error-code.js';
 import type { Evidence } from '../core/evidence.js';
 import type {
   Dispatched,
@@ -25,7 +26,7 @@ import type {
   Transport,
 } from '../core/transport.js';
 import type { CallFacts, UpstreamConnection } from './connection.js';
-import type { AuthFacts } from './oauth/session.js';
+import type { AuthFacts, CredentialReason } from './oauth/session.js';
 
 /** What a person must do after an auth refusal: a stable code and one sentence. */
 export interface AuthRefusal {
@@ -35,13 +36,33 @@ export interface AuthRefusal {
   scope?: string;
 }
 
-function authEvidence(f: AuthFacts): Evidence {
+/** Why the upstream's credential gave no token, as the evidence code (`locked` is `blocked`). */
+const CREDENTIAL_CODE = {
+  authorization_server_unreachable: McpErrorCode.authorization_server_unreachable,
+  not_logged_in: McpErrorCode.not_logged_in,
+  login_required: McpErrorCode.login_required,
+  refresh_refused: McpErrorCode.refresh_refused,
+  store_unavailable: McpErrorCode.store_unavailable,
+  exchange_refused: McpErrorCode.exchange_refused,
+  no_subject_token: McpErrorCode.no_subject_token,
+  lookup_needs_caller: McpErrorCode.lookup_needs_caller,
+} as const satisfies Record<Exclude<CredentialReason, 'locked'>, McpErrorCode>;
+
+function authEvidence(f: AuthFacts): Evidence<McpErrorCode> {
   if (f.kind === 'refused')
     return { phase: 'response_complete', status: f.status, www_authenticate: true };
   if (f.reason === 'locked') return { phase: 'not_sent', blocked: 'gate_locked' };
   if (f.reason === 'authorization_server_unreachable')
-    return { phase: 'not_sent', local_error: 'connect_refused', error_code: f.reason };
-  return { phase: 'not_sent', local_error: 'credential_unavailable', error_code: f.reason };
+    return {
+      phase: 'not_sent',
+      local_error: 'connect_refused',
+      error_code: CREDENTIAL_CODE[f.reason],
+    };
+  return {
+    phase: 'not_sent',
+    local_error: 'credential_unavailable',
+    error_code: CREDENTIAL_CODE[f.reason],
+  };
 }
 
 function authRefusal(f: AuthFacts, upstream: string): AuthRefusal {
@@ -129,7 +150,11 @@ export function mcpTransport(options: McpTransportOptions): Transport<McpPrepare
     const upstream = options.upstreams.get(p.upstream);
     if (!upstream) {
       const dispatched: Dispatched = {
-        evidence: { phase: 'not_sent', local_error: 'other', error_code: 'unknown_upstream' },
+        evidence: {
+          phase: 'not_sent',
+          local_error: 'other',
+          error_code: McpErrorCode.unknown_upstream,
+        },
         data: null,
         diagnostics: { problem: `no upstream "${p.upstream}" is configured` },
         phases: { started_at, finished_at: now() },
@@ -206,7 +231,7 @@ function read(
   facts: CallFacts,
   upstream: string,
 ): {
-  evidence: Evidence;
+  evidence: Evidence<McpErrorCode>;
   data: McpToolReply | { refusal: AuthRefusal } | null;
   diagnostics: Record<string, unknown>;
 } {

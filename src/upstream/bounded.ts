@@ -4,6 +4,7 @@
 // went past it is told `UPSTREAM_MESSAGE_TOO_LARGE` (the request was written: its outcome is
 // unknown). Time is bounded elsewhere: each call's `deadline_ms`, the connect timeout.
 import type { FetchLike } from '@modelcontextprotocol/client';
+import { McpErrorCode } from '../core/error-code.js';
 
 /**
  * Default largest upstream message (one stdio line, one HTTP answer, one SSE event): above the
@@ -12,7 +13,7 @@ import type { FetchLike } from '@modelcontextprotocol/client';
 export const UPSTREAM_MAX_MESSAGE_BYTES = 16 * 1024 * 1024;
 
 /** The code of a call whose upstream answer went past the limit. */
-export const UPSTREAM_MESSAGE_TOO_LARGE = 'UPSTREAM_MESSAGE_TOO_LARGE';
+export const UPSTREAM_MESSAGE_TOO_LARGE = McpErrorCode.message_too_large;
 
 /** An error carrying the code (the SDK hands it to `onerror` or rejects the call with it). */
 export function tooLarge(max: number): Error {

@@ -12,6 +12,7 @@ import {
   type Transport as ClientTransport,
 } from '@modelcontextprotocol/client';
 import { getDefaultEnvironment, StdioClientTransport } from '@modelcontextprotocol/client/stdio';
+import { McpErrorCode, reportedCode } from '../core/error-code.js';
 import { authFactsOf, type AuthFacts } from './oauth/session.js';
 import {
   boundedFetch,
@@ -48,9 +49,13 @@ export interface UpstreamTool {
 
 /** Where one call got to, from what the transport saw. */
 export type CallFacts =
-  | { stage: 'not_connected'; error_code: string }
-  | { stage: 'not_written'; error_code: string }
-  | { stage: 'written'; ended: 'closed' | 'deadline' | 'cancelled' | 'error'; error_code: string }
+  | { stage: 'not_connected'; error_code: McpErrorCode }
+  | { stage: 'not_written'; error_code: McpErrorCode }
+  | {
+      stage: 'written';
+      ended: 'closed' | 'deadline' | 'cancelled' | 'error';
+      error_code: McpErrorCode;
+    }
   | { stage: 'answered'; message: { result?: unknown; error?: { code: number } } }
   /**
    * The upstream's auth stopped the call before the tool request was accepted: no credential to
@@ -316,7 +321,7 @@ export function upstreamConnection(
         ? UPSTREAM_MESSAGE_TOO_LARGE
         : error
           ? codeOf(error)
-          : 'no_answer';
+          : McpErrorCode.no_answer;
       if (watch.auth && !watch.written) return { stage: 'auth', facts: watch.auth };
       if (!watch.written) return { stage: 'not_written', error_code: code };
       if (watch.overflow) return { stage: 'written', ended: 'error', error_code: code };
@@ -404,13 +409,16 @@ function notConnected(error: unknown): boolean {
   return code === 'ECONNREFUSED' || code === 'ENOTFOUND' || code === 'EAI_AGAIN';
 }
 
-/** A stable code for diagnostics: the error's own code or its cause's, never its message. */
-function codeOf(error: unknown): string {
+/**
+ * A stable code for diagnostics: the error's own code or its cause's, as reported, never its
+ * message.
+ */
+function codeOf(error: unknown): McpErrorCode {
   for (let e: unknown = error, depth = 0; e && depth < 4; depth++) {
     const code = (e as { code?: unknown }).code;
-    if (typeof code === 'string') return code;
-    if (typeof code === 'number') return `code_${code}`;
+    if (typeof code === 'string') return reportedCode(code);
+    if (typeof code === 'number') return reportedCode(`code_${code}`);
     e = (e as { cause?: unknown }).cause;
   }
-  return 'error';
+  return McpErrorCode.error;
 }
