@@ -42,8 +42,11 @@ beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), 'candor-gh-'));
   const file = join(dir, 'candor.yaml');
   const t = io();
+  // The deadline bounds every row's wait for its answer. At 1.5 s, a 403 from the in-process fake
+  // once arrived after it on a loaded CI machine (eight rows at once beside three other test
+  // files), and the row honestly said outcome_unknown; 3 s keeps the after-commit-delay rows short.
   const code = await main(
-    ['init', '--openapi', GITHUB, '--out', file, '--deadline-ms', '1500'],
+    ['init', '--openapi', GITHUB, '--out', file, '--deadline-ms', '3000'],
     t.io,
   );
   if (code !== 0) throw new Error(t.err.join(''));
@@ -210,7 +213,7 @@ describe('the generated matrix for 20 GitHub write operations', () => {
       target: { kind: 'fake', model },
       ledgerUrl: 'memory:',
       // Side by side: each row has its own correlation id, faults and records in the fake; one
-      // after another the 20 after-commit-delay rows alone waited 20 × the 1.5 s deadline.
+      // after another the 20 after-commit-delay rows alone waited 20 × the 3 s deadline.
       concurrency: 8,
     });
     if (!run.ok) throw new Error(run.failure.message);
