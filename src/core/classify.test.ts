@@ -321,3 +321,26 @@ describe('classify: the rest of the DESIGN.md §1 table', () => {
     });
   });
 });
+
+describe('dispatch state: the rule table’s `answered` column', () => {
+  it('a read answer is response_received even when the transport also reports an execution error; no answer is not', () => {
+    // A transport can hold the answer and still end on an error of its own (an SSH channel that
+    // broke after the exit status, an MCP reply read before the child died): the answer decides.
+    const execute: Contract = { action_class: 'execute' };
+    const broke = { phase: 'response_complete', local_error: 'execution_error' } as const;
+    const cases: [Evidence, string, string][] = [
+      [{ ...broke, exit_status: 3 }, 'exit_nonzero', 'response_received'],
+      [{ ...broke, exit_status: 0 }, 'exit_zero', 'response_received'],
+      [{ ...broke, mcp_reply: 'tool_error' }, 'mcp_tool_error', 'response_received'],
+      // Without an answer the error stands.
+      [{ ...broke, exit_status: null }, 'no_exit_status', 'execution_error'],
+      [{ ...broke }, 'no_status', 'execution_error'],
+    ];
+    expect(
+      cases.map(([ev]) => {
+        const c = classify(ev, execute);
+        return [c.rule, c.dispatch_state];
+      }),
+    ).toEqual(cases.map(([, rule, dispatch]) => [rule, dispatch]));
+  });
+});

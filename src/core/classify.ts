@@ -320,36 +320,9 @@ function mcpAnswer(
   return MCP_ANSWER_RULES[key][ctr.action_class === ActionClass.read ? 'read' : 'write'];
 }
 
-/**
- * Rules that read a status, an exit status or an MCP reply: the answer was received. The others
- * after a send take the dispatch state from the phase the evidence reached.
- */
-const ANSWERED_RULES: ReadonlySet<RuleId> = new Set<RuleId>([
-  'exit_zero',
-  'exit_nonzero',
-  'exit_nonzero_not_started',
-  'idempotency_in_progress',
-  'http_401',
-  'http_403',
-  'http_429',
-  'http_4xx_rejection',
-  'http_5xx_documented_failure',
-  'http_5xx_not_applied_retry_after',
-  'http_5xx_not_applied',
-  'http_2xx_replay',
-  'http_2xx',
-  'mcp_result',
-  'mcp_read_result',
-  'mcp_result_contract_violated',
-  'mcp_tool_error',
-  'mcp_read_error',
-  'mcp_rpc_error',
-  'mcp_rpc_internal_error',
-]);
-
 function dispatchFor(rule: RuleId, ev: RecordedEvidence): DispatchStateT {
   if (ev.phase === 'not_sent') return DispatchState.not_sent;
-  if (ANSWERED_RULES.has(rule)) return DispatchState.response_received;
+  if (RULE_TABLE[rule].answered) return DispatchState.response_received;
   if (ev.local_error === 'execution_error') return DispatchState.execution_error;
   return ev.phase === 'request_sent'
     ? DispatchState.sent_no_response

@@ -159,6 +159,12 @@ export interface RuleRow {
   retry: RetryT | { column: RetryColumn };
   remote_effect: EffectCell;
   message: MessageKey;
+  /**
+   * The rule reads an answer (a status, an exit status, an MCP reply), so the attempt's dispatch
+   * state is `response_received` whatever phase the evidence names; the others after a send take
+   * it from that phase (classify.ts `dispatchFor`).
+   */
+  answered: boolean;
 }
 
 const row = (
@@ -166,7 +172,9 @@ const row = (
   retry: RuleRow['retry'],
   remote_effect: EffectCell,
   message: MessageKey = 'by_category',
-): RuleRow => ({ category, retry, remote_effect, message });
+): RuleRow => ({ category, retry, remote_effect, message, answered: false });
+/** The same row, for a rule that reads an answer. */
+const answer = (r: RuleRow): RuleRow => ({ ...r, answered: true });
 const col = (column: RetryColumn): { column: RetryColumn } => ({ column });
 
 const notSent = (category: CategoryT, retry: RetryT): RuleRow =>
@@ -214,37 +222,38 @@ export const RULE_TABLE: Readonly<Record<EnvelopeRuleId, RuleRow>> = Object.free
   unreadable_evidence: row(C.outcome_unknown, col('after_unknown'), E.unknown),
   classifier_fault: row(C.outcome_unknown, R.escalate, E.unknown),
   // SSH: the exit status is the answer.
-  exit_zero: row(C.succeeded, R.never, 'write_applied'),
+  exit_zero: answer(row(C.succeeded, R.never, 'write_applied')),
   exit_zero_contract_violated: row(C.malformed_response, col('after_malformed'), 'write_applied'),
-  exit_nonzero: row(C.confirmed_failure, col('failed_command'), 'write_unknown'),
-  exit_nonzero_not_started: row(C.confirmed_failure, col('confirmed_failure'), E.none),
+  exit_nonzero: answer(row(C.confirmed_failure, col('failed_command'), 'write_unknown')),
+  exit_nonzero_not_started: answer(row(C.confirmed_failure, col('confirmed_failure'), E.none)),
   // HTTP: explicit refusals by status.
-  idempotency_in_progress: row(C.outcome_unknown, col('in_progress'), 'write_unknown'),
-  http_401: row(C.authentication_failed, R.never, E.none),
-  http_403: row(C.authorization_denied, R.never, E.none),
-  http_429: row(C.rate_limited, R.after_delay, E.none),
-  http_4xx_rejection: row(C.confirmed_rejection, R.never, E.none),
-  http_5xx_documented_failure: row(C.confirmed_failure, col('confirmed_failure'), E.none),
-  http_5xx_not_applied_retry_after: row(C.rate_limited, R.after_delay, E.none),
-  http_5xx_not_applied: row(C.confirmed_failure, col('confirmed_failure'), E.none),
+  idempotency_in_progress: answer(row(C.outcome_unknown, col('in_progress'), 'write_unknown')),
+  http_401: answer(row(C.authentication_failed, R.never, E.none)),
+  http_403: answer(row(C.authorization_denied, R.never, E.none)),
+  http_429: answer(row(C.rate_limited, R.after_delay, E.none)),
+  http_4xx_rejection: answer(row(C.confirmed_rejection, R.never, E.none)),
+  http_5xx_documented_failure: answer(row(C.confirmed_failure, col('confirmed_failure'), E.none)),
+  http_5xx_not_applied_retry_after: answer(row(C.rate_limited, R.after_delay, E.none)),
+  http_5xx_not_applied: answer(row(C.confirmed_failure, col('confirmed_failure'), E.none)),
   http_5xx_unknown: row(C.outcome_unknown, col('after_unknown'), 'write_unknown'),
   http_2xx_body_cut: row(C.outcome_unknown, col('after_unknown'), 'write_applied'),
   http_2xx_contract_violated: row(C.malformed_response, col('after_malformed'), 'write_applied'),
   http_2xx_error_body: row(C.malformed_response, col('after_malformed'), 'write_applied'),
-  http_2xx_replay: row(C.succeeded, R.never, 'write_applied'),
-  http_2xx: row(C.succeeded, R.never, 'write_applied'),
+  http_2xx_replay: answer(row(C.succeeded, R.never, 'write_applied')),
+  http_2xx: answer(row(C.succeeded, R.never, 'write_applied')),
   // An upstream MCP server's answer (DESIGN.md §5; classify.ts MCP_ANSWER_RULES picks the rule).
-  mcp_result: row(C.succeeded, R.never, E.applied),
-  mcp_read_result: row(C.succeeded, R.never, E.none, 'mcp_read_result'),
-  mcp_result_contract_violated: row(C.malformed_response, col('after_malformed'), 'write_applied'),
-  mcp_tool_error: row(C.outcome_unknown, col('after_unknown'), E.unknown, 'mcp_tool_error'),
-  mcp_read_error: row(C.confirmed_failure, col('confirmed_failure'), E.none, 'mcp_read_error'),
-  mcp_rpc_error: row(C.confirmed_rejection, R.never, E.none, 'mcp_rpc_error'),
-  mcp_rpc_internal_error: row(
-    C.outcome_unknown,
-    col('after_unknown'),
-    E.unknown,
-    'mcp_rpc_internal_error',
+  mcp_result: answer(row(C.succeeded, R.never, E.applied)),
+  mcp_read_result: answer(row(C.succeeded, R.never, E.none, 'mcp_read_result')),
+  mcp_result_contract_violated: answer(
+    row(C.malformed_response, col('after_malformed'), 'write_applied'),
+  ),
+  mcp_tool_error: answer(row(C.outcome_unknown, col('after_unknown'), E.unknown, 'mcp_tool_error')),
+  mcp_read_error: answer(
+    row(C.confirmed_failure, col('confirmed_failure'), E.none, 'mcp_read_error'),
+  ),
+  mcp_rpc_error: answer(row(C.confirmed_rejection, R.never, E.none, 'mcp_rpc_error')),
+  mcp_rpc_internal_error: answer(
+    row(C.outcome_unknown, col('after_unknown'), E.unknown, 'mcp_rpc_internal_error'),
   ),
   // No attempt: the request could not be built, or would not be the operation's request.
   request_unbuildable: row(C.local_failure, R.escalate, E.none),
