@@ -43,8 +43,9 @@ export function changedRequest<I, O>(
   // The recorded input hides secrets: only their keyed digest tells one secret from another.
   const secret = secretMismatch(ctx.options, action, input, view.intent.secrets_digest);
   if (secret) return secret;
-  const first = view.attempts[0];
-  if (!first) return null;
+  // The bytes the operation sent first, or, before any attempt, the ones its opening built.
+  const recorded = view.attempts[0]?.request_fingerprint ?? view.opened_fingerprint;
+  if (recorded === undefined) return null;
   let fingerprint: string;
   try {
     // SSH: the recorded fingerprint also binds the check and the marker location.
@@ -53,7 +54,7 @@ export function changedRequest<I, O>(
     return 'unbuildable';
   }
   // The action's definition may have changed since (a new configuration): the bytes would differ.
-  return fingerprint === first.request_fingerprint ? null : 'other_request';
+  return fingerprint === recorded ? null : 'other_request';
 }
 
 const WHY: Readonly<Record<ChangedRequest, string>> = {

@@ -129,6 +129,7 @@ export async function prepareOpening<I>(
         supersedes_operation_id: opts.supersedes ?? null,
         attempt_budget: action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET,
         params,
+        ...(prepared ? { request_fingerprint: prepared.fingerprint } : {}),
         ...(opts.caller ? { caller: callerRecord(opts.caller) } : {}),
         ...callContext(),
       },

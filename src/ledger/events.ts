@@ -80,6 +80,13 @@ export interface EventPayloads {
      * an honoured idempotency key without minting a new operation. Sealed when an auditor key is set.
      */
     params: unknown;
+    /**
+     * The fingerprint of the request the opening built, which the first attempt sends: a
+     * continuation before any attempt is checked against it, as later ones are against the first
+     * attempt's. Absent in records written before it was recorded, and when the request was built
+     * but a later preparation step failed.
+     */
+    request_fingerprint?: string;
     /** Who asked for it (absent in records written before callers were recorded). */
     caller?: Caller;
     /**

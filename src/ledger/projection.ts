@@ -161,6 +161,8 @@ export interface OperationView {
   opened_at: number | null;
   /** Who asked for it (operation_opened; absent in records written before callers were recorded). */
   caller?: Caller;
+  /** The request fingerprint its opening built (operation_opened; absent in older records). */
+  opened_fingerprint?: string;
   attempts: AttemptView[];
   observations: ObservationView[];
   approvals: ApprovalView[];
@@ -241,6 +243,8 @@ function applyEvent(v: OperationView, e: StoredEvent): void {
       v.supersedes_operation_id = e.data.supersedes_operation_id;
       v.opened_at = e.at;
       if (e.data.caller) v.caller = e.data.caller;
+      if (e.data.request_fingerprint !== undefined)
+        v.opened_fingerprint = e.data.request_fingerprint;
       if (e.session_id !== null) v.session_id = e.session_id;
       return;
     case 'attempt_started': {

@@ -161,6 +161,51 @@ describe("continuing after the action's definition changed", () => {
   });
 });
 
+describe("continuing after the action's definition changed, before any attempt", () => {
+  it('stopped by the locked gate, then the same input under a redefined action: refused, nothing recorded, asked or sent', async () => {
+    const s = setup(fake, ['approved']);
+    s.lock.locked = true;
+    const input = { service: 'ledger', version: '3.2.0' };
+    const locked = await s.run('create_deployment', input, { cor: 'ob-def0' });
+    expect(locked).toMatchObject({ category: 'gate_locked', remote_effect: 'none' });
+    const opId = locked.operation_id!;
+    expect((await s.view(opId)).attempts).toHaveLength(0);
+    s.lock.locked = false;
+    const before = (await s.ledger.read()).length;
+
+    // Its opening built (and its record names) the request the first attempt would send; the
+    // action now builds another body for the same input.
+    const original = s.action('create_deployment');
+    const redefined = {
+      ...original,
+      request: (
+        i: { service: string; version: string },
+        rctx: Parameters<typeof original.request>[1],
+      ) => {
+        const spec = original.request(i, rctx) as { body: Record<string, unknown> };
+        return { ...spec, body: { ...spec.body, replicas: 3 } };
+      },
+    } as typeof original;
+    const again = await s.runtime.run(redefined, input, { operationId: opId });
+    expect(again).toMatchObject({
+      ok: false,
+      category: 'gate_locked',
+      operation_id: opId,
+      remote_effect: 'none',
+      data: { refusal: { code: 'request_changed' }, reason: 'other_request' },
+    });
+    expect(again.message).toMatch(CHANGED);
+    expect(await s.ledger.read()).toHaveLength(before);
+    expect(s.approver.cards).toHaveLength(0);
+    expect(received(fake, 'ob-def0')).toBe(0);
+
+    // The definition it was opened under continues it: one approval, one request.
+    const same = await s.runtime.run(original, input, { operationId: opId });
+    expect(same).toMatchObject({ ok: true, category: 'succeeded', operation_id: opId });
+    expect(received(fake, 'ob-def0', 'POST')).toBe(1);
+  });
+});
+
 describe("reconciling after the action's definition changed", () => {
   it('a retry under the key that the recorded input no longer rebuilds: nobody is asked, nothing is sent', async () => {
     const s = setup(fake, ['approved']);
