@@ -18,6 +18,23 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  console.log(`Usage: node bench/ledger-append.js [--seconds S] [--rounds R] [--ops N]
+                                 [--skip-postgres | --only-postgres]
+
+events/s of each ledger store beside a raw-driver baseline measured in the same run (median of the
+rounds; ledger and baseline alternate), CPU time per append, and unresolved() over N operations.
+  --seconds S       length of each measured round (default 1)
+  --rounds R        rounds per row; the median is reported (default 3)
+  --ops N           operations in the ledger that unresolved() reads (default 1000000)
+  --skip-postgres   no PostgreSQL rows (no server is started)
+  --only-postgres   only the PostgreSQL rows (1 and 4 writers, 1 and 4 gateways)
+Other arguments are ignored: bench/run.js passes every benchmark the same ones.
+Needs dist/ (npm run build); PostgreSQL rows start a throwaway server (initdb on PATH or in
+/usr/lib/postgresql/*/bin).`);
+  process.exit(0);
+}
+
 const dist = new URL('../dist/ledger/', import.meta.url);
 if (!existsSync(new URL('open.js', dist))) {
   console.error('bench: dist/ is missing — run `npm run build` first');
