@@ -232,6 +232,61 @@ describe('wrapper script', () => {
     }
   });
 
+  it('a live process under a recorded pid that started at another time is a reused pid: gone', () => {
+    const boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
+    const marker = (op: string, lines: string) => {
+      mkdirSync(join(dir, 'ops', op), { recursive: true, mode: 0o700 });
+      writeFileSync(join(dir, 'ops', op, 'start'), lines);
+    };
+    const sleeper = spawn('sleep', ['30'], { stdio: 'ignore' });
+    const pid = sleeper.pid!;
+    const reconcile = (op: string) => wrap({ mode: 'reconcile', operationId: op }).report.marker;
+    try {
+      // The run's own record: its start time matches, so the process is the one that started.
+      marker('op_same', `t ${pid} ${boot} ${startTime(pid)}\nchild ${pid} ${startTime(pid)}\n`);
+      expect(reconcile('op_same')).toMatchObject({ state: 'started', process: 'alive' });
+      // The same pid, recorded with another start time: the recorded processes are gone.
+      const other = String(Number(startTime(pid)) - 1);
+      marker('op_reused', `t ${pid} ${boot} ${other}\nchild ${pid} ${other}\n`);
+      expect(reconcile('op_reused')).toMatchObject({ state: 'started', process: 'gone' });
+      // A marker written before start times were recorded, or on a host without /proc: by pid.
+      marker('op_old', `t ${pid} ${boot}\nchild ${pid}\n`);
+      expect(reconcile('op_old')).toMatchObject({ state: 'started', process: 'alive' });
+      marker('op_noproc', `t ${pid} ${boot} -\nchild ${pid} -\n`);
+      expect(reconcile('op_noproc')).toMatchObject({ state: 'started', process: 'alive' });
+    } finally {
+      sleeper.kill('SIGKILL');
+    }
+  });
+
+  it('records the start time of the wrapper and of its command in the marker', async () => {
+    const go = join(dir, 'go');
+    const child = spawn('sh', ['-c', WRAPPER_SCRIPT, 'candor-wrap'], {
+      stdio: ['pipe', 'ignore', 'ignore'],
+    });
+    child.stdin.end(
+      wrapperRequest({
+        mode: 'run',
+        nonce: NONCE,
+        markerDir: join(dir, 'ops'),
+        operationId: 'op_times',
+        command: `i=0; while [ ! -f ${shQuote(go)} ] && [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done`,
+      }),
+    );
+    const startFile = join(dir, 'ops', 'op_times', 'start');
+    for (let i = 0; i < 250 && !readIfExists(startFile).includes('child'); i++) await tick(20);
+    const [first = '', second = ''] = readIfExists(startFile).trim().split('\n');
+    const [, w, , ws] = first.split(' ');
+    const [, c, cs] = second.split(' ');
+    try {
+      expect(Number(w)).toBe(child.pid);
+      expect({ ws, cs }).toEqual({ ws: startTime(w!), cs: startTime(c!) });
+    } finally {
+      writeFileSync(go, '');
+      await new Promise((r) => child.once('exit', r));
+    }
+  });
+
   it('refuses unsafe operation ids and unusable marker dirs before running anything', () => {
     const bad = wrap({
       mode: 'run',
@@ -350,6 +405,12 @@ describe('parseWrapperOutput', () => {
     );
   });
 });
+
+/** A process's start time, in clock ticks since boot (/proc/PID/stat field 22). */
+function startTime(pid: number | string): string {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[19]!;
+}
 
 function readIfExists(p: string): string {
   try {

@@ -45,7 +45,10 @@ export const DEFAULT_OUTPUT_CAP = 1024 * 1024;
 // `kill -0` and /proc boot_id give liveness (a zombie counts as gone; a recorded boot id that differs
 // from the current one means every recorded process is gone, whatever pids were reused since). A
 // process whose /proc entry cannot be read counts as alive while `kill -0` still reaches it (a host
-// without /proc), and as gone once it does not: its parent reaped it between the two reads.
+// without /proc), and as gone once it does not: its parent reaped it between the two reads. The
+// marker also records each process's start time (/proc/PID/stat field 22, `-` without /proc): a
+// live process under a recorded pid that started at another time is a reused pid, so the recorded
+// one is gone. Markers written before the start time was recorded are read as before.
 // Marker directories: every component of the path is checked without following symlinks — a
 // symlink anywhere is refused; ancestors belong to the user or root and nobody else can write them
 // (a world-writable ancestor only with the sticky bit, like /tmp); the marker directory itself and
@@ -94,15 +97,26 @@ trim() {
   if [ "$n" -gt "$cap" ]; then emit "$1" "$cap" >"$1.cut" && mv "$1.cut" "$1"; fi
 }
 runc() { ( senv; umask "$U"; exec sh -c -- "$1" ) </dev/null; }
+pst() {
+  k=-
+  if [ -r "/proc/$1/stat" ]; then
+    set -- $(sed 's/^.*) //' "/proc/$1/stat" 2>/dev/null)
+    if [ $# -ge 20 ]; then shift 19; k=$1; fi
+  fi
+  echo "$k"
+}
 live() {
   b=$1; shift
   if [ "$b" != "$(boot)" ]; then echo gone; return; fi
-  for p in "$@"; do
+  while [ $# -ge 2 ]; do
+    p=$1; s=$2; shift 2
     case $p in ''|*[!0-9]*) continue;; esac
     kill -0 "$p" 2>/dev/null || continue
     z=$(sed -n 's/^.*) \(.\).*/\1/p' "/proc/$p/stat" 2>/dev/null)
     [ -n "$z" ] || kill -0 "$p" 2>/dev/null || continue
-    if [ "$z" != Z ]; then echo alive; return; fi
+    [ "$z" != Z ] || continue
+    case $s in ''|-|*[!0-9]*) ;; *) [ "$(pst "$p")" = "$s" ] || continue;; esac
+    echo alive; return
   done
   echo gone
 }
@@ -162,10 +176,10 @@ show() {
     [ -f "$m/stderr" ] && frame stderr "$m/stderr"
     return 0
   elif [ -f "$m/start" ]; then
-    ts=; w=; b=; c=
-    { read -r ts w b; read -r _ c; } <"$m/start"
+    ts=; w=; b=; ws=; c=; cs=
+    { read -r ts w b ws; read -r _ c cs; } <"$m/start"
     [ -n "$c" ] || c=-
-    say "$1" started "$ts" "$w" "$c" "$(live "$b" "$w" "$c")"
+    say "$1" started "$ts" "$w" "$c" "$(live "$b" "$w" "$ws" "$c" "$cs")"
   else
     say "$1" claimed
   fi
@@ -191,13 +205,13 @@ run)
     fi
     no marker_unavailable
   fi
-  if ! { printf '%s %s %s\n' "$(now)" "$$" "$(boot)" >"$m/start.tmp" && mv "$m/start.tmp" "$m/start"; } 2>/dev/null; then
+  if ! { printf '%s %s %s %s\n' "$(now)" "$$" "$(boot)" "$(pst $$)" >"$m/start.tmp" && mv "$m/start.tmp" "$m/start"; } 2>/dev/null; then
     rm -f "$m/start.tmp"; rmdir "$m" 2>/dev/null
     no marker_unavailable
   fi
   ( senv; umask "$U"; exec sh -c -- "$cmd" ) </dev/null >"$m/stdout" 2>"$m/stderr" &
   c=$!
-  printf 'child %s\n' "$c" >>"$m/start"
+  printf 'child %s %s\n' "$c" "$(pst "$c")" >>"$m/start"
   wait "$c"; st=$?
   trim "$m/stdout"; trim "$m/stderr"
   { printf '%s %s\n' "$st" "$(now)" >"$m/done.tmp" && mv "$m/done.tmp" "$m/done"; } 2>/dev/null
