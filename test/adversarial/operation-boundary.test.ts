@@ -17,6 +17,21 @@ afterAll(async () => {
 
 const CHANGED = /a changed request is a new operation/i;
 
+/** create_deployment as a new configuration would define it: same input, another body. */
+function redefined(s: ReturnType<typeof setup>) {
+  const original = s.action('create_deployment');
+  return {
+    ...original,
+    request: (
+      i: { service: string; version: string },
+      rctx: Parameters<typeof original.request>[1],
+    ) => {
+      const spec = original.request(i, rctx) as { body: Record<string, unknown> };
+      return { ...spec, body: { ...spec.body, replicas: 3 } };
+    },
+  } as typeof original;
+}
+
 describe('continuing an operation is only ever the same request', () => {
   it('gate_locked, then the same operation_id with a changed amount: refused before any prompt or byte', async () => {
     const s = setup(fake, ['approved', 'approved']);
@@ -133,18 +148,7 @@ describe("continuing after the action's definition changed", () => {
 
     // The same action name and input, but its definition now builds another body: the intent
     // digest (the input) matches, the request that would be sent does not.
-    const original = s.action('create_deployment');
-    const redefined = {
-      ...original,
-      request: (
-        i: { service: string; version: string },
-        rctx: Parameters<typeof original.request>[1],
-      ) => {
-        const spec = original.request(i, rctx) as { body: Record<string, unknown> };
-        return { ...spec, body: { ...spec.body, replicas: 3 } };
-      },
-    } as typeof original;
-    const again = await s.runtime.run(redefined, input, { operationId: opId });
+    const again = await s.runtime.run(redefined(s), input, { operationId: opId });
     expect(again).toMatchObject({
       ok: false,
       category: 'outcome_unknown',
@@ -175,18 +179,7 @@ describe("continuing after the action's definition changed, before any attempt",
 
     // Its opening built (and its record names) the request the first attempt would send; the
     // action now builds another body for the same input.
-    const original = s.action('create_deployment');
-    const redefined = {
-      ...original,
-      request: (
-        i: { service: string; version: string },
-        rctx: Parameters<typeof original.request>[1],
-      ) => {
-        const spec = original.request(i, rctx) as { body: Record<string, unknown> };
-        return { ...spec, body: { ...spec.body, replicas: 3 } };
-      },
-    } as typeof original;
-    const again = await s.runtime.run(redefined, input, { operationId: opId });
+    const again = await s.runtime.run(redefined(s), input, { operationId: opId });
     expect(again).toMatchObject({
       ok: false,
       category: 'gate_locked',
@@ -200,7 +193,7 @@ describe("continuing after the action's definition changed, before any attempt",
     expect(received(fake, 'ob-def0')).toBe(0);
 
     // The definition it was opened under continues it: one approval, one request.
-    const same = await s.runtime.run(original, input, { operationId: opId });
+    const same = await s.runtime.run(s.action('create_deployment'), input, { operationId: opId });
     expect(same).toMatchObject({ ok: true, category: 'succeeded', operation_id: opId });
     expect(received(fake, 'ob-def0', 'POST')).toBe(1);
   });
