@@ -97,21 +97,33 @@ export const APP_JS = `
   var feed = document.getElementById('live-feed');
   var region = document.getElementById('live-region');
   var watch = region ? region.getAttribute('data-watch') : null;
-  var busy = false, again = false;
+  var busy = false, again = false, tries = 0, later = null;
+  // Refreshes the live region. A refresh that fails (the view busy, a dropped connection) or that
+  // still trails the ledger (the listing is projected just after each commit, and says so with
+  // data-trails) is tried again, 0.25 s, 0.5 s, ... 4 s later: the region must not stay behind
+  // an event it was told about just because no further event comes.
   function refresh() {
     if (!region) return;
     if (busy) { again = true; return; }
     busy = true;
-    fetch(location.pathname + location.search, { credentials: 'same-origin' })
+    if (later) { clearTimeout(later); later = null; }
+    var retry = false;
+    fetch(location.pathname + location.search, { credentials: 'same-origin', cache: 'no-store' })
       .then(function (r) { return r.ok ? r.text() : null; })
       .then(function (text) {
-        if (text === null) return;
+        if (text === null) { retry = true; return; }
         var doc = new DOMParser().parseFromString(text, 'text/html');
         var fresh = doc.getElementById('live-region');
         if (fresh) region.innerHTML = fresh.innerHTML;
+        if (region.querySelector('[data-trails]')) retry = true;
       })
-      .catch(function () {})
-      .then(function () { busy = false; if (again) { again = false; refresh(); } });
+      .catch(function () { retry = true; })
+      .then(function () {
+        busy = false;
+        if (again) { again = false; tries = 0; refresh(); return; }
+        if (retry && tries < 5) { later = setTimeout(refresh, 250 * Math.pow(2, tries)); tries += 1; }
+        else tries = 0;
+      });
   }
   if (!window.EventSource) return;
   var es = new EventSource('/events');
@@ -132,7 +144,7 @@ export const APP_JS = `
     var relevant = watch === '*' || events.some(function (ev) {
       return ev.operation_id === watch || ev.session_id === watch;
     });
-    if (relevant) refresh();
+    if (relevant) { tries = 0; refresh(); }
   });
 })();
 `;

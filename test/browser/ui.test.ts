@@ -7,6 +7,7 @@ import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -338,6 +339,30 @@ describe.skipIf(skip !== undefined)('candor ui in chromium', { timeout: 120_000 
     const view = projectOperation(await store.query({ operation_id: id }));
     expect(view?.state).toBe('open');
     await shot('operations-live');
+  });
+
+  it('a listing that trails the ledger when the event arrives catches up without another event', async () => {
+    await page.goto(ui.url);
+    await page.locator('#live-status.on').waitFor();
+    const id = `op_uitest_trailing_${Date.now()}`;
+    // Another connection takes the write lock right after the commit, before the writer's
+    // projector runs (it runs in a later turn and retries while the lock is held): the view hears
+    // of the event at once, but its listing trails until the lock goes.
+    const lock = new Database(join(dir, 'ledger.db'));
+    try {
+      await writer.append(newOperation(id));
+      lock.prepare('BEGIN IMMEDIATE').run();
+      await page.locator('[data-trails]').waitFor({ timeout: 10_000 });
+      expect(await page.locator(`tr[data-op="${id}"]`).count()).toBe(0);
+      expect(await page.locator('#live-feed').textContent()).toContain(id);
+      lock.prepare('COMMIT').run();
+      // No event after this one: only the view's own retry can bring the row.
+      await page.locator(`tr[data-op="${id}"]`).waitFor({ timeout: 10_000 });
+      expect(await page.locator('[data-trails]').count()).toBe(0);
+    } finally {
+      if (lock.inTransaction) lock.prepare('ROLLBACK').run();
+      lock.close();
+    }
   });
 
   it('no request left the page origin and no served byte holds the canary', async () => {
