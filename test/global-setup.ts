@@ -1,7 +1,7 @@
 // Tests that spawn the CLI (MCP over stdio, crash and recovery tests) run the compiled dist/.
 // Build it once per run when any source file is newer than the last build.
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -20,10 +20,27 @@ function newestMtime(dir: string): number {
 }
 
 export default function setup(): () => void {
+  // Every temporary file of the run goes under one folder, removed when the run ends: the test
+  // workers and what they start inherit TMPDIR (os.tmpdir(), mktemp), so a file that forgets to
+  // clean up (or is killed before its afterAll) leaves nothing behind in the system's /tmp. Its mode
+  // is /tmp's own (1777): tests that run the CLI or PostgreSQL as a second local user reach and
+  // create files under it (each test's own folder keeps its own mode). CANDOR_KEEP_TMP=1 keeps it.
+  const runTmp = mkdtempSync(join(tmpdir(), 'candor-test-'));
+  chmodSync(runTmp, 0o1777);
+  process.env.TMPDIR = runTmp;
   // One initialised PostgreSQL cluster per run, copied by each test server (test/support/postgres.ts).
-  const pgTemplate = mkdtempSync(join(tmpdir(), 'candor-pg-template-'));
+  const pgTemplate = mkdtempSync(join(runTmp, 'candor-pg-template-'));
   process.env.CANDOR_TEST_PG_TEMPLATE = pgTemplate;
-  const teardown = (): void => rmSync(pgTemplate, { recursive: true, force: true });
+  const teardown = (): void => {
+    if (process.env.CANDOR_KEEP_TMP === '1') console.log(`test temporary files kept in ${runTmp}`);
+    else
+      try {
+        rmSync(runTmp, { recursive: true, force: true, maxRetries: 3 });
+      } catch (error) {
+        // A server some file failed to stop may still be writing there: say so, fail nothing.
+        console.warn(`could not remove ${runTmp}: ${(error as Error).message}`);
+      }
+  };
   // The bundled command line is written last (after dist/cli/), so its age is the build's.
   const stamp = join(root, 'dist', 'bin', 'main.js');
   const built = existsSync(stamp) ? statSync(stamp).mtimeMs : 0;
