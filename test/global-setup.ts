@@ -20,6 +20,10 @@ function newestMtime(dir: string): number {
 }
 
 export default function setup(): () => void {
+  // Vitest runs this once per project (unit, integration, isolated), in one process: the first
+  // call makes the run's folder, PostgreSQL template and build, the others find them (nesting a
+  // folder per project would push unix-socket paths, Chromium's among them, past their limit).
+  if (process.env.CANDOR_TEST_RUN_TMP) return () => {};
   // Every temporary file of the run goes under one folder, removed when the run ends: the test
   // workers and what they start inherit TMPDIR (os.tmpdir(), mktemp), so a file that forgets to
   // clean up (or is killed before its afterAll) leaves nothing behind in the system's /tmp. Its mode
@@ -28,6 +32,7 @@ export default function setup(): () => void {
   const runTmp = mkdtempSync(join(tmpdir(), 'candor-test-'));
   chmodSync(runTmp, 0o1777);
   process.env.TMPDIR = runTmp;
+  process.env.CANDOR_TEST_RUN_TMP = runTmp;
   // One initialised PostgreSQL cluster per run, copied by each test server (test/support/postgres.ts).
   const pgTemplate = mkdtempSync(join(runTmp, 'candor-pg-template-'));
   process.env.CANDOR_TEST_PG_TEMPLATE = pgTemplate;
