@@ -23,6 +23,18 @@ export function quote(s: string, max = 60): string {
   return `${escapeUnsafe(JSON.stringify(head))}${cut ? ` (${s.length} characters)` : ''}`;
 }
 
+/**
+ * A file path as `quote` writes it, but cut at the front when too long: the end of a path (the
+ * file's own name, its folder) is what tells a reader which file is meant —
+ * `"…/run-3/trusted.cp" (61 characters)`.
+ */
+export function quotePath(s: string, max = 60): string {
+  const points = Array.from(s.length > max * 2 + 8 ? s.slice(-(max * 2 + 8)) : s);
+  const cut = points.length > max;
+  const tail = cut ? `…${points.slice(-max).join('')}` : s;
+  return `${escapeUnsafe(JSON.stringify(tail))}${cut ? ` (${s.length} characters)` : ''}`;
+}
+
 /** A whole message capped at `max` characters (default 200), for lines built around outside text. */
 export function capLine(message: string, max = 200): string {
   const clean = escapeUnsafe(message);

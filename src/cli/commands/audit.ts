@@ -12,7 +12,7 @@ import { writeFile } from 'node:fs/promises';
 import { readBundle, verifyBundle } from '../../ledger/chain/bundle.js';
 import { verifyBundleFile } from '../../ledger/chain/bundle-file.js';
 import { exportBundle, verifyStore } from '../../ledger/chain/export.js';
-import { capLine, quote } from '../../core/quote.js';
+import { capLine, quote, quotePath } from '../../core/quote.js';
 import type { StoredEvent } from '../../ledger/events.js';
 import {
   SigType,
@@ -109,13 +109,13 @@ function readTrusted(path: string): string {
   try {
     bytes = readFileSync(path);
   } catch {
-    throw new CliUsageError(`cannot read trusted checkpoint ${quote(path)}`);
+    throw new CliUsageError(`cannot read trusted checkpoint ${quotePath(path)}`);
   }
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
   } catch {
     throw new CliUsageError(
-      `--trusted: ${quote(path)} is not valid UTF-8 text, so it is not a checkpoint (its signature was not checked)`,
+      `--trusted: ${quotePath(path)} is not valid UTF-8 text, so it is not a checkpoint (its signature was not checked)`,
     );
   }
 }
