@@ -2,7 +2,15 @@
 // the same exec string the transport sends, so quoting, the marker protocol and the parser are
 // checked together.
 import { spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -113,6 +121,43 @@ describe('wrapper script', () => {
     const r = wrap({ mode: 'reconcile' });
     expect(r.status).toBe(0);
     expect(r.report.marker).toMatchObject({ state: 'completed', exit_status: 0 });
+  });
+
+  it('a read or converge whose session hangs up (or is terminated) mid-command leaves no output behind', async () => {
+    // The command's output waits in a temporary folder on the host until it is framed; a dropped
+    // connection (sshd sends SIGHUP) or a TERM must not leave it there (it may hold secrets).
+    for (const [mode, signal] of [
+      ['read', 'SIGHUP'],
+      ['converge', 'SIGTERM'],
+    ] as const) {
+      const tmp = join(dir, `tmp-${mode}`);
+      mkdirSync(tmp);
+      const call: WrapperCall = {
+        mode,
+        nonce: NONCE,
+        markerDir: join(dir, 'ops'),
+        operationId: `op_${mode}`,
+        // Writes some output, then waits (bounded) for the signal.
+        command: 'echo secret-output; i=0; while [ $i -lt 500 ]; do sleep 0.02; i=$((i + 1)); done',
+        ...(mode === 'converge' ? { check: 'exit 1' } : {}),
+      };
+      const child = spawn('sh', ['-c', WRAPPER_SCRIPT, 'candor-wrap'], {
+        stdio: ['pipe', 'ignore', 'ignore'],
+        env: { PATH: process.env.PATH, TMPDIR: tmp },
+        detached: true,
+      });
+      child.stdin.end(wrapperRequest(call));
+      const outFile = (): string => {
+        const made = readdirSync(tmp);
+        return made.length === 1 ? readIfExists(join(tmp, made[0]!, 'stdout')) : '';
+      };
+      for (let i = 0; i < 250 && !outFile().includes('secret-output'); i++) await tick(20);
+      expect(outFile()).toContain('secret-output');
+      // The whole session's process group, as sshd does when the connection drops.
+      process.kill(-child.pid!, signal);
+      await new Promise((r) => child.once('exit', r));
+      expect(readdirSync(tmp)).toEqual([]);
+    }
   });
 
   it('reports a start without completion and whether its processes live', async () => {
