@@ -155,8 +155,13 @@ describe('wrapper script', () => {
       expect(outFile()).toContain('secret-output');
       // The whole session's process group, as sshd does when the connection drops.
       process.kill(-child.pid!, signal);
-      await new Promise((r) => child.once('exit', r));
+      const [code, died] = await new Promise<[number | null, NodeJS.Signals | null]>((r) =>
+        child.once('exit', (c, s) => r([c, s])),
+      );
       expect(readdirSync(tmp)).toEqual([]);
+      // It still dies of the signal, as without the cleanup: the SSH channel reports the same
+      // exit-signal, so the outcome reads as before (cut off, not a misframed answer).
+      expect([code, died]).toEqual([null, signal]);
     }
   });
 

@@ -218,7 +218,9 @@ run)
   say ran; frame stdout "$m/stdout"; frame stderr "$m/stderr"; say exit "$st"; exit "$st";;
 converge|read)
   T=$(mktemp -d 2>/dev/null) || no tmp_unavailable
-  trap 'rm -rf "$T"' EXIT; trap 'exit 129' HUP; trap 'exit 143' TERM
+  trap 'rm -rf "$T"' EXIT
+  trap 'rm -rf "$T"; trap - EXIT HUP; kill -HUP $$' HUP
+  trap 'rm -rf "$T"; trap - EXIT TERM; kill -TERM $$' TERM
   if [ "$mode" = converge ] && runc "$chk" >/dev/null 2>&1; then
     rm -rf "$T"; say converged_before; say exit 0; exit 0
   fi
