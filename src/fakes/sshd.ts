@@ -73,11 +73,18 @@ async function freePort(): Promise<number> {
 export const closedPort = freePort;
 
 let openSsh98: boolean | undefined;
-/** Whether the installed OpenSSH is 9.8 or later (asked once per process). */
+/**
+ * Whether the sshd the fixture starts is OpenSSH 9.8 or later (asked once per process). Its own
+ * `-V` answers (an sshd without `-V` still prints its version with the usage); the client's
+ * version stands in only when the server names none.
+ */
 function atLeastOpenSsh98(): boolean {
   if (openSsh98 !== undefined) return openSsh98;
-  const v = spawnSync('ssh', ['-V'], { encoding: 'utf8' });
-  const m = /OpenSSH_(\d+)\.(\d+)/.exec(`${v.stderr}${v.stdout}`);
+  const version = (cmd: string): RegExpExecArray | null => {
+    const v = spawnSync(cmd, ['-V'], { encoding: 'utf8', timeout: 10_000 });
+    return /OpenSSH_(\d+)\.(\d+)/.exec(`${v.stderr ?? ''}${v.stdout ?? ''}`);
+  };
+  const m = version(SSHD_PATH) ?? version('ssh');
   const major = Number(m?.[1] ?? 0);
   const minor = Number(m?.[2] ?? 0);
   openSsh98 = major > 9 || (major === 9 && minor >= 8);
