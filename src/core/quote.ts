@@ -17,10 +17,7 @@ export function escapeUnsafe(s: string): string {
  * characters escaped and JSON-quoted: `"ab…" (1048576 characters)`. Never splits a surrogate pair.
  */
 export function quote(s: string, max = 60): string {
-  const points = Array.from(s.length > max * 2 + 8 ? s.slice(0, max * 2 + 8) : s);
-  const cut = points.length > max;
-  const head = cut ? `${points.slice(0, max).join('')}…` : s;
-  return `${escapeUnsafe(JSON.stringify(head))}${cut ? ` (${s.length} characters)` : ''}`;
+  return quoted(s, max, 'end');
 }
 
 /**
@@ -29,10 +26,22 @@ export function quote(s: string, max = 60): string {
  * `"…/run-3/trusted.cp" (61 characters)`.
  */
 export function quotePath(s: string, max = 60): string {
-  const points = Array.from(s.length > max * 2 + 8 ? s.slice(-(max * 2 + 8)) : s);
+  return quoted(s, max, 'start');
+}
+
+/** `quote` and `quotePath`: which end of a too-long `s` is cut. */
+function quoted(s: string, max: number, cutAt: 'start' | 'end'): string {
+  // Only the part that can be shown is split into code points (a huge `s` is not).
+  const room = max * 2 + 8;
+  const near = s.length <= room ? s : cutAt === 'end' ? s.slice(0, room) : s.slice(-room);
+  const points = Array.from(near);
   const cut = points.length > max;
-  const tail = cut ? `…${points.slice(-max).join('')}` : s;
-  return `${escapeUnsafe(JSON.stringify(tail))}${cut ? ` (${s.length} characters)` : ''}`;
+  const shown = !cut
+    ? s
+    : cutAt === 'end'
+      ? `${points.slice(0, max).join('')}…`
+      : `…${points.slice(-max).join('')}`;
+  return `${escapeUnsafe(JSON.stringify(shown))}${cut ? ` (${s.length} characters)` : ''}`;
 }
 
 /** A whole message capped at `max` characters (default 200), for lines built around outside text. */
