@@ -96,9 +96,9 @@ const supportsPerSourcePenalties = atLeastOpenSsh98;
 
 /**
  * Before 9.8 the listener re-executes the whole sshd binary for every connection (re-reading its
- * configuration and host keys); `-r` turns that off: about a third less sshd CPU per login
- * (the SSH kill campaign logs in hundreds of times: 20 s of sshd CPU before, 13.6 s after). 9.8 moved the per-connection work into
- * sshd-session and removed `-r`.
+ * configuration and host keys); `-r` turns that off: about a third less sshd CPU per login (the
+ * SSH kill campaign logs in hundreds of times: 20 s of sshd CPU before, 13.6 s after). 9.8 moved
+ * the per-connection work into sshd-session and removed `-r`.
  */
 const noReexec = (): string[] => (atLeastOpenSsh98() ? [] : ['-r']);
 

@@ -3,11 +3,11 @@
 // validator per upstream tool, compiled at the tool's first call, not at listing time: a gateway
 // start lists every upstream's tools, and compiling them all (an ajv instance each) was about an
 // eighth of the CPU of starting the starter configuration's gateway, for tools a session mostly
-// never calls. The dialect follows `$schema`: draft-07
-// (and older drafts ajv reads the same way) with `ajv`, 2020-12 with `ajv/dist/2020` — also the
-// default when `$schema` is absent, as MCP specifies. A schema ajv cannot compile (a broken
-// `$ref`, an unsupported dialect) refuses every call of that tool with a message saying so: a
-// tool whose arguments cannot be checked is not forwarded unchecked.
+// never calls. The dialect follows `$schema`: draft-07 (and older drafts ajv reads the same way)
+// with `ajv`, 2020-12 with `ajv/dist/2020` — also the default when `$schema` is absent, as MCP
+// specifies. A schema ajv cannot compile (a broken `$ref`, an unsupported dialect) refuses every
+// call of that tool with a message saying so: a tool whose arguments cannot be checked is not
+// forwarded unchecked.
 import { Ajv, type ErrorObject, type ValidateFunction } from 'ajv';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import formatsModule from 'ajv-formats';
