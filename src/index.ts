@@ -52,6 +52,7 @@ export {
   type RunOptions,
   type RecoveryItem,
 } from './runtime.js';
+export type { RetryEvent } from './engine/context.js';
 export {
   defineAction,
   type ActionDefinition,

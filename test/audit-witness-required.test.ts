@@ -101,6 +101,28 @@ describe('audit.witness_required', () => {
     });
   });
 
+  it('holds the first attempt recovery makes too (the same loop as a call): nothing is sent', async () => {
+    const url = await deadUrl();
+    const { ledger, runtime, action } = setup({ url, required: true, waitMs: 300 });
+    // Opened and never attempted (a crash before the first attempt): recovery makes it.
+    const id = await runtime.open(
+      action('create_payment'),
+      { amount: 11, currency: 'EUR' },
+      { correlationId: 'wr-recover' },
+    );
+    const items = await runtime.recover();
+    const item = items.find((i) => i.operation_id === id)!;
+    expect(item.envelope).toMatchObject({
+      category: 'gate_locked',
+      remote_effect: 'none',
+    });
+    expect(item.envelope.message).toContain(`witness.test/required (${url})`);
+    expect(fake.groundTruth('wr-recover')).toEqual([]);
+    // Held before its first attempt, as a call would be: cancelled, with nothing attempted.
+    expect(await kinds(ledger, 'wr-recover')).toEqual(['operation_opened', 'operation_resolved']);
+    expect(item.unresolved).toBe(false);
+  });
+
   it('holds it too when the witness answers badly (an HTML page)', async () => {
     const junk = createServer((_req, res) => res.end('<html>ok</html>'));
     await new Promise<void>((r) => junk.listen(0, '127.0.0.1', r));

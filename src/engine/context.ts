@@ -11,7 +11,7 @@ import { merged } from '../core/merge.js';
 import { messageFor } from '../core/messages.js';
 import { systemClock, type Clock } from '../core/time.js';
 import type { Transports } from '../core/transport.js';
-import type { Category, OperationState } from '../core/vocabulary.js';
+import type { Category, OperationState, RetryDecision, RetryReason } from '../core/vocabulary.js';
 import { outcomeOf, type RuleOutcome } from '../core/rule-table.js';
 import type { EarlierAttempt } from '../core/operation-outcome.js';
 import type { EventPayloads, NewEvent, StoredEvent } from '../ledger/events.js';
@@ -49,6 +49,11 @@ export interface EngineOptions {
   sleep?: (ms: number) => Promise<void>;
   /** Backoff before retrying a connection that was never established. */
   backoff_ms?: (attemptNumber: number) => number;
+  /**
+   * Told of every automatic retry before its wait: why (the licence's reason and decision) and
+   * how long the engine waits. A listener that throws changes nothing.
+   */
+  onRetry?: (event: RetryEvent) => void;
   agent?: string;
   /**
    * Audit: seal protected diagnostics to the auditor's public key (the gateway cannot read them
@@ -85,6 +90,17 @@ export interface EngineOptions {
    * Off when not given.
    */
   policy?: PolicyPort;
+}
+
+/** One automatic retry, as the loop decides it: why, under which licence, after what wait. */
+export interface RetryEvent {
+  operation_id: string;
+  /** The number of the attempt about to be made (2 for the first retry). */
+  attempt: number;
+  reason: RetryReason;
+  decision: RetryDecision;
+  /** How long the loop waits before it: the backoff, the server's delay, or 0. */
+  delay_ms: number;
 }
 
 /** A fleet runtime's ownership lease (kept by src/engine/ownership.ts). */

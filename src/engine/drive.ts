@@ -1,17 +1,32 @@
-// Driving an operation: which retries the evidence licenses, the gate before every attempt, and
-// the loop that attempts, retries within the licence and budget, and resolves what is settled.
-import { classify, isRuleId } from '../core/classify.js';
+// Driving an operation: one loop for every attempt, whoever makes it — an agent's call, recovery
+// after a restart, or the retry a reconciliation licensed. Each turn plans one attempt (budget,
+// the request prepared once: gate-step.ts `AttemptPlan`), asks policy, the gate and, before a
+// sensitive action, the witness; makes the attempt (attempt.ts); then either settles what the
+// evidence shows and answers, or — when the evidence licenses it (core/licence.ts), the budget
+// allows and the caller has not gone — waits and retries, telling `onRetry` why and how long.
+//
+//   drive ────────────┐                        ┌─ answered / refused / held ─→ envelope
+//   licensedAttempt ──┴→ plan → policy → gate ─┴→ attempt ─┬─ settled ─────→ envelope
+//                        ↑                                 └─ licensed ─→ retry event, wait ─┐
+//                        └──────────────────────────────────────────────────────────────────┘
+import { isRuleId } from '../core/classify.js';
 import { licence, type Licence, type Licensable } from '../core/licence.js';
 import { classRule, DEFAULT_ATTEMPT_BUDGET } from '../core/rules.js';
-import { contractFacts, outcomeOf } from '../core/rule-table.js';
+import { outcomeOf } from '../core/rule-table.js';
 import type { Envelope } from '../core/envelope.js';
 import type { OperationView } from '../ledger/projection.js';
 import { contractOf, type EngineAction } from './action.js';
-import { attempt } from './attempt.js';
-import { unknownOutcome, type AnyAction, type EngineContext, type RunOptions } from './context.js';
-import { budgetLeft, budgetSpent, changedRequest, paramsDigest } from './continuation.js';
-import { openGate } from './ports.js';
+import { attempt, type AttemptResult } from './attempt.js';
+import {
+  unknownOutcome,
+  type AnyAction,
+  type EngineContext,
+  type RetryEvent,
+  type RunOptions,
+} from './context.js';
+import { budgetLeft, budgetSpent, changedRequest } from './continuation.js';
 import { operationLicence } from '../core/operation-outcome.js';
+import { gateRefusal, witnessHold, type AttemptPlan } from './gate-step.js';
 import {
   attemptEnvelope,
   factsOf,
@@ -22,160 +37,184 @@ import {
 import { prepare, type PreparedAttempt } from './request.js';
 import { policyStep } from './policy-step.js';
 
-/** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
-function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licence | null {
-  return licence(
-    c,
-    {
-      read_only: classRule(action.class).read_only,
-      idempotency_honoured: contractOf(action).idempotency_honoured,
-    },
-    automatic,
+/** Who runs the loop, and how far it may go on its own. */
+interface LoopOptions {
+  /** Who settles what the attempts establish. */
+  by: 'attempt' | 'recovery' | 'reconciliation';
+  /** The caller's run: its caller (for policy), signal, worker. Recovery's and reconciliation's are the local operator's. */
+  run: RunOptions;
+  /** Retry on its own within the licence and the budget (an agent's call; never a worker's). */
+  retries: boolean;
+}
+
+/** Where the loop starts: the operation, the licence of its first attempt, a request prepared already. */
+interface LoopStart<I> {
+  action: EngineAction<I, unknown>;
+  input: I;
+  view: OperationView;
+  licence: Licence | null;
+  prepared: PreparedAttempt | null;
+}
+
+/** What an attempt leads to: an answer, or a licensed retry. */
+type Next = { envelope: Envelope } | { retry: RetryEvent; licence: Licence };
+
+/**
+ * The one loop. It ends on the first answer: a refusal or hold before an attempt, an attempt the
+ * store refused (fenced), or what the evidence settles; it goes round only for a licensed retry.
+ * It is bounded by the budget: every turn records an attempt or returns.
+ */
+async function attemptLoop<I>(
+  ctx: EngineContext,
+  start: LoopStart<I>,
+  loop: LoopOptions,
+): Promise<Envelope> {
+  const { action, input } = start;
+  let { view, licence: retry, prepared: preparedNext } = start;
+  for (;;) {
+    // The budget is a hard limit across run, reconcile and recover: nothing more is sent.
+    if (budgetLeft(action, view) <= 0)
+      return budgetSpent(ctx, action, view, { lookedUp: loop.by === 'reconciliation' });
+    const prepared = preparedNext ?? tryPrepare(ctx, action, input, view);
+    preparedNext = null;
+    if (!prepared) return notAttempted(ctx, action, view);
+    const plan: AttemptPlan<I> = {
+      action,
+      input,
+      view,
+      licence: retry,
+      prepared,
+      signal: loop.run.signal,
+    };
+    const refused = await beforeSend(ctx, plan, loop);
+    if (refused) return refused;
+    const result = await attempt(ctx, action, input, {
+      view,
+      retry,
+      run: loop.run,
+      settledBy: loop.by,
+      prepared,
+    });
+    const next = await afterAttempt(ctx, plan, result, loop);
+    if ('envelope' in next) return next.envelope;
+    tellRetry(ctx, next.retry);
+    if (next.retry.delay_ms > 0) await ctx.sleep(next.retry.delay_ms);
+    const reloaded = await ctx.load(view.operation_id);
+    if (!reloaded) throw new Error(`operation ${view.operation_id} vanished`);
+    view = reloaded;
+    retry = next.licence;
+  }
+}
+
+/** Policy first, on every attempt; then the gate; then, for a sensitive action, the witness. */
+async function beforeSend<I>(
+  ctx: EngineContext,
+  plan: AttemptPlan<I>,
+  loop: LoopOptions,
+): Promise<Envelope | null> {
+  const policy = await policyStep(ctx, plan.action, plan.input, {
+    view: plan.view,
+    caller: loop.run.caller,
+  });
+  if (policy.refusal) return policy.refusal;
+  const refused = await gateRefusal(ctx, plan, { policyApproval: policy.approval });
+  if (refused) return refused;
+  // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
+  // (and, with audit.witness_required, are cosigned by the witness or the action is held).
+  return classRule(plan.action.class).sensitive ? witnessHold(ctx, plan) : null;
+}
+
+/** What the attempt's evidence settles, or the licensed retry it permits. */
+async function afterAttempt<I>(
+  ctx: EngineContext,
+  plan: AttemptPlan<I>,
+  result: AttemptResult,
+  loop: LoopOptions,
+): Promise<Next> {
+  const { action, view } = plan;
+  const envelope = (e: Envelope): Next => ({ envelope: e });
+  if (result.attemptId === null)
+    return envelope(
+      result.ownerLost !== undefined
+        ? ownerLost(ctx, action, (await ctx.load(view.operation_id)) ?? view, result.ownerLost)
+        : notAttempted(ctx, action, view),
+    );
+  if (result.fenced) return envelope(ownerLost(ctx, action, result.fenced.view, result.fenced.why));
+  const c = result.classification;
+  // A success is resolved in the same append as its attempt_finished (attempt.ts `settledBy`).
+  if (c.category === 'succeeded')
+    return envelope(
+      ctx.envelopeOf({
+        action,
+        view,
+        outcome: c,
+        data: result.data,
+        diagnosticsRef: result.diagnosticsRef,
+      }),
+    );
+  // The operation as all its attempts establish it: this attempt's answer speaks for itself only.
+  const after = (await ctx.load(view.operation_id)) ?? view;
+  const facts = factsOf(action, after);
+  const next = loop.retries ? operationLicence(licenceFor(action, c, true), facts) : null;
+  const left = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
+  if (next && left > 0 && !plan.signal?.aborted) {
+    const delay =
+      next.reason === 'connection_not_established'
+        ? ctx.backoff(view.attempts.length + 1)
+        : c.retry === 'after_delay' && c.retry_after_ms !== null
+          ? c.retry_after_ms
+          : 0;
+    return {
+      licence: next,
+      retry: {
+        operation_id: view.operation_id,
+        attempt: view.attempts.length + 2,
+        reason: next.reason,
+        decision: next.decision,
+        delay_ms: delay,
+      },
+    };
+  }
+  // Settled as failed or cancelled only while nothing may have applied; an operation an earlier
+  // attempt is known to have applied is settled as done, whatever this attempt met.
+  await settleAppliedEarlier(ctx, after, c, loop.by);
+  // A reconciliation's retry leaves the operation open: the lookup that licensed it decided
+  // nothing about a failure, and the agent's next call starts from what is recorded.
+  if (facts.effect === 'none' && loop.by !== 'reconciliation') {
+    // Taken over while this attempt was out: the new owner may have sent since, so this
+    // attempt's answer no longer says what the operation did.
+    const lost = await resolveOrOwnerLost(ctx, action, after, {
+      state:
+        c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
+      category: c.category,
+      by: loop.by,
+    });
+    if (lost) return envelope(lost);
+  }
+  if (c.retry === 'allowed' || c.retry === 'after_delay') {
+    // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
+    const now = await ctx.load(view.operation_id);
+    // A lookup made before this attempt says nothing about it: a lookup is the next step again.
+    if (now && budgetLeft(action, now) <= 0)
+      return envelope(budgetSpent(ctx, action, now, { lookedUp: false, data: result.data }));
+  }
+  return envelope(
+    attemptEnvelope(ctx, action, after, {
+      claim: c,
+      // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
+      data: result.data,
+      diagnosticsRef: result.diagnosticsRef,
+    }),
   );
 }
 
-/** How `gateRefusal` consults the gate for one attempt. */
-export interface GateCheckOptions {
-  /** The operation as recorded so far. */
-  view: OperationView;
-  /** The licence this attempt runs under (null for a first attempt). */
-  retry: Licence | null;
-  signal?: AbortSignal | undefined;
-  /** This attempt's request when the caller has prepared it already (prepared once per attempt). */
-  prepared?: PreparedAttempt | undefined;
-  /** A policy asked for a person (engine/policy-step.ts): the gate asks per call. */
-  policyApproval?: { policy_ids: string[]; reason: string } | null;
-}
-
-/**
- * Consults the gate before an attempt. Returns null when approved, else the refusal envelope —
- * which never claims "nothing happened" when an earlier attempt may have applied the effect.
- */
-export async function gateRefusal<I, O>(
-  ctx: EngineContext,
-  action: EngineAction<I, O>,
-  input: I,
-  { view, retry, signal, prepared: preparedNow, policyApproval = null }: GateCheckOptions,
-): Promise<Envelope | null> {
-  const { gate, envelopeOf, redactor } = ctx;
-  const last = view.attempts.at(-1);
-  const prepared = preparedNow ?? tryPrepare(ctx, action, input, view);
-  if (!prepared) return notAttempted(ctx, action, view);
-  // The open gate approves everything and reads nothing: no card is rendered for it. (A policy's
-  // approval never reaches it: policy-step.ts refuses what a gate that cannot ask would approve.)
-  if (gate === openGate && !policyApproval) return null;
-  const dest = action.destination;
-  const decision = await gate.check({
-    session_id: view.session_id ?? '',
-    operation_id: view.operation_id,
-    action: action.name,
-    action_class: action.class,
-    request_fingerprint: prepared.fingerprint,
-    request: {
-      method: prepared.method,
-      target: redactor.redactString(prepared.target),
-      destination:
-        dest.kind === 'ssh'
-          ? `ssh:${dest.host_ref}`
-          : dest.kind === 'mcp'
-            ? `mcp:${dest.upstream}`
-            : dest.origin,
-      body: prepared.body === undefined ? null : redactor.redactValue(prepared.body),
-      ...(prepared.request.kind === 'http'
-        ? {
-            headers: redactor.redactValue({ ...prepared.request.headers }),
-            credential: dest.authority_ref ?? null,
-          }
-        : {}),
-    },
-    prior_dispatch_state: last ? (last.finish?.dispatch_state ?? 'sent_no_response') : null,
-    prior_attempt: last?.finish
-      ? {
-          category: last.finish.category,
-          remote_effect: last.finish.remote_effect,
-          dispatch_state: last.finish.dispatch_state,
-        }
-      : null,
-    retry,
-    correlation_id: view.correlation_id,
-    // The intent of this input, which is the recorded one (callers refuse a continuation whose
-    // digest differs before they get here), so the recorded digest is not computed again.
-    intent: {
-      ...(view.intent ?? {}),
-      subject_ref: subjectRefOf(action, input),
-      params_digest: view.intent?.params_digest ?? paramsDigest(ctx, action, input),
-    },
-    ...(signal ? { signal } : {}),
-    recorded: ctx.recorded,
-    ...(policyApproval ? { policy_approval: policyApproval } : {}),
-  });
-  if (decision.decision === 'approved') return null;
-  if (decision.decision === 'pending') {
-    // Nothing sent now; the operation stays open so the same operation_id continues it later.
-    return envelopeOf({
-      action,
-      view,
-      outcome: outcomeOf('approval_pending', { remote_effect: view.remote_effect }),
-      data: { approval_id: decision.approval_id },
-      diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
-    });
+/** Hands a retry to the `onRetry` listener; a listener that throws changes nothing. */
+function tellRetry(ctx: EngineContext, event: RetryEvent): void {
+  try {
+    ctx.options.onRetry?.(event);
+  } catch {
+    // A listener is told, never asked: the loop goes on.
   }
-  if (decision.decision === 'unauthorized') {
-    // Not this caller's to run: refused before any byte; an earlier attempt (another caller's
-    // continuation) keeps whatever effect it had, and the envelope says the operation's truth.
-    if (last && view.remote_effect !== 'none')
-      return operationEnvelope(ctx, action, view, {
-        refusal: {
-          code: 'caller_not_permitted',
-          sentence: `This call sent nothing: ${decision.reason}.`,
-        },
-      });
-    const outcome = outcomeOf('caller_not_permitted', { remote_effect: view.remote_effect });
-    if (!last) {
-      const lost = await resolveOrOwnerLost(ctx, action, view, {
-        state: 'cancelled',
-        category: 'authorization_denied',
-        by: 'operator',
-      });
-      if (lost) return lost;
-    }
-    return envelopeOf({
-      action,
-      view,
-      outcome,
-      data: { refusal: { code: 'caller_not_permitted', detail: decision.reason } },
-      diagnosticsRef: last?.finish?.diagnostics_ref ?? null,
-    });
-  }
-  const category = decision.decision === 'denied' ? 'approval_denied' : 'gate_locked';
-  const c = classify({ phase: 'not_sent', blocked: category }, contractOf(action));
-  if (!last) {
-    const lost = await resolveOrOwnerLost(ctx, action, view, {
-      state: 'cancelled',
-      category,
-      by: 'operator',
-    });
-    if (lost) return lost;
-    return envelopeOf({ action, view, outcome: c, data: null, diagnosticsRef: null });
-  }
-  // A refused retry: this attempt was not made, but an earlier one may have taken effect (the
-  // operation's fold over all of them, not the last attempt's word).
-  const effect = view.remote_effect;
-  const outcome =
-    effect === 'none'
-      ? c
-      : outcomeOf(category === 'approval_denied' ? 'retry_approval_denied' : 'retry_gate_locked', {
-          facts: contractFacts(contractOf(action)),
-          remote_effect: effect,
-        });
-  return envelopeOf({
-    action,
-    view,
-    outcome,
-    data: null,
-    diagnosticsRef: last.finish?.diagnostics_ref ?? null,
-    variant: effect === 'none' ? undefined : 'retry_declined',
-  });
 }
 
 /** The operation an agent's call drives, and how. */
@@ -186,15 +225,13 @@ export interface DriveOptions {
   firstPrepared?: PreparedAttempt | null;
 }
 
+/** An agent's call: its operation's next attempts, under the licence the last one left. */
 export async function drive<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
   input: I,
   { view, opts, firstPrepared = null }: DriveOptions,
 ): Promise<Envelope> {
-  const { sleep, backoff, load, envelopeOf } = ctx;
-  let preparedNext = firstPrepared;
-  let retry: Licence | null = null;
   // A settled operation called again answers its settled state and sends nothing.
   if (view.state === 'succeeded' || view.state === 'duplicate_effect_confirmed') {
     return operationEnvelope(ctx, action, view, {
@@ -204,9 +241,9 @@ export async function drive<I, O>(
       },
     });
   }
+  let retry: Licence | null = null;
   if (view.attempts.length > 0) {
-    const last = view.attempts.at(-1)!;
-    const f = last.finish;
+    const f = view.attempts.at(-1)!.finish;
     // A rule this version does not know licenses nothing it would not license for any other rule.
     const lic = operationLicence(
       f
@@ -223,95 +260,61 @@ export async function drive<I, O>(
     if (!lic) return operationEnvelope(ctx, action, view);
     retry = lic;
   }
-  for (;;) {
-    // The budget is a hard limit across run, reconcile and recover: nothing more is sent.
-    if (budgetLeft(action, view) <= 0) return budgetSpent(ctx, action, view);
-    // One preparation per attempt: the gate's card, the write-ahead record and the dispatch all
-    // use this one request.
-    const prepared = preparedNext ?? tryPrepare(ctx, action, input, view);
-    preparedNext = null;
-    if (!prepared) return notAttempted(ctx, action, view);
-    // Policy first, on every attempt: before the gate, before any byte.
-    const policy = await policyStep(ctx, action, input, { view, caller: opts.caller });
-    if (policy.refusal) return policy.refusal;
-    const refused = await gateRefusal(ctx, action, input, {
-      view,
-      retry,
-      signal: opts.signal,
-      prepared,
-      policyApproval: policy.approval,
-    });
-    if (refused) return refused;
-    // Records before a sensitive action are checkpointed first, so they cannot vanish unnoticed
-    // (and, with audit.witness_required, are cosigned by the witness or the action is held).
-    if (classRule(action.class).sensitive) {
-      const held = await witnessHold(ctx, action, input, { view, retry, prepared });
-      if (held) return held;
-    }
-    const result = await attempt(ctx, action, input, {
-      view,
-      retry,
-      run: opts,
-      settledBy: 'attempt',
-      prepared,
-    });
-    if (result.attemptId === null)
-      return result.ownerLost !== undefined
-        ? ownerLost(ctx, action, (await load(view.operation_id)) ?? view, result.ownerLost)
-        : notAttempted(ctx, action, view);
-    const c = result.classification;
-    if (result.fenced) return ownerLost(ctx, action, result.fenced.view, result.fenced.why);
-    if (c.category === 'succeeded')
-      return envelopeOf({
-        action,
-        view,
-        outcome: c,
-        data: result.data,
-        diagnosticsRef: result.diagnosticsRef,
-      });
-    // The operation as all its attempts establish it: this attempt's answer speaks for itself only.
-    const after = (await load(view.operation_id)) ?? view;
-    const facts = factsOf(action, after);
-    const next = opts.worker ? null : operationLicence(licenceFor(action, c, true), facts);
-    const left = (action.attempt_budget ?? DEFAULT_ATTEMPT_BUDGET) - view.attempts.length - 1;
-    if (next && left > 0 && !opts.signal?.aborted) {
-      if (next.reason === 'connection_not_established')
-        await sleep(backoff(view.attempts.length + 1));
-      else if (c.retry === 'after_delay' && c.retry_after_ms !== null)
-        await sleep(c.retry_after_ms);
-      const reloaded = await load(view.operation_id);
-      if (!reloaded) throw new Error(`operation ${view.operation_id} vanished`);
-      view = reloaded;
-      retry = next;
-      continue;
-    }
-    // Settled as failed or cancelled only while nothing may have applied; an operation an earlier
-    // attempt is known to have applied is settled as done, whatever this attempt met.
-    await settleAppliedEarlier(ctx, after, c, 'attempt');
-    if (facts.effect === 'none') {
-      // Taken over while this attempt was out: the new owner may have sent since, so this
-      // attempt's answer no longer says what the operation did.
-      const lost = await resolveOrOwnerLost(ctx, action, after, {
-        state:
-          c.category === 'gate_locked' || c.category === 'approval_denied' ? 'cancelled' : 'failed',
-        category: c.category,
-        by: 'attempt',
-      });
-      if (lost) return lost;
-    }
-    if (c.retry === 'allowed' || c.retry === 'after_delay') {
-      // Nothing more may be sent once the budget is spent: never invite a call it will refuse.
-      const now = await load(view.operation_id);
-      if (now && budgetLeft(action, now) <= 0)
-        return budgetSpent(ctx, action, now, { lookedUp: false, data: result.data });
-    }
-    return attemptEnvelope(ctx, action, after, {
-      claim: c,
-      // Null but for a transport's refusal (its code) or an upstream MCP tool's own error text.
-      data: result.data,
-      diagnosticsRef: result.diagnosticsRef,
+  return attemptLoop(
+    ctx,
+    { action, input, view, licence: retry, prepared: firstPrepared },
+    { by: 'attempt', run: opts, retries: !opts.worker },
+  );
+}
+
+/** The operation, licence and caller of an attempt outside an agent's run. */
+export interface LicensedAttemptOptions {
+  view: OperationView;
+  /** The licence recorded on the attempt (null for a first attempt). */
+  licence: Licence | null;
+  by: 'recovery' | 'reconciliation';
+  /** The signal of the call that asked (a reconcile_operation call): cancels the attempt. */
+  signal?: AbortSignal | undefined;
+}
+
+/**
+ * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation), made from
+ * the recorded input: refused first when that input no longer rebuilds the operation's request,
+ * then the same loop as an agent's call, without automatic retries.
+ */
+export async function licensedAttempt(
+  ctx: EngineContext,
+  action: AnyAction,
+  params: unknown,
+  { view, licence, by, signal }: LicensedAttemptOptions,
+): Promise<Envelope> {
+  const a = action as unknown as EngineAction<unknown, unknown>;
+  if (budgetLeft(action, view) > 0 && changedRequest(ctx, a, params, view)) {
+    // The recorded input no longer rebuilds the operation's request (redacted, or the action's
+    // definition changed): sending it would be another request under this operation's name.
+    return nothingSentNow(ctx, a, view, {
+      rule: 'request_changed',
+      message: (sent) =>
+        `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
     });
   }
+  return attemptLoop(
+    ctx,
+    { action: a, input: params, view, licence, prepared: null },
+    { by, run: signal ? { signal } : {}, retries: false },
+  );
+}
+
+/** licence() (core/licence.ts) with the action's facts: its class and its idempotency key. */
+function licenceFor(action: AnyAction, c: Licensable, automatic: boolean): Licence | null {
+  return licence(
+    c,
+    {
+      read_only: classRule(action.class).read_only,
+      idempotency_honoured: contractOf(action).idempotency_honoured,
+    },
+    automatic,
+  );
 }
 
 /**
@@ -335,96 +338,6 @@ async function settleAppliedEarlier(
     category: 'succeeded',
     by,
     remoteRefs: refs,
-  });
-}
-
-/** The operation, licence and caller of an attempt outside an agent's run. */
-export interface LicensedAttemptOptions {
-  view: OperationView;
-  /** The licence recorded on the attempt (null for a first attempt). */
-  licence: Licence | null;
-  by: 'recovery' | 'reconciliation';
-}
-
-/**
- * One attempt outside an agent's run (recovery, or a retry licensed by reconciliation): the budget,
- * the recorded request and the gate are checked first, the licence recorded on the attempt (none
- * for a first attempt), and the operation resolved when settled.
- */
-export async function licensedAttempt(
-  ctx: EngineContext,
-  action: AnyAction,
-  params: unknown,
-  { view, licence, by }: LicensedAttemptOptions,
-): Promise<Envelope> {
-  const { resolve, envelopeOf } = ctx;
-  const a = action as unknown as EngineAction<unknown, unknown>;
-  if (budgetLeft(action, view) <= 0)
-    return budgetSpent(ctx, action, view, { lookedUp: by === 'reconciliation' });
-  if (changedRequest(ctx, a, params, view)) {
-    // The recorded input no longer rebuilds the operation's request (redacted, or the action's
-    // definition changed): sending it would be another request under this operation's name.
-    return nothingSentNow(ctx, a, view, {
-      rule: 'request_changed',
-      message: (sent) =>
-        `The recorded input no longer rebuilds the request of this operation, so nothing was sent; ${sent ? `whether ${a.subject} was applied is unknown and ` : ''}a person must decide.`,
-    });
-  }
-  const prepared = tryPrepare(ctx, a, params, view);
-  if (!prepared) return notAttempted(ctx, a, view);
-  // Recovery and reconciliation are run by the local operator: the policy sees the local caller.
-  const policy = await policyStep(ctx, a, params, { view });
-  if (policy.refusal) return policy.refusal;
-  const refused = await gateRefusal(ctx, a, params, {
-    view,
-    retry: licence,
-    prepared,
-    policyApproval: policy.approval,
-  });
-  if (refused) return refused;
-  const result = await attempt(ctx, a, params, {
-    view,
-    retry: licence,
-    run: {},
-    settledBy: by,
-    prepared,
-  });
-  if (result.attemptId === null)
-    return result.ownerLost !== undefined
-      ? ownerLost(ctx, a, (await ctx.load(view.operation_id)) ?? view, result.ownerLost)
-      : notAttempted(ctx, a, view);
-  const c = result.classification;
-  if (result.fenced) return ownerLost(ctx, a, result.fenced.view, result.fenced.why);
-  if (c.category === 'succeeded' && !result.resolved) {
-    await resolve(view, {
-      state: 'succeeded',
-      category: c.category,
-      by,
-      remoteRefs: result.remoteRef ? [result.remoteRef] : [],
-    });
-  }
-  if (c.category === 'succeeded')
-    return envelopeOf({
-      action: a,
-      view,
-      outcome: c,
-      data: result.data,
-      diagnosticsRef: result.diagnosticsRef,
-    });
-  const after = (await ctx.load(view.operation_id)) ?? view;
-  await settleAppliedEarlier(ctx, after, c, by);
-  if (after.remote_effect === 'none' && by === 'recovery') {
-    const lost = await resolveOrOwnerLost(ctx, a, after, {
-      state: 'failed',
-      category: c.category,
-      by,
-    });
-    if (lost) return lost;
-  }
-  return attemptEnvelope(ctx, a, after, {
-    claim: c,
-    data: null,
-    diagnosticsRef: result.diagnosticsRef,
   });
 }
 
@@ -497,47 +410,4 @@ function tryPrepare<I, O>(
   } catch {
     return null;
   }
-}
-
-/** The intent's subject reference; a user callback that throws gives none, never an escape. */
-export function subjectRefOf<I>(
-  action: EngineAction<I, never> | EngineAction<I, unknown>,
-  input: I,
-): string | null {
-  try {
-    return action.subjectRef?.(input) ?? null;
-  } catch {
-    return null;
-  }
-}
-
-/**
- * `audit.witness_required`: the checkpoint before a sensitive action must be cosigned by the
- * witness. Without a cosignature within the bound the action is held exactly as a locked gate
- * holds it (gate_locked, nothing sent, the same truth about earlier attempts), and the message
- * names the witness so a person knows what to fix.
- */
-async function witnessHold<I, O>(
-  ctx: EngineContext,
-  action: EngineAction<I, O>,
-  input: I,
-  {
-    view,
-    retry,
-    prepared,
-  }: { view: OperationView; retry: Licence | null; prepared: PreparedAttempt },
-): Promise<Envelope | null> {
-  const check = await ctx.options.audit?.checkpoints?.beforeSensitive();
-  if (!check?.held) return null;
-  const locked = { check: () => Promise.resolve({ decision: 'gate_locked' as const }) };
-  const refused = await gateRefusal({ ...ctx, gate: locked }, action, input, {
-    view,
-    retry,
-    prepared,
-  });
-  if (!refused) return null;
-  return {
-    ...refused,
-    message: `The audit witness ${check.witness} (${check.url}) did not cosign the checkpoint before this sensitive action (${check.problem}). ${refused.message}`,
-  };
 }

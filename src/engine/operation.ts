@@ -8,7 +8,7 @@ import { EVENT_VERSION, type NewEvent, type StoredEvent } from '../ledger/events
 import { projectOperation, type OperationView } from '../ledger/projection.js';
 import { httpDestination, type EngineAction } from './action.js';
 import { UsageError, type EngineContext, type RunOptions } from './context.js';
-import { subjectRefOf } from './drive.js';
+import { subjectRefOf } from './gate-step.js';
 import { prepare, requestLine, type PreparedAttempt } from './request.js';
 import { operationEnvelope, type OperationEnvelopeOptions } from './truth.js';
 import { recordedInput, secretsDigest } from './ssh-action.js';

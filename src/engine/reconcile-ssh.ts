@@ -191,6 +191,7 @@ async function convergenceCheck(
       view: (await ctx.load(view.operation_id))!,
       licence: NOT_REACHED_LICENCE,
       by: 'reconciliation',
+      signal,
     });
   return escalate(ctx, action, view, {
     code: 'not_converged',
@@ -272,6 +273,7 @@ export async function reconcileSshOperation(
         view: (await load(view.operation_id))!,
         licence: NOT_REACHED_LICENCE,
         by: 'reconciliation',
+        signal,
       });
     }
     if (!proven)

@@ -10,7 +10,9 @@
 //     (a decision that licenses sending again, core/rules.ts), and nothing is written after a
 //     committed write of a non-read class unless its key is honoured;
 //   - the destination never commits one operation twice;
-//   - no answer says "not applied" about a committed write, or "applied" about none.
+//   - no answer says "not applied" about a committed write, or "applied" about none;
+//   - every automatic retry is told to `onRetry` with the reason and decision its attempt records,
+//     and the engine waits exactly the delays those events announce, in order.
 // Replay a printed seed with CANDOR_SEED=S.
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
@@ -29,6 +31,7 @@ import {
 import { openMemoryLedger } from '../ledger/memory/store.js';
 import { defineAction } from './action.js';
 import { staticCredentials } from './ports.js';
+import type { RetryEvent } from './context.js';
 import { createEngine } from './runtime.js';
 
 const seed = Number(process.env.CANDOR_SEED ?? 20261202);
@@ -229,10 +232,16 @@ function actionOf(m: Model) {
 async function history(m: Model): Promise<string | null> {
   const ledger = openMemoryLedger();
   const dest = destination(m);
+  const retries: RetryEvent[] = [];
+  const slept: number[] = [];
   const runtime = createEngine({
     ledger,
     credentials: staticCredentials({ 'vault:orders': { authorization: 'Bearer tok-orders-7a1f' } }),
-    sleep: () => Promise.resolve(),
+    sleep: (ms) => {
+      slept.push(ms);
+      return Promise.resolve();
+    },
+    onRetry: (e) => retries.push(e),
     transports: { http: dest.transport },
   });
   const action = actionOf(m);
@@ -265,6 +274,17 @@ async function history(m: Model): Promise<string | null> {
         return `${where}: write ${i + 1} followed a write that may have been delivered, decision ${decision ?? 'none'}`;
       debt = w.maybeDelivered;
     }
+    // Each retry event names the attempt it announces, with the licence that attempt records.
+    for (const e of retries) {
+      const ev = started[e.attempt - 1];
+      if (!ev || ev.kind !== 'attempt_started')
+        return `${where}: a retry event announces attempt ${e.attempt}, which was never started`;
+      if (ev.data.retry_reason !== e.reason || ev.data.retry_decision !== e.decision)
+        return `${where}: retry event ${JSON.stringify(e)} but attempt ${e.attempt} records ${ev.data.retry_reason}/${ev.data.retry_decision}`;
+    }
+    const announced = retries.filter((e) => e.delay_ms > 0).map((e) => e.delay_ms);
+    if (JSON.stringify(announced) !== JSON.stringify(slept))
+      return `${where}: waited ${JSON.stringify(slept)}, the retry events announced ${JSON.stringify(announced)}`;
     return null;
   };
 
