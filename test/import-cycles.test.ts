@@ -27,7 +27,7 @@ describe('import cycles in src/', () => {
     expect(files).toContain('engine/reconcile.ts');
     expect(edges).toContainEqual(
       expect.objectContaining({
-        from: 'engine/reconcile.ts',
+        from: 'engine/reconcile-records.ts',
         to: 'engine/drive.ts',
         kind: 'value',
       }),

@@ -1,6 +1,6 @@
 // What a reconciliation did and what a lookup that found the effect settles: shared by the
-// reconciliation of every transport (reconcile.ts for HTTP, reconcile-mcp.ts for proxied MCP
-// tools), kept apart so that neither imports the other back.
+// reconciliation of every transport (reconcile-records.ts for HTTP and proxied MCP tools,
+// reconcile-ssh.ts for SSH), kept apart so that neither imports the other.
 import type { OperationView } from '../ledger/projection.js';
 import type { Envelope } from '../core/envelope.js';
 import { outcomeOf } from '../core/rule-table.js';

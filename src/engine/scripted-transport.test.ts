@@ -2,18 +2,19 @@
 // DESIGN.md §1, each asserted on the envelope, on what the transport was handed and on the ledger.
 // The transport port (core/transport.ts) is the only way bytes leave, so a script stands in for
 // undici or ssh2 exactly: evidence in, the engine's claim and records out.
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { z } from 'zod';
 import type { Evidence } from '../core/evidence.js';
-import type { Reply } from '../core/transport.js';
+import type { McpToolReply, Reply } from '../core/transport.js';
 import {
   scriptedHttpTransport,
+  scriptedMcpTransport,
   scriptedSshTransport,
   type ScriptStep,
 } from '../fakes/scripted-transport.js';
 import type { StoredEvent } from '../ledger/events.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
-import { defineAction, type ActionDefinition } from './action.js';
+import { defineAction, type ActionDefinition, type McpDestination } from './action.js';
 import { UsageError } from './context.js';
 import { staticCredentials, type Gate, type GateDecision } from './ports.js';
 import { createEngine, type Runtime } from './runtime.js';
@@ -437,5 +438,142 @@ describe('the engine over a scripted transport (no sockets)', () => {
       authority_ref: 'ssh:web-1',
     });
     expect(resolution(evs)).toMatchObject({ state: 'succeeded', by: 'attempt' });
+  });
+
+  it('a proxied MCP tool reconciles through the same algorithm: a failed lookup is an observation that learned nothing, a later one that finds the effect settles it', async () => {
+    const ledger = openMemoryLedger();
+    const reply = (text: string, isError = false): McpToolReply => ({
+      content: [{ type: 'text', text }],
+      isError,
+    });
+    const mcp = scriptedMcpTransport([
+      // The write reached the upstream and the answer was lost.
+      pinned({ evidence: { phase: 'request_sent', local_error: 'deadline' } }),
+      // The first lookup gets no answer; the second reads the file back.
+      {
+        looked: {
+          verdict: 'failed',
+          evidence: { phase: 'request_sent', local_error: 'deadline' },
+          phases: { started_at: 1, finished_at: 2 },
+        },
+      },
+      {
+        looked: {
+          verdict: 'found',
+          found: reply('hello'),
+          evidence: { phase: 'response_complete' },
+          phases: { started_at: 1, finished_at: 2 },
+        },
+      },
+    ]);
+    const runtime = createEngine({
+      ledger,
+      credentials: staticCredentials({}),
+      transports: { mcp: mcp.transport },
+    });
+    const destination: McpDestination = {
+      kind: 'mcp',
+      upstream: 'fs',
+      tool: 'write_file',
+      authority_ref: 'mcp:fs',
+      deadline_ms: 1000,
+      reconciliation: {
+        tool: 'read_text_file',
+        arguments: (input) => ({ path: (input as { path: string }).path }),
+        matches: (r, input) => {
+          const first = r.content[0] as { text?: string } | undefined;
+          return first?.text === (input as { content: string }).content
+            ? [{ ref: 'file', record: first.text }]
+            : [];
+        },
+      },
+    };
+    const write = defineAction<{ path: string; content: string }, unknown, McpDestination>({
+      name: 'fs_write_file',
+      class: 'create',
+      subject: 'the file',
+      input: z.object({ path: z.string(), content: z.string() }),
+      request: (input) => ({ arguments: input }),
+      response: z.any(),
+      destination,
+    });
+    const first = await runtime.run(write, { path: '/srv/a.txt', content: 'hello' });
+    expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const id = first.operation_id!;
+
+    const failed = await runtime.reconcile(id);
+    expect(failed).toMatchObject({
+      category: 'outcome_unknown',
+      remote_effect: 'unknown',
+      data: { lookup: { verdict: 'failed', request: 'fs read_text_file', status: null } },
+    });
+    expect(failed.message).toMatch(
+      /^The lookup failed \(it got no answer \(request_sent\)\), so it learned nothing about this operation\. /,
+    );
+    const observed = () =>
+      ledger
+        .query({ operation_id: id })
+        .then((evs) => evs.flatMap((e) => (e.kind === 'observation_recorded' ? [e.data] : [])));
+    expect(await observed()).toEqual([
+      expect.objectContaining({
+        source: 'lookup',
+        checked: 'fs read_text_file',
+        verdict: 'failed',
+        matches: 0,
+        state_after: 'unknown',
+      }),
+    ]);
+
+    const found = await runtime.reconcile(id);
+    expect(found).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
+    expect((await observed()).map((o) => o.verdict)).toEqual(['failed', 'found']);
+    // Exactly one write left; both lookups went to the mapped read tool with the recorded path.
+    expect(mcp.sent.map((p) => [p.tool, p.arguments])).toEqual([
+      ['write_file', { path: '/srv/a.txt', content: 'hello' }],
+      ['read_text_file', { path: '/srv/a.txt' }],
+      ['read_text_file', { path: '/srv/a.txt' }],
+    ]);
+    expect(resolution(await ledger.query({ operation_id: id }))).toMatchObject({
+      state: 'succeeded',
+      by: 'reconciliation',
+    });
+  });
+
+  it("a retry that reconciliation licenses runs under the reconcile call's signal: aborted, it ends as cancelled", async () => {
+    const keyed = {
+      ...createDeployment,
+      attempt_budget: 2,
+      destination: {
+        ...createDeployment.destination,
+        idempotency: { header: 'Idempotency-Key', honoured: true, retention_ms: 86_400_000 },
+      },
+    };
+    const { runtime, http, events } = engine([
+      { evidence: { phase: 'request_sent', local_error: 'deadline' } },
+      json(200, { items: [] }),
+      // The retry under the key: the destination never answers; only the signal ends it.
+      { hold: true } as unknown as Step,
+    ]);
+    // A delegated worker makes exactly one attempt: the engine does not retry it on its own.
+    const first = await runtime.run(keyed, { service: 'api' }, { worker: 'w-1' });
+    expect(first).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    expect(http.sent).toHaveLength(1);
+    const controller = new AbortController();
+    const pending = runtime.reconcile(first.operation_id!, { signal: controller.signal });
+    // Abort once the retry has left (the script has handed out its held step).
+    await vi.waitFor(() => expect(http.sent).toHaveLength(3));
+    controller.abort();
+    const env = await pending;
+    expect(env).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    const done = finished(await events(first.operation_id!));
+    expect(done).toHaveLength(2);
+    expect(done[1]).toMatchObject({ dispatch_state: 'sent_no_response' });
+    expect(JSON.stringify(done[1])).toContain('cancelled');
+    const retry = (await events(first.operation_id!)).filter(
+      (e) => e.kind === 'attempt_started',
+    )[1];
+    expect(retry?.kind === 'attempt_started' && retry.data.retry_decision).toBe(
+      'reconciled_absent_key_valid',
+    );
   });
 });
