@@ -211,7 +211,10 @@ async function afterAttempt<I>(
 /** Hands a retry to the `onRetry` listener; a listener that throws changes nothing. */
 function tellRetry(ctx: EngineContext, event: RetryEvent): void {
   try {
-    ctx.options.onRetry?.(event);
+    // An async listener's rejection is caught too (it would otherwise end the process).
+    const told: unknown = ctx.options.onRetry?.(event);
+    if (typeof (told as PromiseLike<unknown> | null)?.then === 'function')
+      Promise.resolve(told).catch(() => undefined);
   } catch {
     // A listener is told, never asked: the loop goes on.
   }

@@ -19,6 +19,7 @@ import type { HttpFound, Looked, McpToolReply } from '../core/transport.js';
 import type { OperationState } from '../core/vocabulary.js';
 import type { OperationView } from '../ledger/projection.js';
 import {
+  httpDestination,
   LOOKUP_MAX_ANSWER_BYTES,
   type HttpDestination,
   type HttpRequestSpec,
@@ -31,9 +32,17 @@ import { lookupHttp, lookupMcp } from './lookup.js';
 import { bindRecords, type Binding, type LookupRecord } from './lookup-binding.js';
 import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
-/** What one sent lookup gave: the records it matched, or why it gave no usable answer. */
+/** Why a lookup was refused before it was sent (its credential gave nothing): no observation. */
+interface NotSent {
+  step: 'gate_locked' | 'credential_unavailable';
+  category: 'gate_locked' | 'outcome_unknown';
+  why: string;
+}
+
+/** What one lookup gave: the records it matched, why it gave no usable answer, or that it never left. */
 type RecordsLooked =
   | { ok: true; records: LookupRecord[]; status: number | null }
+  | { ok: false; notSent: NotSent }
   | {
       ok: false;
       status: number | null;
@@ -64,8 +73,8 @@ export type BuiltLookup =
   | { ok: true; lookup: RecordLookup; params: unknown }
   | {
       ok: false;
-      step: 'lookup_failed' | 'gate_locked' | 'credential_unavailable';
-      category: 'gate_locked' | 'outcome_unknown';
+      step: 'lookup_failed' | NotSent['step'];
+      category: NotSent['category'];
       why: string;
     };
 
@@ -83,11 +92,13 @@ export async function reconcileRecords(
 ): Promise<Reconciled> {
   const { clock, observe, load, envelopeOf } = ctx;
   const dest = action.destination;
+  // HTTP is the default kind: a destination without `kind` is HTTP (action.ts).
+  const http = httpDestination(dest);
   const built =
     dest.kind === 'mcp'
       ? await mcpRecordLookup(ctx, dest, view)
-      : dest.kind === 'http'
-        ? await httpRecordLookup(ctx, action, dest, view)
+      : http
+        ? await httpRecordLookup(ctx, action, http, view)
         : null;
   if (!built || !built.ok) {
     const why = built?.why ?? 'the action has no record lookup';
@@ -104,6 +115,12 @@ export async function reconcileRecords(
   const looked = await lookup.send(signal);
   const stateNow: OperationState = view.state ?? 'unknown';
   const request = lookup.request;
+  if (!looked.ok && 'notSent' in looked) {
+    // Refused before it left (as a missing credential stops an HTTP lookup being built): nothing
+    // was looked at, so nothing is observed.
+    const { step, category, why } = looked.notSent;
+    return { step, envelope: notLookedUp(ctx, action, view, { category, why }) };
+  }
   if (!looked.ok) {
     // The lookup itself failed: nothing learned, state unchanged — but it is evidence that a
     // lookup was tried (and what it met), so it is recorded too. Its verdict `failed` moves the
@@ -400,6 +417,25 @@ async function mcpRecordLookup(
   }
   const read = (looked: Looked<McpToolReply>): RecordsLooked => {
     if (looked.verdict === 'absent') return { ok: true, records: [], status: null };
+    const e = looked.evidence;
+    // The upstream's credential gave no token (a locked vault, no login, a lookup that must run
+    // as the operation's caller): the adapter refused it before sending anything.
+    if (looked.verdict === 'failed' && e.phase === 'not_sent') {
+      if (e.blocked === 'gate_locked')
+        return {
+          ok: false,
+          notSent: { step: 'gate_locked', category: 'gate_locked', why: 'the vault is locked' },
+        };
+      if (e.local_error === 'credential_unavailable' || e.error_code !== undefined)
+        return {
+          ok: false,
+          notSent: {
+            step: 'credential_unavailable',
+            category: 'outcome_unknown',
+            why: `credential unavailable${e.error_code ? `: ${e.error_code}` : ''}`,
+          },
+        };
+    }
     const records =
       looked.verdict === 'found' ? recordsOf(() => lookup.matches(looked.found, params)) : null;
     if (records) return { ok: true, records, status: null };
