@@ -6,8 +6,14 @@
 import type BetterSqlite3 from 'better-sqlite3';
 import type { OperationRow } from '../listing.js';
 import { operationTags } from '../projection.js';
-import { parseRecord } from '../record.js';
+import { decodeSealed } from '../record.js';
 import { sqliteListingWriter } from './listing.js';
+
+/** A stored record and the hash its writer computed when it sealed it. */
+interface Stored {
+  hash: string;
+  bytes: Buffer;
+}
 
 /** One batch: at most this many events, and no more events once this much time has passed. */
 export const PROJECT_BATCH_EVENTS = 1000;
@@ -39,10 +45,13 @@ export function sqliteProjector(
   const st = {
     cursor: db.prepare('SELECT seq FROM ledger_projection WHERE id = 1').pluck(),
     head: db.prepare('SELECT coalesce(max(seq), 0) FROM ledger_events').pluck(),
+    // With the hash the writer computed when it sealed each record: not computed again here.
     pending: db.prepare(
-      'SELECT bytes FROM ledger_events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
+      'SELECT hash, bytes FROM ledger_events WHERE seq > ? AND seq <= ? ORDER BY seq LIMIT ?',
     ),
-    firstPending: db.prepare('SELECT bytes FROM ledger_events WHERE seq > ? ORDER BY seq LIMIT 1'),
+    firstPending: db.prepare(
+      'SELECT hash, bytes FROM ledger_events WHERE seq > ? ORDER BY seq LIMIT 1',
+    ),
     advance: db.prepare('UPDATE ledger_projection SET seq = ? WHERE id = 1'),
     tag: db.prepare('INSERT OR IGNORE INTO ledger_tags (tag, operation_id) VALUES (?, ?)'),
   };
@@ -51,12 +60,12 @@ export function sqliteProjector(
   const run = db.transaction((until: number | undefined) => {
     const cursor = cursorNow();
     const limit = until === undefined ? Number.MAX_SAFE_INTEGER : until;
-    const rows = st.pending.all(cursor, limit, PROJECT_BATCH_EVENTS) as { bytes: Buffer }[];
+    const rows = st.pending.all(cursor, limit, PROJECT_BATCH_EVENTS) as Stored[];
     if (rows.length === 0) return { cursor, projected: 0 };
     const started = now();
     const records = [];
     for (const r of rows) {
-      records.push(parseRecord(r.bytes));
+      records.push(decodeSealed(r.bytes, r.hash));
       if (now() - started > PROJECT_BATCH_MS) break;
     }
     // The same tagging rules as schema 5's append: an operation's own first session and its
@@ -96,8 +105,8 @@ export function sqliteProjector(
       }))();
     },
     oldestPendingAt() {
-      const row = st.firstPending.get(cursorNow()) as { bytes: Buffer } | undefined;
-      return row ? parseRecord(row.bytes).at : null;
+      const row = st.firstPending.get(cursorNow()) as Stored | undefined;
+      return row ? decodeSealed(row.bytes, row.hash).at : null;
     },
     batch: (until) => run.immediate(until),
   };

@@ -60,6 +60,11 @@ interface BytesRow {
   bytes: Buffer;
 }
 
+/** A stored record with the hash its writer computed when sealing it (not computed again). */
+interface HashedRow extends BytesRow {
+  hash: string;
+}
+
 interface Head {
   seq: number;
   hash: string;
@@ -209,7 +214,6 @@ class SqliteLedgerStore implements LedgerStore {
   readonly #projector: SqliteProjector;
   readonly #sql: SqlRunner;
   readonly #onProjected: ((lagMs: number) => void) | undefined;
-  readonly #busyTimeoutMs: number;
   readonly leases: OwnerLeases;
   /** What the last successful commit left (null after a failure: everything is read again). */
   #known: Known | null = null;
@@ -225,7 +229,6 @@ class SqliteLedgerStore implements LedgerStore {
     this.#heads = sqliteHeadsWriter(db);
     this.#projector = sqliteProjector(db);
     this.#onProjected = options.onProjected;
-    this.#busyTimeoutMs = busyTimeout(options);
     const cache = new Map<string, Database.Statement>();
     this.#sql = {
       placeholder: () => '?',
@@ -253,6 +256,14 @@ class SqliteLedgerStore implements LedgerStore {
       byOperation: db.prepare(
         'SELECT seq, bytes, operation_id FROM ledger_events WHERE operation_id = ? ORDER BY seq',
       ),
+      // Admission's read: only the events that name an owner, decoded with their stored hash.
+      ownership: db.prepare(
+        `SELECT hash, bytes FROM ledger_events WHERE operation_id = ?
+           AND kind IN ('operation_opened', 'owner_changed') ORDER BY seq`,
+      ),
+      // The projector's batches run without waiting for another process's lock (see #step).
+      busyNone: db.prepare('PRAGMA busy_timeout = 0'),
+      busyBack: db.prepare(`PRAGMA busy_timeout = ${busyTimeout(options)}`),
       // Operations carrying the tag, whole, plus the matching non-operation events. An
       // operation's first session is its listing row's (schema 4 writes no `s:` tag for it).
       // Events past the projection's cursor have no tags or rows yet: their own columns answer
@@ -351,7 +362,7 @@ class SqliteLedgerStore implements LedgerStore {
       const book = createOwnerBook(
         (id) =>
           ownerFrom(
-            (this.#stmt.byOperation.all(id) as BytesRow[]).map((r) => parseRecord(r.bytes)),
+            (this.#stmt.ownership.all(id) as HashedRow[]).map((r) => decodeSealed(r.bytes, r.hash)),
           ),
         (owner) => this.#stmt.lease.get(owner) as LeaseRow | undefined,
       );
@@ -457,11 +468,12 @@ class SqliteLedgerStore implements LedgerStore {
     if (this.#closed) return;
     let cursor: number;
     try {
-      this.#db.pragma('busy_timeout = 0');
+      // Prepared once (db.pragma() compiles its statement on every call).
+      this.#stmt.busyNone.get();
       try {
         cursor = this.#projector.batch().cursor;
       } finally {
-        this.#db.pragma(`busy_timeout = ${this.#busyTimeoutMs}`);
+        this.#stmt.busyBack.get();
       }
     } catch (err) {
       // Busy (another writer holds the lock): later. Anything else surfaces at the next fresh
