@@ -14,7 +14,13 @@ import {
 } from '../fakes/scripted-transport.js';
 import type { StoredEvent } from '../ledger/events.js';
 import { openMemoryLedger } from '../ledger/memory/store.js';
-import { defineAction, type ActionDefinition, type McpDestination } from './action.js';
+import {
+  defineAction,
+  type ActionDefinition,
+  type EngineAction,
+  type HttpDestination,
+  type McpDestination,
+} from './action.js';
 import { UsageError } from './context.js';
 import { staticCredentials, type Gate, type GateDecision } from './ports.js';
 import { createEngine, type Runtime } from './runtime.js';
@@ -81,6 +87,39 @@ const createDeployment = defineAction({
   },
   attempt_budget: 1,
 });
+
+/**
+ * A proxied MCP write (`fs/write_file`) whose lookup reads the file back through the mapped
+ * `read_text_file` tool: one effect when the text read equals the content written.
+ */
+function mcpWrite() {
+  const destination: McpDestination = {
+    kind: 'mcp',
+    upstream: 'fs',
+    tool: 'write_file',
+    authority_ref: 'mcp:fs',
+    deadline_ms: 1000,
+    reconciliation: {
+      tool: 'read_text_file',
+      arguments: (input) => ({ path: (input as { path: string }).path }),
+      matches: (r, input) => {
+        const first = r.content[0] as { text?: string } | undefined;
+        return first?.text === (input as { content: string }).content
+          ? [{ ref: 'file', record: first.text }]
+          : [];
+      },
+    },
+  };
+  return defineAction<{ path: string; content: string }, unknown, McpDestination>({
+    name: 'fs_write_file',
+    class: 'create',
+    subject: 'the file',
+    input: z.object({ path: z.string(), content: z.string() }),
+    request: (input) => ({ arguments: input }),
+    response: z.any(),
+    destination,
+  });
+}
 
 function gateAnswering(decision: GateDecision): Gate & { asked: number } {
   const gate = {
@@ -471,32 +510,7 @@ describe('the engine over a scripted transport (no sockets)', () => {
       credentials: staticCredentials({}),
       transports: { mcp: mcp.transport },
     });
-    const destination: McpDestination = {
-      kind: 'mcp',
-      upstream: 'fs',
-      tool: 'write_file',
-      authority_ref: 'mcp:fs',
-      deadline_ms: 1000,
-      reconciliation: {
-        tool: 'read_text_file',
-        arguments: (input) => ({ path: (input as { path: string }).path }),
-        matches: (r, input) => {
-          const first = r.content[0] as { text?: string } | undefined;
-          return first?.text === (input as { content: string }).content
-            ? [{ ref: 'file', record: first.text }]
-            : [];
-        },
-      },
-    };
-    const write = defineAction<{ path: string; content: string }, unknown, McpDestination>({
-      name: 'fs_write_file',
-      class: 'create',
-      subject: 'the file',
-      input: z.object({ path: z.string(), content: z.string() }),
-      request: (input) => ({ arguments: input }),
-      response: z.any(),
-      destination,
-    });
+    const write = mcpWrite();
     const first = await runtime.run(write, { path: '/srv/a.txt', content: 'hello' });
     expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
     const id = first.operation_id!;
@@ -575,5 +589,92 @@ describe('the engine over a scripted transport (no sockets)', () => {
     expect(retry?.kind === 'attempt_started' && retry.data.retry_decision).toBe(
       'reconciled_absent_key_valid',
     );
+  });
+});
+
+// Seams of the attempt loop and the record reconciliation, found by a hostile review of their
+// reshaping (each failed before its fix).
+describe('seams of the attempt loop and the record reconciliation', () => {
+  it('an HTTP destination without `kind` (HTTP is the default) is looked up like any other', async () => {
+    // defineAction adds kind 'http'; a hand-built action may leave it out, as the type allows.
+    const { kind: _http, ...plain } = createDeployment.destination as HttpDestination;
+    expect(_http).toBe('http');
+    const kindless: EngineAction<{ service: string }, unknown> = {
+      ...createDeployment,
+      destination: plain,
+    };
+    const { runtime, http } = engine([
+      { evidence: { phase: 'request_sent', local_error: 'deadline' } },
+      json(200, { items: [{ id: 'dep-1', client_ref: 'cor-kind' }] }),
+    ]);
+    const first = await runtime.run(kindless, { service: 'api' }, { correlationId: 'cor-kind' });
+    expect(first).toMatchObject({ category: 'outcome_unknown', retry: 'reconcile_first' });
+    const env = await runtime.reconcile(first.operation_id!);
+    expect(http.sent.map((p) => p.kind === 'http' && p.method)).toEqual(['POST', 'GET']);
+    expect(env).toMatchObject({ ok: true, category: 'succeeded', remote_effect: 'applied' });
+  });
+
+  it('an async onRetry listener that rejects changes nothing (no unhandled rejection)', async () => {
+    const unhandled: unknown[] = [];
+    const onUnhandled = (reason: unknown) => unhandled.push(reason);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const http = scriptedHttpTransport([
+        pinned({ evidence: { phase: 'not_sent', local_error: 'connect_refused' } }),
+        pinned(json(201, { id: 'dep-1', service: 'api' })),
+      ]);
+      const runtime = createEngine({
+        ledger: openMemoryLedger(),
+        credentials: staticCredentials({ 'vault:deploy': { authorization: `Bearer ${SECRET}` } }),
+        sleep: () => Promise.resolve(),
+        // A listener written async, as users will: its rejection must not escape.
+        // eslint-disable-next-line @typescript-eslint/require-await, @typescript-eslint/no-misused-promises
+        onRetry: async () => {
+          throw new Error('listener failed');
+        },
+        transports: { http: http.transport },
+      });
+      const env = await runtime.run({ ...createDeployment, attempt_budget: 2 }, { service: 'api' });
+      expect(env).toMatchObject({ ok: true, category: 'succeeded' });
+      expect(http.sent).toHaveLength(2);
+      // An unhandled rejection is reported once the microtasks drain: two turns of the loop.
+      await new Promise((r) => setImmediate(r));
+      await new Promise((r) => setImmediate(r));
+      expect(unhandled).toEqual([]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
+  it('an MCP lookup the adapter refused before sending (a per-caller token) is "not sent", with no observation', async () => {
+    const ledger = openMemoryLedger();
+    const mcp = scriptedMcpTransport([
+      pinned({ evidence: { phase: 'request_sent', local_error: 'deadline' } }),
+      {
+        looked: {
+          verdict: 'failed',
+          // What the upstream adapter reports for lookup_needs_caller: refused before any byte.
+          evidence: {
+            phase: 'not_sent',
+            local_error: 'credential_unavailable',
+            error_code: 'lookup_needs_caller',
+          },
+          phases: { started_at: 1, finished_at: 1 },
+        },
+      },
+    ]);
+    const runtime = createEngine({
+      ledger,
+      credentials: staticCredentials({}),
+      transports: { mcp: mcp.transport },
+    });
+    const first = await runtime.run(mcpWrite(), { path: '/srv/a.txt', content: 'hello' });
+    const env = await runtime.reconcile(first.operation_id!);
+    expect(env).toMatchObject({ category: 'outcome_unknown', remote_effect: 'unknown' });
+    expect(env.message).toMatch(
+      /^The lookup was not sent \(credential unavailable: lookup_needs_caller\); whether the file was applied is still unknown/,
+    );
+    const kinds = (await ledger.query({ operation_id: first.operation_id! })).map((e) => e.kind);
+    expect(kinds).not.toContain('observation_recorded');
   });
 });
