@@ -180,18 +180,12 @@ export async function reconcileRecords(
   });
   if (ambiguous) {
     const found = `The lookup found ${unbound.length === 1 ? 'a record' : `${unbound.length} records`} like ${action.subject}, but none carries this operation's id, key or correlation value, so it may be another's (lookup_ambiguous)`;
-    const env = envelopeOf({
-      action,
-      view,
-      outcome: unknownOutcome('unknown_person_decides'),
-      data: {
-        escalation: {
-          code: 'lookup_ambiguous',
-          reason: 'records matched the lookup, but none is bound to this operation',
-        },
-        unbound_refs: unbound.map((m) => m.ref),
+    const env = personDecides(ctx, action, view, {
+      escalation: {
+        code: 'lookup_ambiguous',
+        reason: 'records matched the lookup, but none is bound to this operation',
       },
-      diagnosticsRef: null,
+      unbound_refs: unbound.map((m) => m.ref),
     });
     return {
       step: 'ambiguous',
@@ -224,14 +218,24 @@ export async function reconcileRecords(
   return {
     step: 'absent',
     lead: `The lookup found no record of this operation, but without an idempotency key the destination still honours that does not rule out a late effect.`,
-    envelope: envelopeOf({
-      action,
-      view,
-      outcome: unknownOutcome('unknown_person_decides'),
-      data: null,
-      diagnosticsRef: null,
-    }),
+    envelope: personDecides(ctx, action, view),
   };
+}
+
+/** The operation as it stands, unknown, for a person to decide (`data` says what was met). */
+export function personDecides(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  data: unknown = null,
+): Envelope {
+  return ctx.envelopeOf({
+    action,
+    view,
+    outcome: unknownOutcome('unknown_person_decides'),
+    data,
+    diagnosticsRef: null,
+  });
 }
 
 /** The named arguments of `notLookedUp`. */
@@ -247,15 +251,8 @@ export function notLookedUp(
   view: OperationView,
   { category, why }: NotLookedUpOptions,
 ): Envelope {
-  const env = ctx.envelopeOf({
-    action,
-    view,
-    outcome: unknownOutcome('unknown_person_decides'),
-    data: null,
-    diagnosticsRef: null,
-  });
   return {
-    ...env,
+    ...personDecides(ctx, action, view),
     category,
     message: `The lookup was not sent (${why}); whether ${action.subject} was applied is still unknown and a person must decide.`,
   };

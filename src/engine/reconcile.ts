@@ -10,8 +10,8 @@ import type { Envelope } from '../core/envelope.js';
 import { retryOf } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
 import { operationEnvelope } from './truth.js';
-import { UsageError, type AnyAction, type EngineContext, unknownOutcome } from './context.js';
-import { notLookedUp, reconcileRecords } from './reconcile-records.js';
+import { UsageError, type AnyAction, type EngineContext } from './context.js';
+import { notLookedUp, personDecides, reconcileRecords } from './reconcile-records.js';
 import type { Reconciled } from './reconcile-settle.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
 
@@ -80,13 +80,7 @@ export async function reconcileView(
     return {
       step: 'no_lookup',
       lead: `${action.name} has no lookup, so nothing was looked up.`,
-      envelope: envelopeOf({
-        action,
-        view,
-        outcome: unknownOutcome('unknown_person_decides'),
-        data: null,
-        diagnosticsRef: null,
-      }),
+      envelope: personDecides(ctx, action, view),
     };
   }
   if (await lockedGate(ctx)) {
