@@ -30,7 +30,7 @@ import { type AnyAction, type EngineContext, unknownOutcome } from './context.js
 import { licensedAttempt } from './drive.js';
 import { lookupHttp, lookupMcp } from './lookup.js';
 import { bindRecords, type Binding, type LookupRecord } from './lookup-binding.js';
-import { settleFromLookup, type Reconciled } from './reconcile-settle.js';
+import { personDecides, settleFromLookup, type Reconciled } from './reconcile-settle.js';
 
 /** Why a lookup was refused before it was sent (its credential gave nothing): no observation. */
 interface NotSent {
@@ -220,22 +220,6 @@ export async function reconcileRecords(
     lead: `The lookup found no record of this operation, but without an idempotency key the destination still honours that does not rule out a late effect.`,
     envelope: personDecides(ctx, action, view),
   };
-}
-
-/** The operation as it stands, unknown, for a person to decide (`data` says what was met). */
-export function personDecides(
-  ctx: EngineContext,
-  action: AnyAction,
-  view: OperationView,
-  data: unknown = null,
-): Envelope {
-  return ctx.envelopeOf({
-    action,
-    view,
-    outcome: unknownOutcome('unknown_person_decides'),
-    data,
-    diagnosticsRef: null,
-  });
 }
 
 /** The named arguments of `notLookedUp`. */

@@ -1,10 +1,11 @@
-// What a reconciliation did and what a lookup that found the effect settles: shared by the
-// reconciliation of every transport (reconcile-records.ts for HTTP and proxied MCP tools,
-// reconcile-ssh.ts for SSH), kept apart so that neither imports the other.
+// What a reconciliation did, what a lookup that found the effect settles, and the answer that
+// leaves the operation unknown for a person: shared by the reconciliation of every transport
+// (reconcile-records.ts for HTTP and proxied MCP tools, reconcile-ssh.ts for SSH), kept apart
+// so that neither imports the other.
 import type { OperationView } from '../ledger/projection.js';
 import type { Envelope } from '../core/envelope.js';
 import { outcomeOf } from '../core/rule-table.js';
-import type { AnyAction, EngineContext } from './context.js';
+import { unknownOutcome, type AnyAction, type EngineContext } from './context.js';
 
 /** What a reconciliation really did, for callers that must report it (recover). */
 export type ReconcileStep =
@@ -106,6 +107,22 @@ export async function settleApplied(
       category,
       remote_effect: 'applied',
     },
+    data,
+    diagnosticsRef: null,
+  });
+}
+
+/** The operation as it stands, unknown, for a person to decide (`data` says what was met). */
+export function personDecides(
+  ctx: EngineContext,
+  action: AnyAction,
+  view: OperationView,
+  data: unknown = null,
+): Envelope {
+  return ctx.envelopeOf({
+    action,
+    view,
+    outcome: unknownOutcome('unknown_person_decides'),
     data,
     diagnosticsRef: null,
   });

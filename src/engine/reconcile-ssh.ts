@@ -24,7 +24,7 @@ import { unknownOutcome, type AnyAction, type EngineContext } from './context.js
 import { licensedAttempt } from './drive.js';
 import { lookupSsh } from './lookup.js';
 import { envelopeFromView } from './operation.js';
-import { settleApplied } from './reconcile-settle.js';
+import { personDecides, settleApplied } from './reconcile-settle.js';
 import { prepare } from './request.js';
 import { rememberedSshInput, sshSecretEnv } from './ssh-action.js';
 
@@ -102,13 +102,7 @@ function escalate(
   view: OperationView,
   { code, reason }: EscalateOptions,
 ): Envelope {
-  return ctx.envelopeOf({
-    action,
-    view,
-    outcome: unknownOutcome('unknown_person_decides'),
-    data: { escalation: { code, reason } },
-    diagnosticsRef: null,
-  });
+  return personDecides(ctx, action, view, { escalation: { code, reason } });
 }
 
 const NOT_REACHED_LICENCE = {

@@ -11,8 +11,8 @@ import { retryOf } from '../core/rule-table.js';
 import type { OperationView } from '../ledger/projection.js';
 import { operationEnvelope } from './truth.js';
 import { UsageError, type AnyAction, type EngineContext } from './context.js';
-import { notLookedUp, personDecides, reconcileRecords } from './reconcile-records.js';
-import type { Reconciled } from './reconcile-settle.js';
+import { notLookedUp, reconcileRecords } from './reconcile-records.js';
+import { personDecides, type Reconciled } from './reconcile-settle.js';
 import { reconcileSshOperation } from './reconcile-ssh.js';
 
 /** Whether any attempt of the operation may have reached the destination. */
