@@ -16,7 +16,7 @@ import { sealPayloadBound } from '../ledger/seal.js';
 import { EXCERPT_WINDOW, redactedExcerpt } from '../core/redact.js';
 import { contractOf, httpDestination, type EngineAction } from './action.js';
 import { type EngineContext, type Licence, type RunOptions } from './context.js';
-import { prepare, type PreparedAttempt } from './request.js';
+import type { PreparedAttempt } from './request.js';
 import { CREDENTIAL_ERROR_CODE } from './ports.js';
 import { sshSecretEnv } from './ssh-action.js';
 import { checkResponse } from './response-check.js';
@@ -28,7 +28,7 @@ export interface AttemptResult {
   data: unknown;
   remoteRef: string | null;
   diagnosticsRef: string | null;
-  /** Null when no attempt was made (its request could not even be built). */
+  /** Null when no attempt was made (the request changed since the last attempt, or the owner did). */
   attemptId: string | null;
   /** The operation was resolved together with this attempt. */
   resolved: boolean;
@@ -53,8 +53,8 @@ export interface AttemptOptions {
   run: RunOptions;
   /** When set, a success is resolved in the same append as attempt_finished (one commit, not two). */
   settledBy?: 'attempt' | 'recovery' | 'reconciliation';
-  /** This attempt's request, when the caller prepared it already for the gate. */
-  prepared?: PreparedAttempt;
+  /** This attempt's request, prepared once by the loop (drive.ts) for the gate and the send. */
+  prepared: PreparedAttempt;
 }
 
 /** What `record` writes for one attempt: when it started, what it established, how it settles. */
@@ -79,17 +79,9 @@ interface Outcome {
 export async function attempt<I, O>(
   ctx: EngineContext,
   action: EngineAction<I, O>,
-  input: I,
   opts: AttemptOptions,
 ): Promise<AttemptResult> {
-  const { view } = opts;
-  let prepared: PreparedAttempt;
-  try {
-    prepared = opts.prepared ?? prepare(ctx, action, input, view);
-  } catch {
-    // The action's request function failed: nothing recorded as an attempt, nothing sent.
-    return notMade;
-  }
+  const { view, prepared } = opts;
   const prior = view.attempts.at(-1) ?? null;
   if (prior && prior.request_fingerprint !== prepared.fingerprint) {
     // Callers check continuations before the gate; a request function that changed its answer

@@ -88,7 +88,7 @@ async function attemptLoop<I>(
     };
     const refused = await beforeSend(ctx, plan, loop);
     if (refused) return refused;
-    const result = await attempt(ctx, action, input, {
+    const result = await attempt(ctx, action, {
       view,
       retry,
       run: loop.run,
