@@ -279,6 +279,8 @@ function rawSqlite(path, synchronous) {
 
 /** Projection lags (ms from a commit to the projector's commit covering it), SQLite `process`. */
 const lags = [];
+/** The same for PostgreSQL, 4 writers. */
+const pgLags = [];
 
 async function sqlite() {
   const mem = openMemoryLedger();
@@ -347,7 +349,11 @@ async function postgres() {
       const schema = `bench_${writers}`;
       const stores = await Promise.all(
         Array.from({ length: writers }, () =>
-          openPostgresLedger(server.url, { schema, poolSize: 1 }),
+          openPostgresLedger(server.url, {
+            schema,
+            poolSize: 1,
+            ...(writers === 4 ? { onProjected: (ms) => pgLags.push(ms) } : {}),
+          }),
         ),
       );
       const clients = await Promise.all(
@@ -361,6 +367,8 @@ async function postgres() {
       await clients[0].query(
         `CREATE TABLE raw_${writers} (seq bigserial PRIMARY KEY, bytes bytea NOT NULL)`,
       );
+      // The listing is projected after the commits (schema 6): what is still owed when a timed
+      // run ends is projected inside its time.
       const result = await compare(
         (w) => stores[w].append([event()]),
         (w) =>
@@ -368,6 +376,7 @@ async function postgres() {
             Buffer.from(JSON.stringify(event())),
           ]),
         writers,
+        () => Promise.all(stores.map((s) => s.project())),
       );
       report(
         `postgres, ${writers} writer${writers > 1 ? 's' : ''}`,
@@ -445,9 +454,11 @@ async function fleet(url, kind, target, n, round) {
 async function gatewayChild() {
   let step;
   let close;
+  let finish;
   if (opts.gateway === 'ledger') {
     const store = await openPostgresLedger(opts.url, { schema: opts.schema, poolSize: 1 });
     step = () => store.append([event()]);
+    finish = () => store.project();
     close = () => store.close();
   } else {
     const client = new pg.Client({ connectionString: opts.url });
@@ -461,7 +472,7 @@ async function gatewayChild() {
   const go = new Promise((resolve) => input.once('line', resolve));
   process.stdout.write('ready\n');
   await go;
-  const result = await rate(step);
+  const result = await rate(step, 1, finish);
   input.close();
   await close();
   process.stdout.write(`${JSON.stringify(result)}\n`);
@@ -544,12 +555,16 @@ try {
     '\nledger append: events/s, ledger vs raw-driver baseline (same durability, same run)',
   );
   for (const r of [header, ...rows]) console.log(r.map((c, i) => c.padEnd(widths[i])).join('  '));
-  if (lags.length > 0) {
-    const sorted = [...lags].sort((a, b) => a - b);
+  for (const [name, xs] of [
+    ['sqlite process', lags],
+    ['postgres, 4 writers', pgLags],
+  ]) {
+    if (xs.length === 0) continue;
+    const sorted = [...xs].sort((a, b) => a - b);
     const at = (p) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))];
     const p99 = at(0.99);
     console.log(
-      `sqlite process: listing projector lag p50 ${at(0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${sorted.at(-1).toFixed(1)} ms over ${sorted.length.toLocaleString('en')} commits — target p99 <= 100 ms: ${p99 <= 100 ? 'met' : 'not met'}`,
+      `${name}: listing projector lag p50 ${at(0.5).toFixed(1)} ms, p99 ${p99.toFixed(1)} ms, max ${sorted.at(-1).toFixed(1)} ms over ${sorted.length.toLocaleString('en')} commits — target p99 <= 100 ms: ${p99 <= 100 ? 'met' : 'not met'}`,
     );
   }
   if (pgNote) console.log(`postgres: ${pgNote} — target >= 0.50 for 4 writers: not measured`);

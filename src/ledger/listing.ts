@@ -1,6 +1,6 @@
 // The operations listing (what `candor ui` pages through): one summary row per operation, kept by
-// the memory and PostgreSQL stores in the same transaction as the events it derives from and by
-// SQLite's projector just after it (`fresh` reads wait for it), with the pure rules here —
+// the memory store in the same append as the events it derives from and by the SQLite and
+// PostgreSQL projectors just after it (`fresh` reads wait for it), with the pure rules here —
 // `foldListing` folds a batch of stored events into changed rows, per-(action, class, session,
 // state) count deltas, session deltas and new remote-reference tags. Pages are keyset-paginated in
 // triage order: duplicate effects, then unresolved operations, then the rest; newest first within
@@ -43,7 +43,7 @@ export interface OperationRow {
 
 /**
  * How far a listing answer is behind the events: a store that projects its listing after the
- * commit (SQLite, schema 7) says so when the answer missed some events (`events` of them, the
+ * commit (SQLite schema 7, PostgreSQL schema 6) says so when the answer missed some events (`events` of them, the
  * oldest written `ms` ago). Absent when the answer covers every event.
  */
 export interface ListingTrail {

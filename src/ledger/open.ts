@@ -103,6 +103,8 @@ export async function openLedger(
         const store = await openPostgresLedger(loc.url, {
           ...common,
           ...(loc.schema !== undefined ? { schema: loc.schema } : {}),
+          // A reader (`ops`, `audit`) never writes the listing: it answers as it stands.
+          ...(options.readOnly ? { projects: false } : {}),
         });
         return { ok: true, value: store };
       }

@@ -1,5 +1,5 @@
 // Projections: current state derived from immutable events (DESIGN.md §2). Pure functions only —
-// the stores maintain their `unresolved_operations` table (and the listing's `ledger_operations`)
+// the stores maintain their unresolved states (the heads, the memory store's set) and the listing
 // with exactly the operation fold (core/fold.ts, through `foldStates`), so the indexed answer of
 // `unresolved()` and a full re-projection can never disagree.
 import {

@@ -17,8 +17,8 @@ export type LedgerQuery =
   | { idempotency_key: string };
 
 /**
- * The listing (`operations`, `facets`: see listing.ts) is kept in the append transaction (memory,
- * PostgreSQL) or projected just after it (SQLite schema 7; fresh reads wait for it).
+ * The listing (`operations`, `facets`: see listing.ts) is kept in the append (memory) or projected
+ * just after it (SQLite schema 7, PostgreSQL schema 6; fresh reads wait for it).
  */
 export interface LedgerStore extends OperationListing {
   /**

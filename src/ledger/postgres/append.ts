@@ -11,37 +11,46 @@ import { RELATIVE_SEQ } from './listing.js';
 import { decodeSealed, recordTemplate } from '../record.js';
 
 /**
- * SQLSTATE of `candor_append` when an operation's listing row no longer ends at the seq the fold
- * assumed (`expect_last`, null: no row). Operation locks make that impossible between appends of
+ * SQLSTATE of `candor_append` when an operation's head no longer ends at the seq the fold assumed
+ * (`expect_last`, null: no head). Operation locks make that impossible between appends of
  * this version; the check keeps the fold honest against any writer that does not take them.
  */
 export const STALE_FOLD = 'CA001';
 
 /**
- * The append under the lock, in one statement. `writes` are the derived-table statements built
- * by the client with seqs as `$1 + k` (`$1`: the head before the append); they run after the
- * events, with the lock held. Returns the head before the append and the new records' hashes.
+ * The append under the lock, in one statement. Returns the head before the append and the new
+ * records' hashes. Schema 4's function ('listing') ran `writes`, the derived-table statements
+ * built by the client with seqs as `$1 + k` (`$1`: the head before the append), after the events,
+ * and checked the fold against the listing rows. Schema 6's ('heads') writes the touched
+ * operations' heads itself, from arrays (`head_offsets`: the k of the record that ends each, its
+ * seq `head_seq + k`), with a statement planned once per session, and checks against the heads.
  */
-export const SERVER_APPEND_SQL = `
+const appendFunctionSql = (variant: 'listing' | 'heads'): string => `
   CREATE FUNCTION candor_append(
     lock_key bigint, prefixes bytea[], suffixes bytea[], kinds text[], operation_ids text[],
-    session_ids text[], correlation_ids text[], writes text[], channel text,
+    session_ids text[], correlation_ids text[], ${
+      variant === 'listing'
+        ? 'writes text[]'
+        : 'head_ids text[], head_states text[], head_offsets bigint[], head_folds text[]'
+    }, channel text,
     expect_ids text[], expect_last bigint[],
     OUT head_seq bigint, OUT head_hash text, OUT hashes text[]
   ) LANGUAGE plpgsql AS $fn$
   DECLARE
     s bigint;
     h text;
-    b bytea;
-    w text;
+    b bytea;${variant === 'listing' ? '\n    w text;' : ''}
   BEGIN
     PERFORM pg_advisory_xact_lock(lock_key);
     IF EXISTS (
       SELECT 1 FROM unnest(expect_ids, expect_last) AS x(id, last_seq)
       WHERE x.last_seq IS DISTINCT FROM
-        (SELECT o.last_seq FROM ledger_operations o WHERE o.operation_id = x.id)
+        (SELECT o.last_seq FROM ${variant === 'listing' ? 'ledger_operations' : 'ledger_heads'} o
+          WHERE o.operation_id = x.id)
     ) THEN
-      RAISE EXCEPTION 'candor_append: an operation changed since its listing row was read'
+      RAISE EXCEPTION 'candor_append: an operation changed since its ${
+        variant === 'listing' ? 'listing row' : 'head'
+      } was read'
         USING ERRCODE = '${STALE_FOLD}';
     END IF;
     SELECT e.seq, e.hash INTO head_seq, head_hash FROM ledger_events e ORDER BY e.seq DESC LIMIT 1;
@@ -60,15 +69,41 @@ export const SERVER_APPEND_SQL = `
         VALUES (s, h, b, kinds[i], operation_ids[i], session_ids[i], correlation_ids[i]);
       hashes := hashes || h;
     END LOOP;
-    FOREACH w IN ARRAY writes LOOP
+    ${
+      variant === 'listing'
+        ? `FOREACH w IN ARRAY writes LOOP
       EXECUTE w USING head_seq;
-    END LOOP;
+    END LOOP;`
+        : `INSERT INTO ledger_heads (operation_id, state, last_seq, fold)
+      SELECT x.id, x.state, head_seq + x.k, x.fold
+        FROM unnest(head_ids, head_states, head_offsets, head_folds) AS x(id, state, k, fold)
+      ON CONFLICT (operation_id) DO UPDATE
+        SET state = excluded.state, last_seq = excluded.last_seq, fold = excluded.fold;`
+    }
     IF s > head_seq THEN
       PERFORM pg_notify(channel, s::text);
     END IF;
   END
   $fn$;
 `;
+
+/** Schema 4's function: derived-table statements run as given, the fold checked on the listing. */
+export const SERVER_APPEND_SQL = appendFunctionSql('listing');
+
+/** Schema 6's function (replacing schema 4's): the heads written by the function itself. */
+export const SERVER_APPEND_HEADS_SQL = `
+  DROP FUNCTION IF EXISTS candor_append(bigint, bytea[], bytea[], text[], text[], text[], text[],
+    text[], text, text[], bigint[]);
+  ${appendFunctionSql('heads')}
+`;
+
+/** A touched operation's head as the commit writes it (`offset`: k of its last record). */
+export interface HeadWrite {
+  operation_id: string;
+  state: string | null;
+  offset: number;
+  fold: string | null;
+}
 
 /** A record's canonical text around its head-dependent fields. */
 export interface Template {
@@ -116,9 +151,9 @@ const bytea = (s: string): string => `'\\x${Buffer.from(s, 'utf8').toString('hex
 export function serverAppendSql(
   lockKey: string,
   templates: readonly Template[],
-  writes: readonly string[],
+  heads: readonly HeadWrite[],
   channel: string,
-  /** Each touched operation's listing row's `last_seq` as folded (undefined: no row). */
+  /** Each touched operation's head's `last_seq` as folded (undefined: no head). */
   expected: ReadonlyMap<string, number | undefined>,
 ): string {
   const arr = (xs: readonly string[], type: string): string => `ARRAY[${xs.join(', ')}]::${type}[]`;
@@ -141,10 +176,19 @@ export function serverAppendSql(
   )}, ${arr(
     e.map((x) => lit(x.correlation_id)),
     'text',
-  )}, ${arr(writes.map(lit), 'text')}, ${lit(channel)}, ${arr(
-    [...expected.keys()].map(lit),
+  )}, ${arr(
+    heads.map((h) => lit(h.operation_id)),
     'text',
   )}, ${arr(
+    heads.map((h) => lit(h.state)),
+    'text',
+  )}, ${arr(
+    heads.map((h) => String(h.offset)),
+    'bigint',
+  )}, ${arr(
+    heads.map((h) => lit(h.fold)),
+    'text',
+  )}, ${lit(channel)}, ${arr([...expected.keys()].map(lit), 'text')}, ${arr(
     [...expected.values()].map((v) => (v === undefined ? 'NULL' : String(v))),
     'bigint',
   )})`;

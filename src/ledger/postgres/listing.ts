@@ -59,7 +59,8 @@ export const POSTGRES_LISTING_SCHEMA = `
  */
 export const RELATIVE_SEQ = 2 ** 50;
 
-const lit = (v: string | number | null): string =>
+/** A literal of the listing's or the heads' SQL (relative seqs as `$1 + k`). */
+export const lit = (v: string | number | null): string =>
   v === null
     ? 'NULL'
     : typeof v === 'number'

@@ -3,7 +3,7 @@
 // the other columns and tables are derived from them (same layout as the SQLite schema).
 import type { PoolClient } from 'pg';
 import { LedgerError } from '../ledger-error.js';
-import { SERVER_APPEND_SQL } from './append.js';
+import { SERVER_APPEND_HEADS_SQL, SERVER_APPEND_SQL } from './append.js';
 import { backfillPostgresListing, POSTGRES_LISTING_SCHEMA } from './listing.js';
 
 export interface Migration {
@@ -70,6 +70,34 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     // fold, read back as the cautious fold of their state).
     version: 5,
     sql: 'ALTER TABLE ledger_operations ADD COLUMN IF NOT EXISTS fold text',
+  },
+  {
+    // The small commit (as SQLite's schema 7): an append writes the events and one head per
+    // touched operation (state, fold, last seq), which admission, the fold check and
+    // `unresolved()` read; the listing, counts, sessions and tags are projected after the commit
+    // from the events past `ledger_projection.seq` (projector.ts). The heads come from the
+    // listing rows, exact until now, and the cursor starts at the last event. A Candor that
+    // predates it would still write the listing itself: the version number keeps it out.
+    version: 6,
+    sql: `
+      CREATE TABLE ledger_heads (
+        operation_id text PRIMARY KEY,
+        state text,
+        last_seq bigint NOT NULL,
+        fold text
+      );
+      CREATE INDEX ledger_heads_unresolved ON ledger_heads (operation_id COLLATE "C")
+        WHERE state IN ('open', 'unknown');
+      INSERT INTO ledger_heads (operation_id, state, last_seq, fold)
+        SELECT operation_id, state, last_seq, fold FROM ledger_operations;
+      DROP TABLE IF EXISTS unresolved_operations;
+      CREATE TABLE ledger_projection (
+        id integer PRIMARY KEY CHECK (id = 1),
+        seq bigint NOT NULL
+      );
+      INSERT INTO ledger_projection (id, seq) SELECT 1, coalesce(max(seq), 0) FROM ledger_events;
+      ${SERVER_APPEND_HEADS_SQL}
+    `,
   },
 ];
 

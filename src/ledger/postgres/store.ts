@@ -5,8 +5,12 @@
 // encodes records around their seq and previous hash and folds the listing under per-operation
 // locks, and one `candor_append` call (append.ts) seals and writes under the append lock. A write
 // takes one message (operation locks, a guard on what this store remembers, the call, COMMIT and
-// a WAL flush wait outside the locks) or, when it must read first, two.
+// a WAL flush wait outside the locks) or, when it must read first, two. The commit holds the
+// events and one head per touched operation (schema 6); the listing, counts, sessions and tags are
+// projected after it (projector.ts), on a connection of their own, never inside an append.
 import pg from 'pg';
+import { decodeFold, encodeFold } from '../../core/fold.js';
+import type { OperationState } from '../../core/vocabulary.js';
 import { sha256Hex } from '../../core/fingerprint.js';
 import type { NewEvent, StoredEvent } from '../events.js';
 import { createGroupCommit } from '../group-commit.js';
@@ -19,14 +23,20 @@ import {
   type OwnerLeases,
 } from '../lease.js';
 import { errorText, LedgerError, settle } from '../ledger-error.js';
-import type { ListingFacets, OperationRow, OperationsPage, OperationsQuery } from '../listing.js';
+import { foldHeads, type HeadRow } from '../heads.js';
+import type {
+  ListingFacets,
+  ListingTrail,
+  OperationsPage,
+  OperationsQuery,
+  ReadOptions,
+} from '../listing.js';
 import {
   listingFacetsSql,
   listOperationsSql,
   type SqlRow,
   type SqlRunner,
 } from '../listing-sql.js';
-import { foldStates, operationTags, UNRESOLVED_STATES } from '../projection.js';
 import { parseRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import {
@@ -36,9 +46,11 @@ import {
   STALE_FOLD,
   storedRecords,
   templateOf,
+  type HeadWrite,
   type Template,
 } from './append.js';
-import { listingRows, listingRowsSql, listingWrites } from './listing.js';
+import { RELATIVE_SEQ } from './listing.js';
+import { projectBatch, projectionTrail } from './projector.js';
 import { migratePostgres, validSchemaName } from './schema.js';
 
 export interface PostgresLedgerOptions {
@@ -53,6 +65,17 @@ export interface PostgresLedgerOptions {
   poolSize?: number;
   /** Fail with NOT_FOUND instead of creating the tables. */
   mustExist?: boolean;
+  /**
+   * Default true: this store projects the listing (after its commits, at open, before fresh
+   * reads). False: a reader that must not write (`ops`, `audit`): it answers from the listing as
+   * it stands and says how far it trails.
+   */
+  projects?: boolean;
+  /**
+   * Called with each commit's projection lag (ms from the commit to the end of the projector batch
+   * of this store that found it projected; an upper bound when another gateway projected it).
+   */
+  onProjected?: (lagMs: number) => void;
   /** Overrides of POSTGRES_TIMEOUTS (tests use short ones). */
   timeouts?: Partial<PostgresTimeouts>;
 }
@@ -90,18 +113,22 @@ export async function openPostgresLedger(
     throw new LedgerError('BAD_URL', `invalid PostgreSQL schema name: ${schema}`);
   }
   const t = { ...POSTGRES_TIMEOUTS, ...options.timeouts };
-  const pool = new pg.Pool({
-    connectionString: url,
-    max: Math.max(1, options.poolSize ?? 4),
-    options: `-c search_path=${schema} -c synchronous_commit=on`,
-    connectionTimeoutMillis: t.connect_ms,
-    statement_timeout: t.statement_ms,
-    query_timeout: t.query_ms,
-    idle_in_transaction_session_timeout: t.idle_in_transaction_ms,
-    keepAlive: true,
-  });
-  // An idle connection dropped by the server must not crash the process; the next query fails.
-  pool.on('error', () => undefined);
+  const poolOf = (max: number): pg.Pool => {
+    const p = new pg.Pool({
+      connectionString: url,
+      max,
+      options: `-c search_path=${schema} -c synchronous_commit=on`,
+      connectionTimeoutMillis: t.connect_ms,
+      statement_timeout: t.statement_ms,
+      query_timeout: t.query_ms,
+      idle_in_transaction_session_timeout: t.idle_in_transaction_ms,
+      keepAlive: true,
+    });
+    // An idle connection dropped by the server must not crash the process; the next query fails.
+    p.on('error', () => undefined);
+    return p;
+  };
+  const pool = poolOf(Math.max(1, options.poolSize ?? 4));
   try {
     const client = await pool.connect();
     let failed: Error | undefined;
@@ -121,7 +148,15 @@ export async function openPostgresLedger(
       cause: err,
     });
   }
-  return new PostgresLedgerStore(pool, schema, url);
+  // The projector's own connection (made when first used): an append never waits for it.
+  const store = new PostgresLedgerStore(pool, poolOf(1), schema, url, {
+    projects: options.projects !== false,
+    onProjected: options.onProjected,
+  });
+  // A writer that died between a commit and its projection left the listing behind: resumed here
+  // (unless another gateway is projecting, which projects those events too).
+  await store.resume();
+  return store;
 }
 
 interface BytesRow {
@@ -129,13 +164,20 @@ interface BytesRow {
 }
 
 /**
- * What this store knows of an operation from its own commits: its listing row as written, and its
- * owner while no takeover has been seen since its opening (null: not known).
+ * What this store knows of an operation from its own commits: its head as written, and its owner
+ * while no takeover has been seen since its opening (null: not known).
  */
 interface Known {
-  row: OperationRow;
+  head: HeadRow;
   owner: string | null;
 }
+
+/**
+ * How long after a commit the projector runs: the commits of that interval share one batch (run
+ * at once, it would follow each commit of a sequential writer and save nothing). Also the wait
+ * before trying again while another gateway projects.
+ */
+const PROJECT_DELAY_MS = 20;
 
 /** Operations remembered between appends (the most recently used). */
 const KNOWN_ROWS = 2048;
@@ -148,7 +190,20 @@ interface Written {
 
 class PostgresLedgerStore implements LedgerStore {
   readonly #pool: pg.Pool;
+  readonly #projectorPool: pg.Pool;
+  /** False: never projects (see PostgresLedgerOptions.projects). */
+  readonly #projects: boolean;
+  readonly #onProjected: ((lagMs: number) => void) | undefined;
+  /** Commits not yet seen projected, with their time, for `onProjected`. */
+  readonly #unprojected: { seq: number; at: number }[] = [];
   readonly #group;
+  /** Transaction-scoped advisory lock key: one projector batch at a time on this ledger. */
+  readonly #projectLockKey: string;
+  /** The last seq this store committed: its projector runs until the cursor reaches it. */
+  #committed = 0;
+  #scheduled: NodeJS.Timeout | null = null;
+  /** The projection running in this store (one at a time), if any. */
+  #projecting: Promise<void> = Promise.resolve();
   /** Transaction-scoped advisory lock key serialising appends to this schema's ledger. */
   readonly #lockKey: string;
   /** LISTEN/NOTIFY channel of this schema's ledger (schema names are checked identifiers). */
@@ -165,8 +220,17 @@ class PostgresLedgerStore implements LedgerStore {
   #known = new Map<string, Known>();
   #closed = false;
 
-  constructor(pool: pg.Pool, schema: string, url: string) {
+  constructor(
+    pool: pg.Pool,
+    projectorPool: pg.Pool,
+    schema: string,
+    url: string,
+    projection: { projects: boolean; onProjected: ((lagMs: number) => void) | undefined },
+  ) {
     this.#pool = pool;
+    this.#projects = projection.projects;
+    this.#onProjected = projection.onProjected;
+    this.#projectorPool = projectorPool;
     this.#url = url;
     this.#schema = schema;
     this.#channel = `candor_ledger_${schema}`;
@@ -174,6 +238,10 @@ class PostgresLedgerStore implements LedgerStore {
     this.#lockKey = BigInt.asIntN(
       64,
       BigInt(`0x${sha256Hex(`candor-ledger-append:${schema}`).slice(0, 16)}`),
+    ).toString();
+    this.#projectLockKey = BigInt.asIntN(
+      64,
+      BigInt(`0x${sha256Hex(`candor-ledger-project:${schema}`).slice(0, 16)}`),
     ).toString();
     this.#group = createGroupCommit((batches) => this.#flush(batches));
   }
@@ -217,7 +285,7 @@ class PostgresLedgerStore implements LedgerStore {
   /**
    * Operation locks, taken before the append lock by every append (in one statement, in key
    * order, so two appends never wait on each other in a cycle): while an append holds an
-   * operation's lock, nobody else writes that operation's events or listing row, so what it read
+   * operation's lock, nobody else writes that operation's events or head, so what it read
    * or remembers of them is still true when it writes.
    */
   #operationLocks(touched: readonly string[]): string {
@@ -255,7 +323,7 @@ class PostgresLedgerStore implements LedgerStore {
       for (const e of b)
         if (e.operation_id !== null && !firstKind.has(e.operation_id))
           firstKind.set(e.operation_id, e.kind);
-    const known = new Map<string, OperationRow | undefined>();
+    const known = new Map<string, HeadRow | undefined>();
     const conditions: string[] = [];
     const assumedNew: string[] = [];
     for (const id of touched) {
@@ -263,9 +331,9 @@ class PostgresLedgerStore implements LedgerStore {
       if (k) {
         // An attempt of an operation the batch does not open is admitted on a known owner only.
         if (k.owner === null && operations.includes(id)) return null;
-        known.set(id, k.row);
+        known.set(id, k.head);
         conditions.push(
-          `(SELECT last_seq FROM ledger_operations WHERE operation_id = ${lit(id)}) = ${k.row.last_seq}`,
+          `(SELECT last_seq FROM ledger_heads WHERE operation_id = ${lit(id)}) = ${k.head.last_seq}`,
         );
       } else if (firstKind.get(id) === 'operation_opened') {
         known.set(id, undefined);
@@ -276,7 +344,7 @@ class PostgresLedgerStore implements LedgerStore {
     }
     if (assumedNew.length > 0) {
       conditions.push(
-        `NOT EXISTS (SELECT 1 FROM ledger_operations WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`,
+        `NOT EXISTS (SELECT 1 FROM ledger_heads WHERE operation_id IN (${assumedNew.map(lit).join(', ')}))`,
       );
     }
     const book = createOwnerBook(
@@ -303,7 +371,7 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * Round trip 1 takes the touched operations' locks and reads their listing rows (and owners and
+   * Round trip 1 takes the touched operations' locks and reads their heads (and owners and
    * leases, for fencing), after rolling back a refused guess; round trip 2 writes (#write).
    */
   async #readThenWrite(
@@ -317,7 +385,7 @@ class PostgresLedgerStore implements LedgerStore {
     const { operations, owners } = ownerChangesIn(batches);
     const sql = [...(rollback ? ['ROLLBACK'] : []), 'BEGIN', 'SET LOCAL synchronous_commit = off'];
     if (touched.length > 0) sql.push(this.#operationLocks(touched));
-    sql.push(listingRowsSql(touched));
+    sql.push(headsSql(touched));
     if (operations.length > 0) {
       sql.push(
         `SELECT operation_id, bytes FROM ledger_events WHERE operation_id IN (${operations.map(lit).join(', ')})
@@ -328,10 +396,8 @@ class PostgresLedgerStore implements LedgerStore {
     }
     const replies = (await client.query(sql.join('; '))) as unknown as pg.QueryResult[];
     const at = sql.length - (operations.length > 0 ? 3 : 1);
-    const rows = listingRows((replies[at] as pg.QueryResult<SqlRow>).rows);
-    const known = new Map<string, OperationRow | undefined>(
-      touched.map((id) => [id, rows.get(id)]),
-    );
+    const rows = headsOf((replies[at] as pg.QueryResult<StoredHead>).rows);
+    const known = new Map<string, HeadRow | undefined>(touched.map((id) => [id, rows.get(id)]));
     const book =
       operations.length > 0
         ? ownerBookOf(
@@ -343,15 +409,15 @@ class PostgresLedgerStore implements LedgerStore {
   }
 
   /**
-   * Admits the batches, encodes their records around seq and previous hash, folds the listing with
+   * Admits the batches, encodes their records around seq and previous hash, folds the heads with
    * relative seqs, and sends `prefix`, one `candor_append` call (append.ts) and COMMIT in one
    * message: the server takes the append lock, assigns the seqs, hashes, inserts and writes the
-   * listing, so the lock covers server work only.
+   * heads, so the lock covers server work only.
    */
   async #write(
     client: pg.PoolClient,
     batches: readonly (readonly NewEvent[])[],
-    known: ReadonlyMap<string, OperationRow | undefined>,
+    known: ReadonlyMap<string, HeadRow | undefined>,
     book: OwnerBook | null,
     prefix: string,
   ): Promise<Written> {
@@ -379,10 +445,8 @@ class PostgresLedgerStore implements LedgerStore {
       await client.query(`${prefix}COMMIT`);
       return { results: results.map((r) => (typeof r === 'number' ? [] : r)), stored: 0 };
     }
-    const present = new Map<string, OperationRow>();
-    for (const [id, r] of known) if (r) present.set(id, r);
-    const written: OperationRow[] = [];
-    const writes = derivedWrites(relativeRecords(templates), present, written);
+    const heads = foldHeads(relativeRecords(templates), (id) => known.get(id));
+    const writes = headWrites(heads.heads);
     const replies = (await client.query(
       `${prefix}${serverAppendSql(
         this.#lockKey,
@@ -395,7 +459,10 @@ class PostgresLedgerStore implements LedgerStore {
     const reply = replies.at(-3)!.rows[0]!;
     const before = { seq: Number(reply.head_seq), hash: reply.head_hash };
     const records = storedRecords(templates, before, reply.hashes);
-    this.#remember(records, written, before.seq);
+    this.#remember(records, heads.heads, before.seq);
+    this.#committed = Math.max(this.#committed, before.seq + records.length);
+    if (this.#onProjected) this.#unprojected.push({ seq: this.#committed, at: performance.now() });
+    this.#schedule(PROJECT_DELAY_MS);
     let next = 0;
     return {
       results: results.map((r) => (typeof r === 'number' ? records.slice(next, (next += r)) : r)),
@@ -403,24 +470,23 @@ class PostgresLedgerStore implements LedgerStore {
     };
   }
 
-  /** Remembers the rows a commit wrote, and the owners it set (a takeover forgets the owner). */
-  #remember(records: readonly StoredEvent[], written: readonly OperationRow[], head: number): void {
+  /** Remembers the heads a commit wrote, and the owners it set (a takeover forgets the owner). */
+  #remember(
+    records: readonly StoredEvent[],
+    written: ReadonlyMap<string, HeadRow>,
+    head: number,
+  ): void {
     const owner = new Map<string, string | null>();
     for (const e of records) {
       if (e.operation_id === null) continue;
       if (e.kind === 'operation_opened') owner.set(e.operation_id, e.data.owner);
       else if (e.kind === 'owner_changed') owner.set(e.operation_id, null);
     }
-    for (const r of written) {
-      const id = r.operation_id;
+    for (const [id, h] of written) {
       const was = this.#known.get(id);
       this.#known.delete(id);
       this.#known.set(id, {
-        row: {
-          ...r,
-          first_seq: absoluteSeq(r.first_seq, head),
-          last_seq: absoluteSeq(r.last_seq, head),
-        },
+        head: { ...h, last_seq: absoluteSeq(h.last_seq, head) },
         owner: owner.has(id) ? owner.get(id)! : (was?.owner ?? null),
       });
     }
@@ -507,7 +573,9 @@ class PostgresLedgerStore implements LedgerStore {
         q.operation_id,
       ]);
     }
-    // Operations carrying the tag, whole, plus the matching non-operation events.
+    // Operations carrying the tag, whole, plus the matching non-operation events. Events past the
+    // projection's cursor have no tags yet: their own columns answer (or, for a key, the pending
+    // openings' text), in the same snapshot, so a query never waits for the projector.
     const [tag, column] =
       'session_id' in q
         ? [`s:${q.session_id}`, 'session_id']
@@ -515,20 +583,32 @@ class PostgresLedgerStore implements LedgerStore {
           ? [`c:${q.correlation_id}`, 'correlation_id']
           : [`k:${q.idempotency_key}`, null];
     const value =
-      'session_id' in q ? q.session_id : 'correlation_id' in q ? q.correlation_id : null;
+      'session_id' in q
+        ? q.session_id
+        : 'correlation_id' in q
+          ? q.correlation_id
+          : q.idempotency_key;
+    const pending = column
+      ? `${column} = $2`
+      : `kind = 'operation_opened'
+           AND convert_from(bytes, 'UTF8')::json -> 'data' ->> 'idempotency_key' = $2`;
     return this.#rows(
       `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
-         (SELECT operation_id FROM ledger_tags WHERE tag = $1)
+         (SELECT operation_id FROM ledger_tags WHERE tag = $1
+          UNION SELECT operation_id FROM ledger_events
+            WHERE seq > (SELECT seq FROM ledger_projection) AND operation_id IS NOT NULL
+              AND ${pending})
        ${column ? `UNION ALL SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND ${column} = $2` : ''}
        ORDER BY seq`,
-      column ? [tag, value] : [tag],
+      [tag, value],
     );
   }
 
   async unresolved(): Promise<string[]> {
     this.#live();
     const res = await this.#pool.query<{ operation_id: string }>(
-      'SELECT operation_id FROM unresolved_operations ORDER BY operation_id COLLATE "C"',
+      `SELECT operation_id FROM ledger_heads WHERE state IN ('open', 'unknown')
+       ORDER BY operation_id COLLATE "C"`,
     );
     return res.rows.map((r) => r.operation_id);
   }
@@ -541,21 +621,133 @@ class PostgresLedgerStore implements LedgerStore {
     },
   };
 
-  operations(q: OperationsQuery): Promise<OperationsPage> {
-    return listOperationsSql(this.#sql, q, { prefixUpper: '\u{10ffff}', binary: ' COLLATE "C"' });
+  async operations(q: OperationsQuery): Promise<OperationsPage> {
+    const trails = await this.#prepareRead(q);
+    const page = await listOperationsSql(this.#sql, q, {
+      prefixUpper: '\u{10ffff}',
+      binary: ' COLLATE "C"',
+    });
+    return trails ? { ...page, trails } : page;
   }
 
-  facets(sessions = 200): Promise<ListingFacets> {
-    return listingFacetsSql(this.#sql, sessions);
+  async facets(sessions = 200, options?: ReadOptions): Promise<ListingFacets> {
+    const trails = await this.#prepareRead(options);
+    const facets = await listingFacetsSql(this.#sql, sessions);
+    return trails ? { ...facets, trails } : facets;
+  }
+
+  /**
+   * Fresh (the default): the listing is first brought up to every event stored at the call,
+   * waiting for another gateway's batch if one runs, so that readers that decide something are
+   * never answered from a stale listing. Not fresh: nothing is projected or waited for. Either
+   * way, says how far the listing still trails.
+   */
+  async #prepareRead(options: ReadOptions | undefined): Promise<ListingTrail | undefined> {
+    this.#live();
+    if (options?.fresh !== false && this.#projects) await this.project();
+    return projectionTrail((sql) => this.#pool.query(sql));
+  }
+
+  /**
+   * Projects every event stored when it is called (this store's and every other writer's),
+   * waiting for another gateway's batch if one runs.
+   */
+  async project(): Promise<void> {
+    this.#live();
+    // One read when the listing is up to date (the usual case): no projector transaction.
+    const res = await this.#pool.query<{ head: string; cursor: string }>(
+      `SELECT coalesce(max(seq), 0) AS head, (SELECT seq FROM ledger_projection) AS cursor
+       FROM ledger_events`,
+    );
+    const { head, cursor } = res.rows[0]!;
+    if (Number(cursor) >= Number(head)) return;
+    await this.#projectUpTo(Number(head), true);
+  }
+
+  /** At open: resumes what a writer that died left unprojected, unless another gateway projects. */
+  async resume(): Promise<void> {
+    await this.#projectUpTo(undefined, false).catch(() => undefined);
+  }
+
+  /**
+   * Runs the projector later (coalesced), never inside an append, so the caller of append() (the
+   * engine, about to dispatch) goes first. Unreferenced: a pending projection never keeps a
+   * process alive (the next open, any fresh read or another gateway's projector does it).
+   */
+  #schedule(delayMs: number): void {
+    if (this.#scheduled !== null || this.#closed) return;
+    this.#scheduled = setTimeout(() => {
+      this.#scheduled = null;
+      if (this.#closed) return;
+      this.#projectUpTo(this.#committed, false).then(
+        (busy) => {
+          // Another gateway is projecting: it covers our events, unless it ended just before
+          // they were visible to it, so look again a little later.
+          if (busy) this.#schedule(PROJECT_DELAY_MS);
+        },
+        // A failure surfaces at the next fresh read or at close, which project in the caller's
+        // path; the next commit schedules again.
+        () => undefined,
+      );
+    }, delayMs).unref();
+  }
+
+  /**
+   * Projects batches until the cursor reaches `until` (undefined: nothing is left), one
+   * projection at a time in this store. Resolves true when another gateway held the projector
+   * lock, `wait` was false and the cursor had not reached `until` yet.
+   */
+  #projectUpTo(until: number | undefined, wait: boolean): Promise<boolean> {
+    if (!this.#projects) return Promise.resolve(false);
+    const run = this.#projecting.then(async () => {
+      const client = await this.#projectorPool.connect();
+      let failed: Error | undefined;
+      try {
+        for (;;) {
+          const r = await projectBatch(client, this.#projectLockKey, wait, until);
+          if ('busy' in r) {
+            this.#projected(r.busy);
+            return until === undefined || r.busy < until;
+          }
+          this.#projected(r.cursor);
+          if (r.projected === 0 || (until !== undefined && r.cursor >= until)) return false;
+        }
+      } catch (err) {
+        failed = err instanceof Error ? err : new Error(String(err));
+        throw err;
+      } finally {
+        client.release(failed);
+      }
+    });
+    this.#projecting = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    return run;
+  }
+
+  #projected(cursor: number): void {
+    if (!this.#onProjected) return;
+    const now = performance.now();
+    while (this.#unprojected.length > 0 && this.#unprojected[0]!.seq <= cursor) {
+      this.#onProjected(now - this.#unprojected.shift()!.at);
+    }
   }
 
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     await this.#group.drain();
+    if (this.#scheduled !== null) clearTimeout(this.#scheduled);
+    this.#scheduled = null;
+    // What this store committed is projected before it goes (the next open, a fresh read or
+    // another gateway would otherwise); a failure here loses nothing, the events are stored.
+    if (this.#committed > 0) await this.#projectUpTo(this.#committed, true).catch(() => undefined);
+    await this.#projecting;
     for (const w of this.#watchers) await w.end().catch(() => undefined);
     this.#watchers.clear();
     await this.#pool.end();
+    await this.#projectorPool.end();
   }
 
   async #rows(sql: string, params: unknown[]): Promise<StoredEvent[]> {
@@ -583,44 +775,35 @@ const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLitera
  */
 const FLUSH_WAIT = "SELECT pg_logical_emit_message(true, 'candor-flush', '')";
 
-/**
- * Statements writing what the records change beside the events (tags, unresolved states, the
- * listing); seqs at or above RELATIVE_SEQ are written as `$1 + k` (see listing.ts).
- */
-function derivedWrites(
-  records: readonly StoredEvent[],
-  known: ReadonlyMap<string, OperationRow>,
-  written: OperationRow[],
-): string[] {
-  const parts: string[] = [];
-  const tags = new Set(
-    records.flatMap((record) =>
-      operationTags(record).map((t) => `(${lit(t)}, ${lit(record.operation_id)})`),
-    ),
-  );
-  if (tags.size > 0) {
-    parts.push(
-      `INSERT INTO ledger_tags (tag, operation_id) VALUES ${[...tags].join(', ')} ON CONFLICT DO NOTHING;`,
-    );
-  }
-  const changes = foldStates(records, (id) => known.get(id)?.fold);
-  const open = changes.filter((c) => UNRESOLVED_STATES.has(c.state));
-  const settled = changes.filter((c) => !UNRESOLVED_STATES.has(c.state));
-  if (open.length > 0) {
-    parts.push(
-      `INSERT INTO unresolved_operations (operation_id, state) VALUES ${open
-        .map((c) => `(${lit(c.operation_id)}, ${lit(c.state)})`)
-        .join(', ')} ON CONFLICT (operation_id) DO UPDATE SET state = excluded.state;`,
-    );
-  }
-  if (settled.length > 0) {
-    parts.push(
-      `DELETE FROM unresolved_operations WHERE operation_id IN (${settled.map((c) => lit(c.operation_id)).join(', ')});`,
-    );
-  }
-  parts.push(...listingWrites(records, known, written));
-  return parts;
+interface StoredHead {
+  operation_id: string;
+  state: OperationState | null;
+  last_seq: string;
+  fold: string | null;
 }
+
+/** The heads of these operations, as `#readThenWrite` reads them under their locks. */
+const headsSql = (ids: readonly string[]): string =>
+  `SELECT operation_id, state, last_seq, fold FROM ledger_heads WHERE operation_id IN (${
+    ids.length > 0 ? ids.map(lit).join(', ') : 'NULL'
+  })`;
+
+const headsOf = (rows: readonly StoredHead[]): Map<string, HeadRow> =>
+  new Map(
+    rows.map((r) => [
+      r.operation_id,
+      { state: r.state, last_seq: Number(r.last_seq), fold: decodeFold(r.fold, r.state) },
+    ]),
+  );
+
+/** The heads a commit folded (with relative seqs), as `candor_append` writes them. */
+const headWrites = (heads: ReadonlyMap<string, HeadRow>): HeadWrite[] =>
+  [...heads].map(([id, h]) => ({
+    operation_id: id,
+    state: h.state,
+    offset: h.last_seq - RELATIVE_SEQ,
+    fold: encodeFold(h.fold),
+  }));
 
 /** Fencing's owners from the owner events and leases read under the operations' locks. */
 function ownerBookOf(

@@ -5,7 +5,8 @@
 // events past `ledger_projection.seq` (projector.ts), a batch at a time.
 import type BetterSqlite3 from 'better-sqlite3';
 import type { StoredEvent } from '../events.js';
-import { decodeFold, encodeFold, foldEvent, stateOf, type OperationFold } from '../../core/fold.js';
+import { decodeFold, encodeFold } from '../../core/fold.js';
+import { foldHeads, type HeadRow } from '../heads.js';
 import type { OperationState } from '../../core/vocabulary.js';
 
 /**
@@ -31,11 +32,7 @@ export const SQLITE_HEADS_SCHEMA = `
   );
 `;
 
-export interface HeadRow {
-  state: OperationState | null;
-  last_seq: number;
-  fold: OperationFold | null;
-}
+export type { HeadRow } from '../heads.js';
 
 /** The migration's backfill: heads from the listing rows, cursor at the last event. */
 export function backfillSqliteHeads(db: BetterSqlite3.Database): void {
@@ -76,27 +73,12 @@ export function sqliteHeadsWriter(db: BetterSqlite3.Database): SqliteHeadsWriter
         : undefined;
     },
     apply(records, lookup) {
-      const next = new Map<string, HeadRow>();
-      const existed = new Set<string>();
-      for (const e of records) {
-        const id = e.operation_id;
-        if (id === null) continue;
-        let h = next.get(id);
-        if (!h) {
-          const stored = lookup(id);
-          if (stored) existed.add(id);
-          h = stored ? { ...stored } : { state: null, last_seq: e.seq, fold: null };
-          next.set(id, h);
-        }
-        h.fold = foldEvent(h.fold, e);
-        h.state = stateOf(h.fold);
-        h.last_seq = e.seq;
-      }
-      for (const [id, h] of next) {
+      const { heads, existed } = foldHeads(records, lookup);
+      for (const [id, h] of heads) {
         if (existed.has(id)) st.update.run(h.state, h.last_seq, encodeFold(h.fold), id);
         else st.insert.run(id, h.state, h.last_seq, encodeFold(h.fold));
       }
-      return next;
+      return heads;
     },
   };
 }

@@ -1,0 +1,145 @@
+// PostgreSQL's trailing listing (schema 6): what a reader sees while the projector has not caught
+// up, which readers bring it up to date first, that queries and unresolved() never trail, and that
+// a projection held up in another gateway delays no append.
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  postgresSkipReason,
+  startPostgres,
+  type ThrowawayPostgres,
+} from '../../../test/support/postgres.js';
+import { sha256Hex } from '../../core/fingerprint.js';
+import { opened, started } from '../events.case.js';
+import { openPostgresLedger } from './store.js';
+
+const skip = postgresSkipReason();
+let server: ThrowawayPostgres | undefined;
+let admin: pg.Client | undefined;
+let n = 0;
+
+beforeAll(async () => {
+  if (skip !== undefined) return;
+  server = await startPostgres();
+  admin = new pg.Client({ connectionString: server.url });
+  await admin.connect();
+}, 120_000);
+afterAll(async () => {
+  await admin?.end();
+  await server?.stop();
+});
+
+const url = (): string => {
+  if (!server) throw new Error('PostgreSQL server not started');
+  return server.url;
+};
+
+const cursorOf = async (schema: string): Promise<number> =>
+  Number(
+    (await admin!.query<{ seq: string }>(`SELECT seq FROM ${schema}.ledger_projection`)).rows[0]!
+      .seq,
+  );
+
+/** The projector's lock key of `schema` (as the store derives it). */
+const projectorKey = (schema: string): string =>
+  BigInt.asIntN(
+    64,
+    BigInt(`0x${sha256Hex(`candor-ledger-project:${schema}`).slice(0, 16)}`),
+  ).toString();
+
+describe.skipIf(skip !== undefined)('postgres listing projector', () => {
+  it('commits only events and heads; a view says how far it trails, a fresh read projects first', async () => {
+    const schema = `trail_${++n}`;
+    const writer = await openPostgresLedger(url(), { schema });
+    // A gateway that only reads (`ops`, `audit`): it never projects.
+    const view = await openPostgresLedger(url(), { schema, projects: false });
+    // Another gateway holds the projector lock: the writer's projector finds it busy.
+    const holder = new pg.Client({ connectionString: url() });
+    await holder.connect();
+    try {
+      await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${projectorKey(schema)})`);
+      await writer.append([opened('op_1', { correlation: 'case-1', key: 'key-1' })]);
+      await writer.append([started('op_1', 'att_1')]);
+      await new Promise((r) => setTimeout(r, 60)); // past the projector's delay
+      expect(await cursorOf(schema)).toBe(0);
+      // unresolved() answers from the heads, written in the commit.
+      expect(await view.unresolved()).toEqual(['op_1']);
+      const stale = await view.operations({});
+      expect(stale.rows).toEqual([]);
+      expect(stale.total).toBe(0);
+      expect(stale.trails?.events).toBe(2);
+      expect(stale.trails?.ms).toBeGreaterThanOrEqual(0);
+      expect((await view.facets(10)).trails?.events).toBe(2);
+      // Queries never trail: events past the cursor answer by their own columns and keys.
+      for (const q of [
+        { session_id: 'ses_1' },
+        { correlation_id: 'case-1' },
+        { idempotency_key: 'key-1' },
+      ]) {
+        expect((await view.query(q)).map((e) => e.seq)).toEqual([1, 2]);
+      }
+      expect(await view.query({ idempotency_key: 'key-2' })).toEqual([]);
+      // A fresh read waits for the other gateway's batch, then projects.
+      const fresh = writer.operations({});
+      await new Promise((r) => setTimeout(r, 50));
+      expect(await cursorOf(schema)).toBe(0);
+      await holder.query('COMMIT');
+      const page = await fresh;
+      expect(page.rows.map((r) => [r.operation_id, r.state, r.attempts])).toEqual([
+        ['op_1', 'unknown', 1],
+      ]);
+      expect(page.trails).toBeUndefined();
+      expect(await cursorOf(schema)).toBe(2);
+      // Tags now answer the queries (the same events as before).
+      expect((await view.query({ idempotency_key: 'key-1' })).map((e) => e.seq)).toEqual([1, 2]);
+      expect((await view.operations({})).trails).toBeUndefined();
+    } finally {
+      await holder.end();
+      await writer.close();
+      await view.close();
+    }
+  });
+
+  it('never delays an append: appends commit while another gateway holds the projector lock', async () => {
+    const schema = `nodelay_${++n}`;
+    const writer = await openPostgresLedger(url(), { schema });
+    const holder = new pg.Client({ connectionString: url() });
+    await holder.connect();
+    try {
+      await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${projectorKey(schema)})`);
+      for (let i = 0; i < 20; i++) {
+        await writer.append([opened(`op_${i}`)]);
+        await new Promise((r) => setTimeout(r, 5)); // let the projector try, and find it busy
+      }
+      expect((await writer.read()).length).toBe(20);
+      expect(await cursorOf(schema)).toBe(0);
+      await holder.query('COMMIT');
+      // Its own projector catches up by itself (polled, bounded).
+      for (let i = 0; i < 400 && (await cursorOf(schema)) < 20; i++)
+        await new Promise((r) => setTimeout(r, 10));
+      expect(await cursorOf(schema)).toBe(20);
+      expect((await writer.operations({ fresh: false })).total).toBe(20);
+    } finally {
+      await holder.end();
+      await writer.close();
+    }
+  });
+
+  it('reports each commit’s projection lag, and projects what it committed before it closes', async () => {
+    const schema = `lag_${++n}`;
+    const lags: number[] = [];
+    const writer = await openPostgresLedger(url(), { schema, onProjected: (ms) => lags.push(ms) });
+    await writer.append([opened('op_1')]);
+    await writer.append([started('op_1', 'att_1')]);
+    await writer.close();
+    expect(await cursorOf(schema)).toBe(2);
+    expect(lags).toHaveLength(2);
+    const reader = await openPostgresLedger(url(), { schema, projects: false });
+    try {
+      const page = await reader.operations({});
+      expect(page.rows.map((r) => [r.operation_id, r.state])).toEqual([['op_1', 'unknown']]);
+      expect(page.trails).toBeUndefined();
+    } finally {
+      await reader.close();
+    }
+  });
+});
