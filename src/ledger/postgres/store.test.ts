@@ -115,7 +115,10 @@ describe.skipIf(skip !== undefined)('postgres ledger schema', () => {
         ['op_2', 'succeeded'],
       ]);
       expect(page).toEqual(expected);
+      // Schema 6's heads come from the derived listing: unresolved() and the next append use them.
+      expect(await again.unresolved()).toEqual(['op_1']);
       await again.append([finished('op_1', 'att_1', 'succeeded', 'never', 'applied')]);
+      expect(await again.unresolved()).toEqual([]);
       expect((await again.operations({ states: ['succeeded'] })).total).toBe(2);
     } finally {
       await again.close();
