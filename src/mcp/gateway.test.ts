@@ -402,6 +402,21 @@ describe('cancellation', () => {
   );
 });
 
+describe('list_unresolved_operations', () => {
+  it('does not list an operation that was resolved between the list and its status (fleet history seed 36406)', async () => {
+    const created = await call('create_record', { title: 'settled meanwhile' });
+    expect(created.env).toMatchObject({ ok: true, category: 'succeeded' });
+    const id = created.env.operation_id!;
+    // The race made deterministic: the ids were read while the operation was still unknown, and
+    // another gateway's reconciliation settled it before its status was read.
+    const real = ledger.unresolved.bind(ledger);
+    ledger.unresolved = async () => [...(await real()), id];
+    const list = await call('list_unresolved_operations', {});
+    expect(list.env).toMatchObject({ ok: true, message: 'No operation is unresolved.' });
+    expect(list.env.data).toEqual({ operations: [] });
+  });
+});
+
 describe('Streamable HTTP', () => {
   it('serves the same tools on loopback with sessions', async () => {
     const http = await serveHttp(gateway, 0);

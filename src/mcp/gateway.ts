@@ -28,7 +28,7 @@ import { outcomeOf, retryOf } from '../core/rule-table.js';
 import { headline } from '../core/headline.js';
 import { UsageError, type Runtime } from '../engine/runtime.js';
 import { errorText, isLedgerFault } from '../ledger/ledger-error.js';
-import type { OperationView } from '../ledger/projection.js';
+import { UNRESOLVED_STATES, type OperationView } from '../ledger/projection.js';
 import type { LedgerStore } from '../ledger/store.js';
 import { duplicateGuard } from './duplicate-guard.js';
 import { actionTool, BUILTIN, builtinTools, noArgsSchema, operationArgsSchema } from './tools.js';
@@ -265,7 +265,9 @@ export function createGateway(options: GatewayOptions): Gateway {
     const operations: Array<Record<string, unknown>> = [];
     for (const id of await ledger.unresolved()) {
       const found = await runtime.status(id);
-      if (!found) continue;
+      // Resolved between the two reads (another gateway's reconciliation, a late answer): its
+      // status is read after the list, so it is settled, not unresolved, and is not listed.
+      if (!found || found.view.state === null || !UNRESOLVED_STATES.has(found.view.state)) continue;
       const e = found.envelope;
       operations.push({
         operation_id: id,
