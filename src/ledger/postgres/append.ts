@@ -6,6 +6,7 @@
 // sha256() and inserts, so the lock covers server work only. The bytes are those `sealRecord`
 // writes (store.test.ts compares them).
 import pg from 'pg';
+import { sha256Hex } from '../../core/fingerprint.js';
 import { EVENT_VERSION, GENESIS_HASH, type NewEvent, type StoredEvent } from '../events.js';
 import { RELATIVE_SEQ } from './listing.js';
 import { decodeSealed, recordTemplate } from '../record.js';
@@ -104,6 +105,16 @@ export interface HeadWrite {
   offset: number;
   fold: string | null;
 }
+
+/**
+ * A transaction-scoped advisory lock key of this schema's ledger: `append` serialises appends
+ * (and migrations), `project` one projector batch at a time.
+ */
+export const ledgerLockKey = (use: 'append' | 'project', schema: string): string =>
+  BigInt.asIntN(
+    64,
+    BigInt(`0x${sha256Hex(`candor-ledger-${use}:${schema}`).slice(0, 16)}`),
+  ).toString();
 
 /** A record's canonical text around its head-dependent fields. */
 export interface Template {

@@ -59,7 +59,12 @@ export const POSTGRES_LISTING_SCHEMA = `
  */
 export const RELATIVE_SEQ = 2 ** 50;
 
-/** A literal of the listing's or the heads' SQL (relative seqs as `$1 + k`). */
+/**
+ * A literal of the listing's SQL (relative seqs as `$1 + k`). PostgreSQL text cannot hold U+0000
+ * (a message carrying it is refused whole): the listing, which is derived, shows U+FFFD there, so
+ * that a record stored with one (a remote reference from a response, say) never stops the
+ * projection. The record itself keeps its bytes.
+ */
 export const lit = (v: string | number | null): string =>
   v === null
     ? 'NULL'
@@ -67,7 +72,7 @@ export const lit = (v: string | number | null): string =>
       ? v > RELATIVE_SEQ
         ? `($1 + ${v - RELATIVE_SEQ})`
         : String(v)
-      : pg.escapeLiteral(v);
+      : pg.escapeLiteral(v.replaceAll('\u0000', '\ufffd'));
 
 /** `SELECT` of the stored rows of these operations (their state feeds both projections). */
 export function listingRowsSql(ids: readonly string[]): string {

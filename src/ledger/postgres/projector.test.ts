@@ -9,7 +9,9 @@ import {
   type ThrowawayPostgres,
 } from '../../../test/support/postgres.js';
 import { sha256Hex } from '../../core/fingerprint.js';
-import { opened, started } from '../events.case.js';
+import type { NewEvent } from '../events.js';
+import { finished, opened, started } from '../events.case.js';
+import { POSTGRES_PROJECT_BATCH_BYTES, projectBatch } from './projector.js';
 import { openPostgresLedger } from './store.js';
 
 const skip = postgresSkipReason();
@@ -140,6 +142,117 @@ describe.skipIf(skip !== undefined)('postgres listing projector', () => {
       expect(page.trails).toBeUndefined();
     } finally {
       await reader.close();
+    }
+  });
+
+  it('a record whose derived text PostgreSQL cannot hold (U+0000 in a remote reference) never stops the projection', async () => {
+    const schema = `nul_${++n}`;
+    const writer = await openPostgresLedger(url(), { schema });
+    try {
+      await writer.append([opened('op_1'), started('op_1', 'att_1')]);
+      const f = finished('op_1', 'att_1', 'succeeded', 'never', 'applied');
+      if (f.kind === 'attempt_finished')
+        f.data.response = { status: 201, remote_ref: 'dep_\u0000x' } as typeof f.data.response;
+      await writer.append([f]);
+      await writer.append([opened('op_2')]);
+      const page = await writer.operations({});
+      expect(page.trails).toBeUndefined();
+      expect(await cursorOf(schema)).toBe(4);
+      expect(page.rows.map((r) => r.operation_id).sort()).toEqual(['op_1', 'op_2']);
+      // The record keeps its bytes; the derived listing shows U+FFFD where the text had U+0000.
+      const stored = (await writer.query({ operation_id: 'op_1' })).at(-1)!;
+      expect(stored.kind === 'attempt_finished' && stored.data.response?.remote_ref).toBe(
+        'dep_\u0000x',
+      );
+      expect((await writer.operations({ search: 'dep_\ufffdx' })).total).toBe(1);
+    } finally {
+      await writer.close();
+    }
+  });
+
+  it('a projector connection that dies while it waits fails that read, not the process; the next read projects', async () => {
+    const schema = `dies_${++n}`;
+    const writer = await openPostgresLedger(url(), { schema });
+    const holder = new pg.Client({ connectionString: url() });
+    await holder.connect();
+    try {
+      await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${projectorKey(schema)})`);
+      await writer.append([opened('op_1')]);
+      const fresh = writer.operations({}).then(
+        () => 'answered',
+        (err: Error) => err.message,
+      );
+      // The projector's session, waiting for the lock, is ended by the server.
+      let ended = 0;
+      for (let i = 0; i < 100 && ended === 0; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+        ended = (
+          await admin!.query(
+            `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+              WHERE wait_event_type = 'Lock' AND wait_event = 'advisory' AND pid <> $1`,
+            [(holder as unknown as { processID: number }).processID],
+          )
+        ).rowCount!;
+      }
+      expect(ended).toBe(1);
+      expect(await fresh).not.toBe('answered');
+      await holder.query('COMMIT');
+      const page = await writer.operations({});
+      expect(page.rows.map((r) => r.operation_id)).toEqual(['op_1']);
+      expect(await cursorOf(schema)).toBe(1);
+    } finally {
+      await holder.end();
+      await writer.close();
+    }
+  });
+
+  it('a batch holds at most about 128 KiB of records, so a paused reader cannot hold the lock in the server’s send', async () => {
+    const schema = `bytes_${++n}`;
+    const holder = new pg.Client({ connectionString: url() });
+    await holder.connect();
+    const writer = await openPostgresLedger(url(), { schema, projects: false });
+    try {
+      const big = (i: number): NewEvent => {
+        const e = opened(`op_${i}`);
+        if (e.kind === 'operation_opened') e.data.params = { note: 'x'.repeat(40_000) };
+        return e;
+      };
+      for (let i = 0; i < 10; i++) await writer.append([big(i)]);
+      await holder.query(`SET search_path = ${schema}`);
+      const seen: number[] = [];
+      for (;;) {
+        const r = await projectBatch(holder, projectorKey(schema), false);
+        if ('busy' in r) throw new Error('busy');
+        if (r.projected === 0) break;
+        seen.push(r.projected);
+      }
+      // Each record is about 40 KB: a batch ends once 128 KiB is passed (at least one record).
+      expect(Math.max(...seen)).toBeLessThanOrEqual(
+        Math.ceil(POSTGRES_PROJECT_BATCH_BYTES / 40_000),
+      );
+      expect(seen.reduce((a, b) => a + b, 0)).toBe(10);
+      expect(await cursorOf(schema)).toBe(10);
+    } finally {
+      await holder.end();
+      await writer.close();
+    }
+  });
+
+  it('answers a query by idempotency key while an opening whose params hold U+0000 is pending', async () => {
+    const schema = `key_${++n}`;
+    const view = await openPostgresLedger(url(), { schema, projects: false });
+    try {
+      const odd = opened('op_odd', { key: 'key-odd' });
+      if (odd.kind === 'operation_opened') odd.data.params = { note: 'a\u0000b', s: 'x\ud800y' };
+      await view.append([odd, opened('op_1', { key: 'key-1' })]);
+      expect(await cursorOf(schema)).toBe(0);
+      expect((await view.query({ idempotency_key: 'key-1' })).map((e) => e.operation_id)).toEqual([
+        'op_1',
+      ]);
+      expect((await view.query({ idempotency_key: 'key-odd' })).map((e) => e.seq)).toEqual([1]);
+      expect(await view.query({ idempotency_key: 'other' })).toEqual([]);
+    } finally {
+      await view.close();
     }
   });
 });

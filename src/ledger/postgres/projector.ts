@@ -6,7 +6,7 @@
 //
 // Why a cursor is enough: every append holds the append lock until its commit is visible, so
 // events become visible in seq order, and a reader that sees seq n sees every seq below it.
-import type pg from 'pg';
+import pg from 'pg';
 import type { StoredEvent } from '../events.js';
 import type { ListingTrail } from '../listing.js';
 import { ROW_COLUMNS, type SqlRow } from '../listing-sql.js';
@@ -16,6 +16,13 @@ import { listingRows, listingWrites, lit } from './listing.js';
 
 /** One batch: at most this many events. */
 export const POSTGRES_PROJECT_BATCH_EVENTS = 1000;
+
+/**
+ * And at most about this many bytes of records (at least one record): the reply fits the socket's
+ * buffers, so a gateway paused while reading it is idle in its transaction, not stuck in the
+ * server's send, and IDLE_MS ends it.
+ */
+export const POSTGRES_PROJECT_BATCH_BYTES = 128 * 1024;
 
 /** A projector's session idle inside its batch this long is ended by the server (lock released). */
 const IDLE_MS = 5_000;
@@ -45,9 +52,13 @@ export async function projectBatch(
   until?: number,
 ): Promise<BatchResult | { busy: number }> {
   const upTo = until === undefined ? '' : ` AND seq <= ${Math.floor(until)}`;
-  const pending = `SELECT seq, hash, bytes, operation_id FROM ledger_events
-    WHERE seq > (SELECT seq FROM ledger_projection)${upTo}
-    ORDER BY seq LIMIT ${POSTGRES_PROJECT_BATCH_EVENTS}`;
+  const pending = `SELECT seq, hash, bytes, operation_id FROM (
+      SELECT seq, hash, bytes, operation_id,
+        sum(octet_length(bytes)) OVER (ORDER BY seq) - octet_length(bytes) AS before
+      FROM (SELECT seq, hash, bytes, operation_id FROM ledger_events
+        WHERE seq > (SELECT seq FROM ledger_projection)${upTo}
+        ORDER BY seq LIMIT ${POSTGRES_PROJECT_BATCH_EVENTS}) w
+    ) b WHERE before < ${POSTGRES_PROJECT_BATCH_BYTES} ORDER BY seq`;
   try {
     // The lock first, in a statement of its own: the cursor is read after it is held (each
     // statement of a READ COMMITTED transaction reads what is committed when it starts). A
@@ -99,7 +110,9 @@ export async function projectBatch(
     await client.query(writes.join('; '));
     return { cursor: last, projected: records.length };
   } catch (err) {
-    await client.query('ROLLBACK').catch(() => undefined);
+    // The server answered with an error: the connection still works, end the transaction. A
+    // connection that failed is not asked again (the caller discards it).
+    if (err instanceof pg.DatabaseError) await client.query('ROLLBACK').catch(() => undefined);
     throw err;
   }
 }

@@ -3,7 +3,7 @@
 // the other columns and tables are derived from them (same layout as the SQLite schema).
 import type { PoolClient } from 'pg';
 import { LedgerError } from '../ledger-error.js';
-import { SERVER_APPEND_HEADS_SQL, SERVER_APPEND_SQL } from './append.js';
+import { ledgerLockKey, SERVER_APPEND_HEADS_SQL, SERVER_APPEND_SQL } from './append.js';
 import { backfillPostgresListing, POSTGRES_LISTING_SCHEMA } from './listing.js';
 
 export interface Migration {
@@ -137,6 +137,11 @@ export async function migratePostgres(
         'SCHEMA_TOO_NEW',
         `ledger schema version ${current} is newer than this Candor knows (${POSTGRES_SCHEMA_VERSION})`,
       );
+    }
+    if (current > 0 && current < POSTGRES_SCHEMA_VERSION) {
+      // No append of an older Candor is half done while the tables it writes change (schema 6
+      // copies the heads from the listing and starts the projection after the last event).
+      await client.query(`SELECT pg_advisory_xact_lock(${ledgerLockKey('append', schema)})`);
     }
     for (const m of POSTGRES_MIGRATIONS) {
       if (m.version <= current) continue;

@@ -41,6 +41,7 @@ import { parseRecord } from '../record.js';
 import type { Durability, LedgerQuery, LedgerStore } from '../store.js';
 import {
   absoluteSeq,
+  ledgerLockKey,
   relativeRecords,
   serverAppendSql,
   STALE_FOLD,
@@ -235,14 +236,8 @@ class PostgresLedgerStore implements LedgerStore {
     this.#schema = schema;
     this.#channel = `candor_ledger_${schema}`;
     this.#leaseChannel = `candor_leases_${schema}`;
-    this.#lockKey = BigInt.asIntN(
-      64,
-      BigInt(`0x${sha256Hex(`candor-ledger-append:${schema}`).slice(0, 16)}`),
-    ).toString();
-    this.#projectLockKey = BigInt.asIntN(
-      64,
-      BigInt(`0x${sha256Hex(`candor-ledger-project:${schema}`).slice(0, 16)}`),
-    ).toString();
+    this.#lockKey = ledgerLockKey('append', schema);
+    this.#projectLockKey = ledgerLockKey('project', schema);
     this.#group = createGroupCommit((batches) => this.#flush(batches));
   }
 
@@ -574,34 +569,60 @@ class PostgresLedgerStore implements LedgerStore {
       ]);
     }
     // Operations carrying the tag, whole, plus the matching non-operation events. Events past the
-    // projection's cursor have no tags yet: their own columns answer (or, for a key, the pending
-    // openings' text), in the same snapshot, so a query never waits for the projector.
-    const [tag, column] =
+    // projection's cursor have no tags yet: their own columns answer, in the same statement (so
+    // in one snapshot), so a query never waits for the projector.
+    if ('idempotency_key' in q) return this.#byKey(q.idempotency_key);
+    const [tag, column, value] =
       'session_id' in q
-        ? [`s:${q.session_id}`, 'session_id']
-        : 'correlation_id' in q
-          ? [`c:${q.correlation_id}`, 'correlation_id']
-          : [`k:${q.idempotency_key}`, null];
-    const value =
-      'session_id' in q
-        ? q.session_id
-        : 'correlation_id' in q
-          ? q.correlation_id
-          : q.idempotency_key;
-    const pending = column
-      ? `${column} = $2`
-      : `kind = 'operation_opened'
-           AND convert_from(bytes, 'UTF8')::json -> 'data' ->> 'idempotency_key' = $2`;
+        ? [`s:${q.session_id}`, 'session_id', q.session_id]
+        : [`c:${q.correlation_id}`, 'correlation_id', q.correlation_id];
     return this.#rows(
       `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
          (SELECT operation_id FROM ledger_tags WHERE tag = $1
           UNION SELECT operation_id FROM ledger_events
             WHERE seq > (SELECT seq FROM ledger_projection) AND operation_id IS NOT NULL
-              AND ${pending})
-       ${column ? `UNION ALL SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND ${column} = $2` : ''}
+              AND ${column} = $2)
+       UNION ALL SELECT seq, bytes FROM ledger_events WHERE operation_id IS NULL AND ${column} = $2
        ORDER BY seq`,
-      [tag, value],
+      [noNul(tag), value],
     );
+  }
+
+  /**
+   * Operations opened with `key`, whole. A key is not a column: the openings past the cursor are
+   * read and matched here (few, and recent; whatever their params hold), then the operations'
+   * events read, both in one snapshot (a read-only REPEATABLE READ transaction).
+   */
+  async #byKey(key: string): Promise<StoredEvent[]> {
+    this.#live();
+    const client = await this.#pool.connect();
+    let failed: Error | undefined;
+    try {
+      const replies = (await client.query(
+        `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY;
+         SELECT bytes FROM ledger_events
+          WHERE seq > (SELECT seq FROM ledger_projection) AND kind = 'operation_opened'`,
+      )) as unknown as pg.QueryResult<BytesRow>[];
+      const pending = replies[1]!.rows.flatMap((r) => {
+        const e = parseRecord(r.bytes);
+        return e.kind === 'operation_opened' && e.data.idempotency_key === key && e.operation_id
+          ? [e.operation_id]
+          : [];
+      });
+      const res = await client.query<BytesRow>(
+        `SELECT seq, bytes FROM ledger_events WHERE operation_id IN
+           (SELECT operation_id FROM ledger_tags WHERE tag = $1 UNION SELECT unnest($2::text[]))
+         ORDER BY seq`,
+        [noNul(`k:${key}`), pending],
+      );
+      await client.query('COMMIT');
+      return res.rows.map((r) => parseRecord(r.bytes));
+    } catch (err) {
+      failed = err instanceof Error ? err : new Error(String(err));
+      throw err;
+    } finally {
+      client.release(failed);
+    }
   }
 
   async unresolved(): Promise<string[]> {
@@ -664,9 +685,20 @@ class PostgresLedgerStore implements LedgerStore {
     await this.#projectUpTo(Number(head), true);
   }
 
-  /** At open: resumes what a writer that died left unprojected, unless another gateway projects. */
+  /**
+   * At open: resumes what a writer that died left unprojected (up to the head at open, so that a
+   * busy fleet's stream does not hold the open), unless another gateway projects.
+   */
   async resume(): Promise<void> {
-    await this.#projectUpTo(undefined, false).catch(() => undefined);
+    if (!this.#projects) return;
+    try {
+      const head = await this.#pool.query<{ head: string }>(
+        'SELECT coalesce(max(seq), 0) AS head FROM ledger_events',
+      );
+      await this.#projectUpTo(Number(head.rows[0]!.head), false);
+    } catch {
+      // Resumed by the next commit, fresh read or close, here or in another gateway.
+    }
   }
 
   /**
@@ -701,6 +733,10 @@ class PostgresLedgerStore implements LedgerStore {
     if (!this.#projects) return Promise.resolve(false);
     const run = this.#projecting.then(async () => {
       const client = await this.#projectorPool.connect();
+      // A checked-out client has no pool listener: a connection that dies mid-batch (a server
+      // restart, a terminated backend) must fail this projection, not the process.
+      const ignore = (): void => undefined;
+      client.on('error', ignore);
       let failed: Error | undefined;
       try {
         for (;;) {
@@ -716,6 +752,7 @@ class PostgresLedgerStore implements LedgerStore {
         failed = err instanceof Error ? err : new Error(String(err));
         throw err;
       } finally {
+        client.off('error', ignore);
         client.release(failed);
       }
     });
@@ -758,6 +795,9 @@ class PostgresLedgerStore implements LedgerStore {
 }
 
 const lit = (v: string | null): string => (v === null ? 'NULL' : pg.escapeLiteral(v));
+
+/** A tag as the projector writes it (U+0000 shown as U+FFFD: see listing.ts `lit`). */
+const noNul = (tag: string): string => tag.replaceAll('\u0000', '\ufffd');
 
 /**
  * Durability before acknowledging, in the write's own message after its COMMIT: the statement runs
