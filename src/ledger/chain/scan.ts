@@ -248,6 +248,12 @@ const BATCH_BYTES = 1 << 20;
 
 export function scanRecords(records: readonly Uint8Array[]): ScanResult {
   const s = new RecordScanner();
+  scanInto(s, records);
+  return s.finish();
+}
+
+/** Pushes `records` (the next ones of the ledger, in order) into `s`, hashed in batches. */
+export function scanInto(s: RecordScanner, records: readonly Uint8Array[]): void {
   let buf = Buffer.allocUnsafe(BATCH_BYTES);
   let ranges = new Int32Array(256);
   let chains = new Uint8Array(0);
@@ -275,5 +281,4 @@ export function scanRecords(records: readonly Uint8Array[]): ScanResult {
     s.pushChunk(buf, ranges, n, chains, tree);
     from += n;
   }
-  return s.finish();
 }
