@@ -56,7 +56,8 @@ export interface ReadOptions {
    * Default true: the store first brings its listing up to every event stored at the call (a
    * reader that decides something, such as the duplicate guard or policy totals, must never be
    * answered from a stale listing). `false`: answer from the listing as it stands and say how far
-   * it trails; for views that must never wait for, or take, the write lock. A store that cannot
+   * it trails; for views that must never wait for, or take, the write lock (PostgreSQL, whose
+   * projector has its own lock, projects what is pending first, waiting at most 250 ms for it). A store that cannot
    * write (opened read-only) answers as it stands either way.
    */
   fresh?: boolean;

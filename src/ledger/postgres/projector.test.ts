@@ -255,4 +255,33 @@ describe.skipIf(skip !== undefined)('postgres listing projector', () => {
       await view.close();
     }
   });
+
+  it('a view’s read projects what is pending, but waits at most a moment for another gateway’s batch', async () => {
+    const schema = `view_${++n}`;
+    const writer = await openPostgresLedger(url(), { schema, projects: false });
+    const view = await openPostgresLedger(url(), { schema });
+    const holder = new pg.Client({ connectionString: url() });
+    await holder.connect();
+    try {
+      await writer.append([opened('op_1')]);
+      // Nobody else projects: the view's own read brings the listing up to date.
+      const page = await view.operations({ fresh: false });
+      expect(page.rows.map((r) => r.operation_id)).toEqual(['op_1']);
+      expect(page.trails).toBeUndefined();
+      // Another gateway's batch holds the lock: the view answers as the listing stands.
+      await holder.query(`BEGIN; SELECT pg_advisory_xact_lock(${projectorKey(schema)})`);
+      await writer.append([opened('op_2')]);
+      const t = performance.now();
+      const stale = await view.operations({ fresh: false });
+      expect(performance.now() - t).toBeLessThan(5_000);
+      expect(stale.rows.map((r) => r.operation_id)).toEqual(['op_1']);
+      expect(stale.trails?.events).toBe(1);
+      await holder.query('COMMIT');
+      expect((await view.operations({ fresh: false })).total).toBe(2);
+    } finally {
+      await holder.end();
+      await writer.close();
+      await view.close();
+    }
+  });
 });

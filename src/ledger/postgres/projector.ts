@@ -42,13 +42,14 @@ interface PendingRow {
 
 /**
  * Projects one batch (events after the cursor, up to `until` when given) in its own transaction
- * on `client`. `wait`: wait for another gateway's batch to end; otherwise `{ busy: cursor }` is
- * returned at once when one is running (it projects every pending event, ours included).
+ * on `client`. `wait`: wait for another gateway's batch to end (a number: at most that many ms);
+ * otherwise, or once that wait runs out, `{ busy: cursor }` is returned when one is running (it
+ * projects every pending event, ours included).
  */
 export async function projectBatch(
   client: pg.ClientBase,
   lockKey: string,
-  wait: boolean,
+  wait: boolean | number,
   until?: number,
 ): Promise<BatchResult | { busy: number }> {
   const upTo = until === undefined ? '' : ` AND seq <= ${Math.floor(until)}`;
@@ -65,15 +66,20 @@ export async function projectBatch(
     // projector paused mid-batch loses its session, and with it the lock, within IDLE_MS.
     const locked = (await client.query(
       `BEGIN; SET LOCAL idle_in_transaction_session_timeout = ${IDLE_MS}; ${
-        wait
+        typeof wait === 'number'
+          ? `SET LOCAL lock_timeout = ${Math.max(1, Math.floor(wait))}; `
+          : ''
+      }${
+        wait !== false
           ? `SELECT true AS ok, pg_advisory_xact_lock(${lockKey})`
           : `SELECT pg_try_advisory_xact_lock(${lockKey}) AS ok`
       }; SELECT seq FROM ledger_projection`,
     )) as unknown as pg.QueryResult[];
-    if (!(locked[2]!.rows[0] as { ok: boolean }).ok) {
+    const at = typeof wait === 'number' ? 1 : 0;
+    if (!(locked[2 + at]!.rows[0] as { ok: boolean }).ok) {
       await client.query('ROLLBACK');
       // Where the other gateway's projection stood when it was found running.
-      return { busy: Number((locked[3]!.rows[0] as { seq: string } | undefined)?.seq ?? 0) };
+      return { busy: Number((locked[3 + at]!.rows[0] as { seq: string } | undefined)?.seq ?? 0) };
     }
     // The pending events and the listing rows of their operations (the same window: later
     // commits only add events after it).
@@ -113,6 +119,8 @@ export async function projectBatch(
     // The server answered with an error: the connection still works, end the transaction. A
     // connection that failed is not asked again (the caller discards it).
     if (err instanceof pg.DatabaseError) await client.query('ROLLBACK').catch(() => undefined);
+    // lock_not_available: the bounded wait ran out while another gateway projects.
+    if (err instanceof pg.DatabaseError && err.code === '55P03') return { busy: 0 };
     throw err;
   }
 }

@@ -180,6 +180,9 @@ interface Known {
  */
 const PROJECT_DELAY_MS = 20;
 
+/** How long a view's read waits for another gateway's projector batch before it answers as is. */
+const VIEW_WAIT_MS = 250;
+
 /** Operations remembered between appends (the most recently used). */
 const KNOWN_ROWS = 2048;
 
@@ -660,12 +663,16 @@ class PostgresLedgerStore implements LedgerStore {
   /**
    * Fresh (the default): the listing is first brought up to every event stored at the call,
    * waiting for another gateway's batch if one runs, so that readers that decide something are
-   * never answered from a stale listing. Not fresh: nothing is projected or waited for. Either
-   * way, says how far the listing still trails.
+   * never answered from a stale listing. Not fresh (a view): the same, but waiting at most
+   * VIEW_WAIT_MS for another gateway's batch, and a projection that fails is left to the others;
+   * the answer then stands as it is. Either way, says how far the listing still trails.
    */
   async #prepareRead(options: ReadOptions | undefined): Promise<ListingTrail | undefined> {
     this.#live();
-    if (options?.fresh !== false && this.#projects) await this.project();
+    if (this.#projects) {
+      if (options?.fresh !== false) await this.project();
+      else await this.#projectHead(VIEW_WAIT_MS).catch(() => undefined);
+    }
     return projectionTrail((sql) => this.#pool.query(sql));
   }
 
@@ -675,6 +682,10 @@ class PostgresLedgerStore implements LedgerStore {
    */
   async project(): Promise<void> {
     this.#live();
+    await this.#projectHead(true);
+  }
+
+  async #projectHead(wait: boolean | number): Promise<void> {
     // One read when the listing is up to date (the usual case): no projector transaction.
     const res = await this.#pool.query<{ head: string; cursor: string }>(
       `SELECT coalesce(max(seq), 0) AS head, (SELECT seq FROM ledger_projection) AS cursor
@@ -682,7 +693,7 @@ class PostgresLedgerStore implements LedgerStore {
     );
     const { head, cursor } = res.rows[0]!;
     if (Number(cursor) >= Number(head)) return;
-    await this.#projectUpTo(Number(head), true);
+    await this.#projectUpTo(Number(head), wait);
   }
 
   /**
@@ -729,7 +740,7 @@ class PostgresLedgerStore implements LedgerStore {
    * projection at a time in this store. Resolves true when another gateway held the projector
    * lock, `wait` was false and the cursor had not reached `until` yet.
    */
-  #projectUpTo(until: number | undefined, wait: boolean): Promise<boolean> {
+  #projectUpTo(until: number | undefined, wait: boolean | number): Promise<boolean> {
     if (!this.#projects) return Promise.resolve(false);
     const run = this.#projecting.then(async () => {
       const client = await this.#projectorPool.connect();
