@@ -37,22 +37,34 @@ export interface StoreRecords {
   checkpoints: number;
 }
 
-export async function readStoreRecords(store: LedgerStore, pageSize = 5000): Promise<StoreRecords> {
-  const records: Buffer[] = [];
-  const mismatched: number[] = [];
-  let checkpoints = 0;
+/**
+ * The store's records a page at a time, as stored bytes, with the counts of `StoreRecords` for
+ * that page (a mismatch: rebuilt bytes that do not hash to the hash the store reported).
+ */
+async function* storePages(store: LedgerStore, pageSize: number): AsyncGenerator<StoreRecords> {
   for (let from = 1; ;) {
     const page = await store.read(from, pageSize);
+    const out: StoreRecords = { records: [], mismatched: [], checkpoints: 0 };
     for (const e of page) {
-      if (e.kind === 'checkpoint') checkpoints++;
+      if (e.kind === 'checkpoint') out.checkpoints++;
       const bytes = storedBytes(e);
-      if (sha256Hex(bytes) !== e.hash) mismatched.push(e.seq);
-      records.push(bytes);
+      if (sha256Hex(bytes) !== e.hash) out.mismatched.push(e.seq);
+      out.records.push(bytes);
     }
-    if (page.length < pageSize) break;
+    yield out;
+    if (page.length < pageSize) return;
     from = page[page.length - 1]!.seq + 1;
   }
-  return { records, mismatched, checkpoints };
+}
+
+export async function readStoreRecords(store: LedgerStore, pageSize = 5000): Promise<StoreRecords> {
+  const all: StoreRecords = { records: [], mismatched: [], checkpoints: 0 };
+  for await (const page of storePages(store, pageSize)) {
+    all.records.push(...page.records);
+    all.mismatched.push(...page.mismatched);
+    all.checkpoints += page.checkpoints;
+  }
+  return all;
 }
 
 /** Records read and scanned at a time by `verifyStore`. */
@@ -70,16 +82,9 @@ export async function verifyStore(
 ): Promise<VerifyReport> {
   const scanner = new RecordScanner();
   const mismatched: number[] = [];
-  for (let from = 1; ;) {
-    const page = await store.read(from, VERIFY_PAGE);
-    const bytes = page.map((e) => {
-      const b = storedBytes(e);
-      if (sha256Hex(b) !== e.hash) mismatched.push(e.seq);
-      return b;
-    });
-    scanInto(scanner, bytes);
-    if (page.length < VERIFY_PAGE) break;
-    from = page[page.length - 1]!.seq + 1;
+  for await (const page of storePages(store, VERIFY_PAGE)) {
+    mismatched.push(...page.mismatched);
+    scanInto(scanner, page.records);
     await new Promise((resolve) => setImmediate(resolve));
   }
   const report = classify(scanner.finish(), {

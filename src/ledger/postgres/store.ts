@@ -702,14 +702,8 @@ class PostgresLedgerStore implements LedgerStore {
    */
   async resume(): Promise<void> {
     if (!this.#projects) return;
-    try {
-      const head = await this.#pool.query<{ head: string }>(
-        'SELECT coalesce(max(seq), 0) AS head FROM ledger_events',
-      );
-      await this.#projectUpTo(Number(head.rows[0]!.head), false);
-    } catch {
-      // Resumed by the next commit, fresh read or close, here or in another gateway.
-    }
+    // On failure: resumed by the next commit, fresh read or close, here or in another gateway.
+    await this.#projectHead(false).catch(() => undefined);
   }
 
   /**
